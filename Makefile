@@ -1,0 +1,37 @@
+# The two commands: `make run` and `make test`. Everything they need is installed from here.
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: run test lint install services screenshot clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e ".[dev]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: install
+	$(PY) manage.py migrate --noinput
+	$(PY) manage.py first_user
+	$(VENV)/bin/daphne -b $(HOST) -p $(PORT) research.asgi:application
+
+services:
+	scripts/test-services.sh
+
+lint: install
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+test: install services lint
+	$(VENV)/bin/pytest
+
+screenshot: install services
+	$(PY) scripts/screenshot.py docs/run-page.png
+
+clean:
+	rm -rf $(VENV) staticfiles .pytest_cache

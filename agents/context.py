@@ -1,0 +1,102 @@
+"""What an agent thread knows about itself: identifiers only, never model instances."""
+
+import threading
+import time
+from dataclasses import dataclass, field
+
+from django.conf import settings
+
+from research.models import Run
+
+
+class Cancelled(Exception):
+    """The run was cancelled (by a user, its parent ending, the server stopping)."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass
+class CancelToken:
+    """Set in this process by the pool, or in the database by any process (run_cancel).
+
+    The database flag is read at most every RESEARCH_CANCEL_POLL_SECONDS, so a cancel sent
+    to another process reaches the agent within a second without a query per check.
+    """
+
+    run_id: int
+    _event: threading.Event = field(default_factory=threading.Event)
+    _reason: str = ""
+    _checked_at: float = 0.0
+
+    def cancel(self, reason: str) -> None:
+        if not self._event.is_set():
+            self._reason = reason
+            self._event.set()
+
+    @property
+    def reason(self) -> str:
+        return self._reason
+
+    def is_set(self) -> bool:
+        if self._event.is_set():
+            return True
+        now = time.monotonic()
+        if now - self._checked_at >= settings.RESEARCH_CANCEL_POLL_SECONDS:
+            self._checked_at = now
+            row = (
+                Run.objects.filter(pk=self.run_id)
+                .values_list("cancel_requested", "cancel_reason")
+                .first()
+            )
+            if row is None:
+                self.cancel("cancelled: the run was deleted")
+            elif row[0]:
+                self.cancel(row[1] or "cancelled by the user")
+        return self._event.is_set()
+
+    def check(self) -> None:
+        if self.is_set():
+            raise Cancelled(self._reason)
+
+    def sleep(self, seconds: float) -> bool:
+        """Wait up to `seconds`; True when cancelled meanwhile."""
+        deadline = time.monotonic() + seconds
+        while (left := deadline - time.monotonic()) > 0:
+            if self.is_set():
+                return True
+            self._event.wait(min(left, settings.RESEARCH_CANCEL_POLL_SECONDS))
+        return self.is_set()
+
+
+@dataclass
+class AgentContext:
+    run_id: int
+    root_id: int
+    parent_id: int | None
+    depth: int
+    name: str
+    owner_id: int
+    model: str
+    dataset_id: int | None
+    cancel: CancelToken
+
+    @classmethod
+    def load(cls, run_id: int, cancel: CancelToken) -> "AgentContext":
+        run = Run.objects.get(pk=run_id)
+        return cls(
+            run_id=run.pk,
+            root_id=run.root_id,
+            parent_id=run.parent_id,
+            depth=run.depth,
+            name=run.name,
+            owner_id=run.owner_id,
+            model=run.model,
+            dataset_id=run.dataset_id,
+            cancel=cancel,
+        )
+
+    @property
+    def is_root(self) -> bool:
+        return self.parent_id is None

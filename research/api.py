@@ -1,0 +1,133 @@
+"""The REST API under /v1/gb/research: one thin view per operation.
+
+Flow, top to bottom: authenticate → permit (IsAuthenticated) → check input → service or
+selector (always scoped to the owner) → output serializer. Domain errors become HTTP answers
+in `exception_handler`.
+"""
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import status
+from rest_framework.decorators import api_view
+from rest_framework.exceptions import ValidationError
+from rest_framework.pagination import PageNumberPagination
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+from research import selectors, services
+from research.serializers import (
+    EventSerializer,
+    EventsFilterSerializer,
+    MessageSerializer,
+    RunListFilterSerializer,
+    RunOutputSerializer,
+    RunStartSerializer,
+    RunStateSerializer,
+)
+from research.services import InvalidInput, NotFound, ResearchError, TooManyRuns
+
+
+def exception_handler(exc, context):
+    if isinstance(exc, InvalidInput):
+        exc = ValidationError({exc.field or "non_field_errors": [exc.message]})
+    elif isinstance(exc, NotFound):
+        return Response({"detail": exc.message}, status=status.HTTP_404_NOT_FOUND)
+    elif isinstance(exc, TooManyRuns):
+        return Response({"detail": exc.message}, status=status.HTTP_429_TOO_MANY_REQUESTS)
+    elif isinstance(exc, ResearchError):
+        return Response({"detail": exc.message}, status=status.HTTP_400_BAD_REQUEST)
+    return drf_exception_handler(exc, context)
+
+
+def _checked(serializer_class, data):
+    serializer = serializer_class(data=data)
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data
+
+
+def _run(request: Request, run_id: int):
+    return selectors.run_get(owner=request.user, run_id=run_id)
+
+
+@extend_schema(
+    methods=["GET"],
+    parameters=[RunListFilterSerializer],
+    responses=RunOutputSerializer(many=True),
+)
+@extend_schema(methods=["POST"], request=RunStartSerializer, responses={201: RunOutputSerializer})
+@api_view(["GET", "POST"])
+def runs(request: Request) -> Response:
+    if request.method == "POST":
+        return run_start(request)
+    filters = _checked(RunListFilterSerializer, request.query_params)
+    queryset = selectors.run_list(owner=request.user, **filters)
+    paginator = PageNumberPagination()
+    page = paginator.paginate_queryset(queryset, request)
+    return paginator.get_paginated_response(RunOutputSerializer(page, many=True).data)
+
+
+def run_start(request: Request) -> Response:
+    data = _checked(RunStartSerializer, request.data)
+    run = services.run_start(
+        owner=request.user,
+        topic=data["topic"],
+        max_steps=data.get("max_steps"),
+        model=data.get("model") or None,
+        dataset_id=data.get("dataset"),
+    )
+    return Response(RunOutputSerializer(run).data, status=status.HTTP_201_CREATED)
+
+
+@extend_schema(methods=["GET"], responses=RunOutputSerializer)
+@extend_schema(methods=["DELETE"], responses={204: None})
+@api_view(["GET", "DELETE"])
+def run_detail(request: Request, run_id: int) -> Response:
+    run = _run(request, run_id)
+    if request.method == "DELETE":
+        services.run_delete(run=run)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+    return Response(RunOutputSerializer(run).data)
+
+
+@extend_schema(request=None, responses=RunOutputSerializer)
+@api_view(["POST"])
+def run_cancel(request: Request, run_id: int) -> Response:
+    run = _run(request, run_id)
+    services.run_cancel(run=run)
+    run.refresh_from_db()
+    return Response(RunOutputSerializer(run).data, status=status.HTTP_202_ACCEPTED)
+
+
+@extend_schema(responses=RunOutputSerializer(many=True))
+@api_view(["GET"])
+def run_tree(request: Request, run_id: int) -> Response:
+    """The run and all its sub-agents, parents first: build the tree from parent_id."""
+    run = _run(request, run_id)
+    return Response(RunOutputSerializer(selectors.run_subtree(run=run), many=True).data)
+
+
+@extend_schema(responses=RunStateSerializer(many=True))
+@api_view(["GET"])
+def run_states(request: Request, run_id: int) -> Response:
+    run = _run(request, run_id)
+    return Response(RunStateSerializer(selectors.run_states(run=run), many=True).data)
+
+
+@extend_schema(responses=MessageSerializer(many=True))
+@api_view(["GET"])
+def run_messages(request: Request, run_id: int) -> Response:
+    run = _run(request, run_id)
+    return Response(MessageSerializer(selectors.run_messages(run=run), many=True).data)
+
+
+@extend_schema(
+    parameters=[OpenApiParameter("after", int, description="the last seq seen")],
+    responses=EventSerializer(many=True),
+)
+@api_view(["GET"])
+def run_events(request: Request, run_id: int) -> Response:
+    """The tree's stored events after `after`, in order: what a reconnecting client missed."""
+    run = _run(request, run_id)
+    after = _checked(EventsFilterSerializer, request.query_params)["after"]
+    events = selectors.tree_events(root_id=run.root_id, after=after)[:1000]
+    return Response(EventSerializer(events, many=True).data)

@@ -1,0 +1,33 @@
+"""ASGI entry point: HTTP through Django, websockets through Channels, and the agent pool.
+
+`daphne research.asgi:application` serves pages, the API and the live tree; with
+RESEARCH_AGENTS_IN_WEB (the embedded default) this process also runs the agents.
+"""
+
+import os
+
+from django.core.asgi import get_asgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "research.settings")
+django_asgi_app = get_asgi_application()
+
+from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs Django set up)
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+from django.conf import settings  # noqa: E402
+
+from frontend.routing import websocket_urlpatterns  # noqa: E402
+
+application = ProtocolTypeRouter(
+    {
+        "http": django_asgi_app,
+        "websocket": AllowedHostsOriginValidator(
+            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
+        ),
+    }
+)
+
+if settings.RESEARCH_AGENTS_IN_WEB:
+    from agents.pool import start_in_web_process  # noqa: E402
+
+    start_in_web_process()

@@ -1,0 +1,294 @@
+"""The research domain: runs (agents) in trees, their timeline, messages, usage and events.
+
+Nothing here holds business logic: every write goes through `research.services`.
+"""
+
+from decimal import Decimal
+
+from django.conf import settings
+from django.db import models
+
+
+class Status(models.TextChoices):
+    QUEUED = "queued"
+    WORKING = "working"
+    DONE = "done"
+    FAILED = "failed"
+
+
+ACTIVE_STATUSES = (Status.QUEUED, Status.WORKING)
+
+
+class State(models.TextChoices):
+    QUEUED = "queued"
+    THINKING = "thinking"
+    SEARCHING = "searching"
+    READING = "reading"
+    QUERYING = "querying"
+    REMEMBERING = "remembering"
+    SPAWNING = "spawning"
+    WAITING = "waiting"
+    MESSAGING = "messaging"
+    WRITING = "writing"
+    ENDED = "ended"
+
+
+class Run(models.Model):
+    """One research agent: a root a user started, or a sub-agent another agent spawned."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE)
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="children"
+    )
+    # A root points at itself; set right after the insert.
+    root = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    depth = models.PositiveSmallIntegerField(default=0)
+    name = models.CharField(max_length=40, blank=True, default="")
+    reason = models.CharField(max_length=300, blank=True, default="")
+    topic = models.TextField()
+    model = models.CharField(max_length=100)
+    dataset = models.ForeignKey(
+        "Dataset", null=True, blank=True, on_delete=models.SET_NULL, related_name="runs"
+    )
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
+    state = models.CharField(max_length=12, choices=State.choices, default=State.QUEUED)
+    max_steps = models.PositiveSmallIntegerField(default=10)
+    steps = models.PositiveIntegerField(default=0)
+    input_tokens = models.PositiveBigIntegerField(default=0)
+    output_tokens = models.PositiveBigIntegerField(default=0)
+    cost_usd = models.DecimalField(max_digits=14, decimal_places=8, default=Decimal(0))
+    # Its own cost plus its whole subtree's, kept by services.usage_add on every call.
+    tree_cost_usd = models.DecimalField(max_digits=14, decimal_places=8, default=Decimal(0))
+    report = models.TextField(blank=True, default="")
+    error = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    cancel_requested = models.BooleanField(default=False)
+    cancel_reason = models.CharField(max_length=200, blank=True, default="")
+    # The agent process that runs the tree (see Worker); empty while a root is unclaimed.
+    worker = models.ForeignKey(
+        "Worker", null=True, blank=True, on_delete=models.SET_NULL, related_name="runs"
+    )
+    # Per-tree event counter, used on roots only (see services.publish).
+    event_seq = models.PositiveBigIntegerField(default=0)
+
+    class Meta:
+        db_table = "gb_agent_research_runs"
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["parent", "name"], name="run_unique_name_per_parent"),
+        ]
+        indexes = [
+            models.Index(fields=["owner", "-created_at"], name="run_owner_created"),
+            models.Index(fields=["root", "id"], name="run_root"),
+            models.Index(fields=["status"], name="run_status"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name or 'root'} (run {self.pk})"
+
+    @property
+    def is_root(self) -> bool:
+        return self.parent_id is None
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in ACTIVE_STATUSES
+
+
+class RunState(models.Model):
+    """The timeline of a run's states, each with a short detail (query, URL, sibling)."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="states")
+    state = models.CharField(max_length=12, choices=State.choices)
+    detail = models.CharField(max_length=500, blank=True, default="")
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        db_table = "gb_agent_research_states"
+        ordering = ["id"]
+
+
+class Message(models.Model):
+    """A message between sibling sub-agents: the stored transcript (the inbox is in memory)."""
+
+    from_run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="sent_messages")
+    to_run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="received_messages")
+    text = models.TextField()
+    sent_at = models.DateTimeField(auto_now_add=True)
+    read_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [models.Index(fields=["to_run", "id"], name="message_to_run")]
+
+
+class LLMCall(models.Model):
+    """The usage ledger: one row per model call."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="llm_calls")
+    parent_run = models.ForeignKey(
+        Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    depth = models.PositiveSmallIntegerField(default=0)
+    model = models.CharField(max_length=100)
+    input_tokens = models.PositiveBigIntegerField(default=0)
+    output_tokens = models.PositiveBigIntegerField(default=0)
+    cost_usd = models.DecimalField(max_digits=14, decimal_places=8, default=Decimal(0))
+    latency_ms = models.PositiveIntegerField(default=0)
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+
+
+class Step(models.Model):
+    """The transcript: each model turn and each tool call with its input and result."""
+
+    class Kind(models.TextChoices):
+        MODEL = "model"
+        TOOL = "tool"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="transcript")
+    kind = models.CharField(max_length=5, choices=Kind.choices)
+    tool = models.CharField(max_length=64, blank=True, default="")
+    input = models.JSONField(default=dict, blank=True)
+    # Model turn: its text; tool call: its result, truncated to a setting.
+    output = models.TextField(blank=True, default="")
+    is_error = models.BooleanField(default=False)
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+
+
+class Event(models.Model):
+    """An append-only row per pushed event, numbered per tree, so a browser misses nothing."""
+
+    root = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
+    seq = models.PositiveBigIntegerField()
+    type = models.CharField(max_length=20)
+    payload = models.JSONField()
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["root", "seq"], name="event_unique_seq_per_tree"),
+        ]
+
+
+class Worker(models.Model):
+    """A process that runs agents (the web process or a runagents worker), with a heartbeat."""
+
+    hostname = models.CharField(max_length=200)
+    pid = models.PositiveIntegerField()
+    started_at = models.DateTimeField(auto_now_add=True)
+    heartbeat_at = models.DateTimeField()
+    stopped_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.hostname}:{self.pid}"
+
+
+class Profile(models.Model):
+    """Per-user research settings."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="research_profile"
+    )
+    subagents_enabled = models.BooleanField(
+        default=True, help_text="Offer spawn_subagent to this user's research agents."
+    )
+
+
+# --- Knowledge base --------------------------------------------------------------------------
+
+
+class Dataset(models.Model):
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE)
+    name = models.CharField(max_length=200)
+    description = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["owner", "name"], name="dataset_unique_name"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Document(models.Model):
+    dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="documents")
+    title = models.CharField(max_length=500)
+    source = models.CharField(max_length=2000, blank=True, default="")
+    content_type = models.CharField(max_length=100, blank=True, default="text/plain")
+    text = models.TextField()
+    sha256 = models.CharField(max_length=64)
+    # Set for facts saved by `remember`: the agent that remembered it.
+    remembered_by = models.ForeignKey(
+        Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+
+    def __str__(self) -> str:
+        return self.title
+
+
+class Chunk(models.Model):
+    """A piece of a document, ranked by full-text search (see research.knowledge)."""
+
+    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="chunks")
+    dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="chunks")
+    position = models.PositiveIntegerField()
+    text = models.TextField()
+
+    class Meta:
+        ordering = ["document_id", "position"]
+
+
+class Source(models.Model):
+    """Something an agent saw: a page it read, a search result, a knowledge-base chunk."""
+
+    class Kind(models.TextChoices):
+        PAGE = "page"
+        SEARCH = "search"
+        CHUNK = "chunk"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="sources")
+    root = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+")
+    kind = models.CharField(max_length=6, choices=Kind.choices)
+    url = models.CharField(max_length=2000)
+    final_url = models.CharField(max_length=2000, blank=True, default="")
+    title = models.CharField(max_length=500, blank=True, default="")
+    snippet = models.TextField(blank=True, default="")
+    text = models.TextField(blank=True, default="")
+    sha256 = models.CharField(max_length=64, blank=True, default="")
+    fetched_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [models.Index(fields=["root", "url"], name="source_root_url")]
+
+
+class Citation(models.Model):
+    """A URL a report cites, checked against what the tree actually saw."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="citations")
+    url = models.CharField(max_length=2000)
+    title = models.CharField(max_length=500, blank=True, default="")
+    verified = models.BooleanField(default=False)
+    # The source that proves it was seen, and so the agent that found it.
+    source = models.ForeignKey(Source, null=True, blank=True, on_delete=models.SET_NULL)
+
+    class Meta:
+        ordering = ["id"]

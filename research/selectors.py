@@ -1,0 +1,62 @@
+"""Reads shared by the API, the admin, the page and the CLI, with their joins applied."""
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import Q, QuerySet
+
+from research.models import Event, Message, Run, RunState
+from research.services.errors import NotFound
+
+
+def runs_for(*, owner: AbstractBaseUser) -> QuerySet[Run]:
+    return Run.objects.filter(owner=owner)
+
+
+def run_get(*, owner: AbstractBaseUser, run_id: int) -> Run:
+    run = runs_for(owner=owner).filter(pk=run_id).first()
+    if run is None:
+        raise NotFound(f"no research with id {run_id}.")
+    return run
+
+
+def run_list(
+    *,
+    owner: AbstractBaseUser,
+    parent_id: int | None = None,
+    root_id: int | None = None,
+    status: str | None = None,
+    roots_only: bool = False,
+) -> QuerySet[Run]:
+    runs = runs_for(owner=owner)
+    if parent_id is not None:
+        runs = runs.filter(parent_id=parent_id)
+    if root_id is not None:
+        runs = runs.filter(root_id=root_id)
+    if status:
+        runs = runs.filter(status=status)
+    if roots_only:
+        runs = runs.filter(parent__isnull=True)
+    return runs
+
+
+def run_subtree(*, run: Run) -> QuerySet[Run]:
+    """The run and every descendant, parents before children (depth is at most 2 down)."""
+    return Run.objects.filter(
+        Q(pk=run.pk) | Q(parent_id=run.pk) | Q(parent__parent_id=run.pk)
+    ).order_by("depth", "id")
+
+
+def run_states(*, run: Run) -> QuerySet[RunState]:
+    return RunState.objects.filter(run=run)
+
+
+def run_messages(*, run: Run) -> QuerySet[Message]:
+    """Messages sent or received by the run, or, for a root, every message of its tree."""
+    if run.parent_id is None:
+        messages = Message.objects.filter(from_run__root_id=run.pk)
+    else:
+        messages = Message.objects.filter(Q(from_run=run) | Q(to_run=run))
+    return messages.select_related("from_run", "to_run").order_by("id")
+
+
+def tree_events(*, root_id: int, after: int = 0) -> QuerySet[Event]:
+    return Event.objects.filter(root_id=root_id, seq__gt=after).order_by("seq")

@@ -1,0 +1,80 @@
+"""Input and output serializers of the REST API: shapes and field checks, no business logic."""
+
+from rest_framework import serializers
+
+from research.models import Event, Message, Run, RunState
+
+
+class RunOutputSerializer(serializers.ModelSerializer):
+    parent_id = serializers.IntegerField(read_only=True)
+    root_id = serializers.IntegerField(read_only=True)
+
+    class Meta:
+        model = Run
+        fields = [
+            "id",
+            "parent_id",
+            "root_id",
+            "depth",
+            "name",
+            "reason",
+            "topic",
+            "model",
+            "status",
+            "state",
+            "max_steps",
+            "steps",
+            "input_tokens",
+            "output_tokens",
+            "cost_usd",
+            "tree_cost_usd",
+            "report",
+            "error",
+            "created_at",
+            "started_at",
+            "finished_at",
+        ]
+        read_only_fields = fields
+
+
+class RunStartSerializer(serializers.Serializer):
+    # Range checks live in the service so the API, the CLI and the page say the same thing.
+    topic = serializers.CharField(allow_blank=True, trim_whitespace=False)
+    max_steps = serializers.IntegerField(required=False, allow_null=True)
+    model = serializers.CharField(required=False, allow_blank=True, allow_null=True)
+    dataset = serializers.IntegerField(required=False, allow_null=True)
+
+
+class RunListFilterSerializer(serializers.Serializer):
+    parent_id = serializers.IntegerField(required=False, min_value=1)
+    root_id = serializers.IntegerField(required=False, min_value=1)
+    status = serializers.ChoiceField(
+        required=False, choices=["queued", "working", "done", "failed"]
+    )
+
+
+class RunStateSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = RunState
+        fields = ["id", "run_id", "state", "detail", "at"]
+
+
+class MessageSerializer(serializers.ModelSerializer):
+    from_run_id = serializers.IntegerField()
+    to_run_id = serializers.IntegerField()
+    from_name = serializers.CharField(source="from_run.name")
+    to_name = serializers.CharField(source="to_run.name")
+
+    class Meta:
+        model = Message
+        fields = ["id", "from_run_id", "from_name", "to_run_id", "to_name", "text", "sent_at", "read_at"]
+
+
+class EventSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Event
+        fields = ["seq", "type", "payload", "at"]
+
+
+class EventsFilterSerializer(serializers.Serializer):
+    after = serializers.IntegerField(required=False, min_value=0, default=0)

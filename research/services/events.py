@@ -1,0 +1,83 @@
+"""Events: stored with a per-tree sequence number, pushed to the tree's group after commit.
+
+The database is the source of truth; the websocket only tells browsers what changed, and a
+browser that missed something asks for the events after the last number it saw.
+"""
+
+import asyncio
+import logging
+import threading
+from typing import Any
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from research.models import Event, Run
+
+log = logging.getLogger(__name__)
+
+EVENT_TYPES = ("run.created", "run.state", "run.usage", "run.message", "run.finished", "run.report")
+
+_server_loop: asyncio.AbstractEventLoop | None = None
+_server_loop_lock = threading.Lock()
+
+
+def group_name(root_id: int) -> str:
+    return f"tree-{root_id}"
+
+
+def set_server_loop(loop: asyncio.AbstractEventLoop) -> None:
+    """Remember the ASGI server's event loop (called by the websocket consumer).
+
+    The in-memory channel layer is not thread-safe: a group_send from an agent thread through
+    async_to_sync runs on another loop and reaches consumers late or not at all. Sends are
+    handed to the server's own loop instead.
+    """
+    global _server_loop
+    with _server_loop_lock:
+        _server_loop = loop
+
+
+def publish(*, root_id: int, type: str, run_id: int, **data: Any) -> Event:
+    """Store an event of the tree and push it to the tree's group once the transaction commits.
+
+    The counter on the root row is incremented in the caller's transaction: on PostgreSQL the
+    row lock orders concurrent publishers, so sequence numbers commit in order.
+    """
+    assert type in EVENT_TYPES, type
+    with transaction.atomic():
+        Run.objects.filter(pk=root_id).update(event_seq=F("event_seq") + 1)
+        seq = Run.objects.filter(pk=root_id).values_list("event_seq", flat=True).get()
+        at = timezone.now()
+        payload = {"seq": seq, "type": type, "run": run_id, "at": at.isoformat(), **data}
+        event = Event.objects.create(root_id=root_id, seq=seq, type=type, payload=payload, at=at)
+        transaction.on_commit(lambda: broadcast(root_id, payload))
+    return event
+
+
+def broadcast(root_id: int, payload: dict) -> None:
+    """Send one event to the tree's group, from any thread."""
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    message = {**payload, "type": payload["type"]}
+    try:
+        loop = _server_loop
+        if loop is not None and loop.is_running():
+            try:
+                running = asyncio.get_running_loop()
+            except RuntimeError:
+                running = None
+            if running is loop:
+                loop.create_task(layer.group_send(group_name(root_id), message))
+            else:
+                asyncio.run_coroutine_threadsafe(
+                    layer.group_send(group_name(root_id), message), loop
+                )
+        else:
+            async_to_sync(layer.group_send)(group_name(root_id), message)
+    except Exception:  # a dropped push is recovered by the browser from the stored events
+        log.exception("could not push event %s of tree %s", payload.get("seq"), root_id)

@@ -1,0 +1,241 @@
+"""Runs: start, claim, state, finish, cancel, delete. Every write of a run goes through here."""
+
+from collections.abc import Callable
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from research import pricing
+from research.models import ACTIVE_STATUSES, Dataset, Run, RunState, State, Status
+from research.services.errors import InvalidInput, TooManyRuns
+from research.services.events import publish
+
+INTERRUPTED = "interrupted: the server stopped while the agent worked"
+CANCELLED_BY_USER = "cancelled by the user"
+
+# Set by the agent runtime of this process (agents.pool) so a new root starts at once;
+# without it a queued root waits for a worker to claim it.
+_on_root_queued: list[Callable[[int], None]] = []
+
+
+def on_root_queued(callback: Callable[[int], None]) -> None:
+    _on_root_queued.append(callback)
+
+
+def run_json(run: Run) -> dict:
+    from research.serializers import RunOutputSerializer
+
+    return dict(RunOutputSerializer(run).data)
+
+
+def validate_max_steps(max_steps: int | None, *, field: str = "max_steps") -> int:
+    if max_steps is None:
+        return settings.RESEARCH_DEFAULT_MAX_STEPS
+    limit = settings.RESEARCH_MAX_STEPS_LIMIT
+    if isinstance(max_steps, bool) or not isinstance(max_steps, int):
+        raise InvalidInput(f"{field} must be an integer from 1 to {limit}.", field=field)
+    if not 1 <= max_steps <= limit:
+        raise InvalidInput(f"{field} must be from 1 to {limit}, not {max_steps}.", field=field)
+    return max_steps
+
+
+def validate_topic(topic: str, *, field: str = "topic") -> str:
+    topic = (topic or "").strip()
+    limit = settings.RESEARCH_TOPIC_MAX_CHARS
+    if not topic:
+        raise InvalidInput(f"{field} must not be empty.", field=field)
+    if len(topic) > limit:
+        raise InvalidInput(
+            f"{field} is {len(topic)} characters long; the limit is {limit}.", field=field
+        )
+    return topic
+
+
+def validate_model(model: str | None) -> str:
+    model = model or settings.RESEARCH_MODEL
+    if not pricing.is_known(model):
+        raise InvalidInput(
+            f"unknown model {model!r}: a model needs a known price "
+            f"(set RESEARCH_MODEL_PRICES). Known models: {', '.join(pricing.known_models())}.",
+            field="model",
+        )
+    return model
+
+
+@transaction.atomic
+def run_start(
+    *,
+    owner: AbstractBaseUser,
+    topic: str,
+    max_steps: int | None = None,
+    model: str | None = None,
+    dataset_id: int | None = None,
+) -> Run:
+    """Create a root run, queued; the agent runtime picks it up after commit."""
+    topic = validate_topic(topic)
+    max_steps = validate_max_steps(max_steps)
+    model = validate_model(model)
+    dataset = None
+    if dataset_id is not None:
+        dataset = Dataset.objects.filter(owner=owner, pk=dataset_id).first()
+        if dataset is None:
+            raise InvalidInput(f"no dataset with id {dataset_id}.", field="dataset")
+
+    # Lock the owner's row so two starts at once cannot both pass the limit.
+    type(owner).objects.select_for_update().filter(pk=owner.pk).first()
+    limit = settings.RESEARCH_MAX_WORKING_ROOTS
+    working = Run.objects.filter(
+        owner=owner, parent__isnull=True, status__in=ACTIVE_STATUSES
+    ).count()
+    if working >= limit:
+        raise TooManyRuns(
+            f"you already have {working} researches working; the limit is {limit}. "
+            "Wait for one to end or cancel one."
+        )
+
+    run = Run.objects.create(
+        owner=owner, topic=topic, model=model, max_steps=max_steps, dataset=dataset
+    )
+    run.root = run
+    run.save(update_fields=["root"])
+    RunState.objects.create(run=run, state=State.QUEUED)
+    _publish_created(run)
+    for callback in _on_root_queued:
+        transaction.on_commit(lambda callback=callback: callback(run.pk))
+    return run
+
+
+def _publish_created(run: Run) -> None:
+    publish(root_id=run.root_id, type="run.created", run_id=run.pk, data=run_json(run))
+
+
+@transaction.atomic
+def subagent_create(
+    *, parent_id: int, name: str, reason: str, topic: str, max_steps: int
+) -> Run:
+    """Record a sub-agent of `parent_id`: same owner, model, dataset and worker (seed 001).
+
+    The caller (agents.team) has checked the input and the limits; the unique constraint
+    on (parent, name) is the last word on names.
+    """
+    parent = Run.objects.select_related("root").get(pk=parent_id)
+    run = Run.objects.create(
+        owner_id=parent.owner_id,
+        parent=parent,
+        root_id=parent.root_id,
+        depth=parent.depth + 1,
+        name=name,
+        reason=reason,
+        topic=topic,
+        model=parent.model,
+        dataset_id=parent.dataset_id,
+        max_steps=max_steps,
+        worker_id=parent.worker_id,
+    )
+    RunState.objects.create(run=run, state=State.QUEUED)
+    _publish_created(run)
+    return run
+
+
+@transaction.atomic
+def run_claim(*, run_id: int, worker_id: int | None = None) -> bool:
+    """Mark a queued run working. False when it is no longer queued (cancelled, claimed)."""
+    now = timezone.now()
+    fields = {"status": Status.WORKING, "started_at": now}
+    if worker_id is not None:
+        fields["worker_id"] = worker_id
+    claimed = Run.objects.filter(pk=run_id, status=Status.QUEUED).update(**fields)
+    if not claimed:
+        return False
+    run = Run.objects.get(pk=run_id)
+    publish(
+        root_id=run.root_id,
+        type="run.state",
+        run_id=run.pk,
+        status=run.status,
+        state=run.state,
+        detail="",
+        started_at=now.isoformat(),
+    )
+    return True
+
+
+@transaction.atomic
+def run_set_state(*, run_id: int, state: str, detail: str = "") -> None:
+    detail = detail[:500]
+    run = Run.objects.filter(pk=run_id).only("root_id", "status").first()
+    if run is None or run.status not in ACTIVE_STATUSES:
+        return
+    Run.objects.filter(pk=run_id).update(state=state)
+    RunState.objects.create(run_id=run_id, state=state, detail=detail)
+    publish(
+        root_id=run.root_id,
+        type="run.state",
+        run_id=run_id,
+        status=run.status,
+        state=state,
+        detail=detail,
+    )
+
+
+@transaction.atomic
+def run_finish(*, run_id: int, report: str = "", error: str = "") -> None:
+    """End a run: done with its report, or failed with its error. A finished run stays so."""
+    run = Run.objects.select_for_update().filter(pk=run_id).first()
+    if run is None or run.status not in ACTIVE_STATUSES:
+        return
+    now = timezone.now()
+    run.status = Status.FAILED if error else Status.DONE
+    run.state = State.ENDED
+    run.report = report
+    run.error = error
+    run.finished_at = now
+    run.save(update_fields=["status", "state", "report", "error", "finished_at"])
+    RunState.objects.create(run=run, state=State.ENDED, detail=error[:500])
+    if report:
+        publish(root_id=run.root_id, type="run.report", run_id=run.pk, report=report)
+    publish(
+        root_id=run.root_id,
+        type="run.finished",
+        run_id=run.pk,
+        status=run.status,
+        state=run.state,
+        error=error,
+        finished_at=now.isoformat(),
+    )
+
+
+def run_cancel(*, run: Run, reason: str = CANCELLED_BY_USER) -> None:
+    """Ask a run and its sub-agents to stop. The agent runtime sees the flag within a second.
+
+    A run no process has claimed yet (a queued root) has no agent to see it: it ends here.
+    """
+    with transaction.atomic():
+        Run.objects.filter(pk=run.pk, status__in=ACTIVE_STATUSES).update(
+            cancel_requested=True, cancel_reason=reason
+        )
+        unclaimed = Run.objects.filter(
+            Q(pk=run.pk) | Q(root_id=run.pk), status=Status.QUEUED, worker__isnull=True
+        ).values_list("pk", flat=True)
+        for run_id in unclaimed:
+            run_finish(run_id=run_id, error=reason)
+
+
+def run_delete(*, run: Run) -> None:
+    """Delete a run and its sub-agents (ON DELETE CASCADE), cancelling them first."""
+    if run.is_active:
+        run_cancel(run=run, reason="cancelled: the run was deleted")
+    Run.objects.filter(pk=run.pk).delete()
+
+
+def runs_fail(*, run_ids: list[int], error: str) -> int:
+    """Fail runs no agent will finish (their process died), children before parents."""
+    runs = Run.objects.filter(pk__in=run_ids, status__in=ACTIVE_STATUSES).order_by("-depth")
+    count = 0
+    for run_id in runs.values_list("pk", flat=True):
+        run_finish(run_id=run_id, error=error)
+        count += 1
+    return count

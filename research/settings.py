@@ -1,0 +1,262 @@
+"""Canopy settings: one module, typed environment variables, defaults for the embedded setup.
+
+`make run` needs no variable at all: SQLite in the project folder, the in-memory channel
+layer, and the offline demo model. Production sets DATABASE_URL, REDIS_URL and an LLM endpoint.
+"""
+
+import json
+import os
+import secrets
+from decimal import Decimal
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def env(name: str, default: str = "") -> str:
+    return os.environ.get(name, default)
+
+
+def envbool(name: str, default: bool) -> bool:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    if value.lower() in ("1", "true", "yes", "on"):
+        return True
+    if value.lower() in ("0", "false", "no", "off"):
+        return False
+    raise ImproperlyConfigured(f"{name} must be true or false, not {value!r}")
+
+
+def envint(name: str, default: int) -> int:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    try:
+        return int(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be an integer, not {value!r}") from None
+
+
+def envfloat(name: str, default: float) -> float:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    try:
+        return float(value)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a number, not {value!r}") from None
+
+
+def envlist(name: str, default: str = "") -> list[str]:
+    return [item.strip() for item in env(name, default).split(",") if item.strip()]
+
+
+def _secret_key() -> str:
+    """SECRET_KEY from the environment, or a key generated once into an untracked file."""
+    if key := env("SECRET_KEY"):
+        return key
+    path = BASE_DIR / ".secret_key"
+    if not path.exists():
+        path.write_text(secrets.token_urlsafe(50))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+def _database(url: str) -> dict:
+    config = dj_database_url.parse(url)
+    if config["ENGINE"] == "django.db.backends.sqlite3":
+        # Agent threads write at once: WAL lets readers go on while one writes, IMMEDIATE
+        # takes the write lock at BEGIN (no deadlock on lock upgrade) and the timeout waits
+        # for it instead of failing with "database is locked".
+        config["OPTIONS"] = {
+            "timeout": 30,
+            "transaction_mode": "IMMEDIATE",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        }
+    elif config["ENGINE"] == "django.db.backends.postgresql":
+        # Dozens of agent threads each hold a connection while they work: a pool keeps
+        # the number the server sees bounded. The pool needs CONN_MAX_AGE = 0.
+        config["CONN_MAX_AGE"] = 0
+        config["OPTIONS"] = {
+            "pool": {
+                "min_size": 1,
+                "max_size": envint("DATABASE_POOL_SIZE", 40),
+                "timeout": 30,
+            }
+        }
+    return config
+
+
+DEBUG = envbool("DEBUG", False)
+SECRET_KEY = _secret_key()
+ALLOWED_HOSTS = envlist("ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]")
+CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS")
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "channels",
+    "research",
+    "agents",
+    "frontend",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "research.urls"
+ASGI_APPLICATION = "research.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASE_URL = env("DATABASE_URL", f"sqlite:///{BASE_DIR / 'canopy.sqlite3'}")
+DATABASES = {"default": _database(DATABASE_URL)}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+REDIS_URL = env("REDIS_URL")
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL], "capacity": 1000, "expiry": 60},
+        }
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "runs"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = BASE_DIR / "staticfiles"
+
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.SessionAuthentication",
+        "rest_framework.authentication.TokenAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
+    "PAGE_SIZE": 50,
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "EXCEPTION_HANDLER": "research.api.exception_handler",
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "Canopy API",
+    "DESCRIPTION": "Deep research with a live tree of agents.",
+    "VERSION": "1.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+}
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env("LOG_LEVEL", "INFO")},
+    "loggers": {"django.channels.server": {"level": "WARNING"}},
+}
+
+# --- The LLM -----------------------------------------------------------------------------
+
+OPENAI_BASE_URL = env("OPENAI_BASE_URL")
+OPENAI_API_KEY = env("OPENAI_API_KEY")
+# No key and no endpoint: the offline demo model, so a fresh machine shows the product.
+RESEARCH_DEMO_MODE = not (OPENAI_BASE_URL or OPENAI_API_KEY)
+RESEARCH_MODEL = env("RESEARCH_MODEL", "demo" if RESEARCH_DEMO_MODE else "gpt-4o-mini")
+LLM_TIMEOUT_SECONDS = envfloat("LLM_TIMEOUT_SECONDS", 120.0)
+LLM_MAX_RETRIES = envint("LLM_MAX_RETRIES", 2)
+
+try:
+    RESEARCH_MODEL_PRICES = json.loads(env("RESEARCH_MODEL_PRICES", "{}"))
+    if not isinstance(RESEARCH_MODEL_PRICES, dict):
+        raise ValueError("not an object")
+    RESEARCH_MODEL_PRICES = {
+        str(name): (Decimal(str(price[0])), Decimal(str(price[1])))
+        for name, price in RESEARCH_MODEL_PRICES.items()
+    }
+except (ValueError, TypeError, IndexError, ArithmeticError) as error:
+    raise ImproperlyConfigured(
+        'RESEARCH_MODEL_PRICES must be a JSON object like {"my-model": [0.15, 0.6]}: '
+        f"{error}"
+    ) from None
+
+# --- Research runs and agents ---------------------------------------------------------------
+
+RESEARCH_MAX_WORKING_ROOTS = envint("RESEARCH_MAX_WORKING_ROOTS", 3)
+RESEARCH_TOPIC_MAX_CHARS = envint("RESEARCH_TOPIC_MAX_CHARS", 2000)
+RESEARCH_DEFAULT_MAX_STEPS = envint("RESEARCH_DEFAULT_MAX_STEPS", 10)
+RESEARCH_MAX_STEPS_LIMIT = envint("RESEARCH_MAX_STEPS_LIMIT", 40)
+RESEARCH_MAX_AGENTS = envint("RESEARCH_MAX_AGENTS", 8)
+RESEARCH_AGENTS_IN_WEB = envbool("RESEARCH_AGENTS_IN_WEB", True)
+RESEARCH_STEP_RESULT_MAX_CHARS = envint("RESEARCH_STEP_RESULT_MAX_CHARS", 4000)
+RESEARCH_TOOL_RESULT_MAX_CHARS = envint("RESEARCH_TOOL_RESULT_MAX_CHARS", 12000)
+RESEARCH_CANCEL_POLL_SECONDS = envfloat("RESEARCH_CANCEL_POLL_SECONDS", 0.25)
+RESEARCH_HEARTBEAT_SECONDS = envfloat("RESEARCH_HEARTBEAT_SECONDS", 5.0)
+RESEARCH_WORKER_DEAD_SECONDS = envfloat("RESEARCH_WORKER_DEAD_SECONDS", 30.0)
+RESEARCH_CLAIM_POLL_SECONDS = envfloat("RESEARCH_CLAIM_POLL_SECONDS", 1.0)
+
+# Sub-agents (seed 000's limits, as settings).
+RESEARCH_SUBAGENTS_ENABLED = envbool("RESEARCH_SUBAGENTS_ENABLED", True)
+RESEARCH_MAX_SUBAGENTS_PER_AGENT = envint("RESEARCH_MAX_SUBAGENTS_PER_AGENT", 5)
+RESEARCH_MAX_SUBAGENTS_PER_TREE = envint("RESEARCH_MAX_SUBAGENTS_PER_TREE", 10)
+RESEARCH_MAX_SUBAGENT_DEPTH = envint("RESEARCH_MAX_SUBAGENT_DEPTH", 2)
+RESEARCH_INBOX_SIZE = envint("RESEARCH_INBOX_SIZE", 64)
+RESEARCH_MESSAGE_MAX_CHARS = envint("RESEARCH_MESSAGE_MAX_CHARS", 10000)
+RESEARCH_WAIT_SLICE_SECONDS = envfloat("RESEARCH_WAIT_SLICE_SECONDS", 300.0)
+RESEARCH_SUBAGENT_TIMEOUT_SECONDS = envfloat("RESEARCH_SUBAGENT_TIMEOUT_SECONDS", 1800.0)
+RESEARCH_TREE_COST_CAP_USD = Decimal(env("RESEARCH_TREE_COST_CAP_USD", "0") or "0")
+RESEARCH_DUPLICATE_TASK_SIMILARITY = envfloat("RESEARCH_DUPLICATE_TASK_SIMILARITY", 0.85)
+RESEARCH_MESSENGER = env("RESEARCH_MESSENGER", "redis" if REDIS_URL else "memory")
+
+# --- Research tools ------------------------------------------------------------------------
+
+SEARCH_PROVIDER = env("SEARCH_PROVIDER")
+SEARXNG_URL = env("SEARXNG_URL")
+TAVILY_API_KEY = env("TAVILY_API_KEY")
+BRAVE_API_KEY = env("BRAVE_API_KEY")
+READ_PAGE_MAX_BYTES = envint("READ_PAGE_MAX_BYTES", 5 * 1024 * 1024)
+READ_PAGE_TIMEOUT_SECONDS = envfloat("READ_PAGE_TIMEOUT_SECONDS", 20.0)
+# Hosts read_page may fetch even though they resolve to private or loopback addresses.
+READ_PAGE_ALLOWED_HOSTS = envlist("READ_PAGE_ALLOWED_HOSTS")

@@ -1,0 +1,24 @@
+from django.contrib import admin
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from research import api
+
+api_urls = [
+    path("research", api.runs, name="runs"),
+    path("research/<int:run_id>", api.run_detail, name="run-detail"),
+    path("research/<int:run_id>/cancel", api.run_cancel, name="run-cancel"),
+    path("research/<int:run_id>/tree", api.run_tree, name="run-tree"),
+    path("research/<int:run_id>/states", api.run_states, name="run-states"),
+    path("research/<int:run_id>/messages", api.run_messages, name="run-messages"),
+    path("research/<int:run_id>/events", api.run_events, name="run-events"),
+]
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("v1/gb/", include((api_urls, "api"))),
+    path("v1/schema", SpectacularAPIView.as_view(), name="schema"),
+    path("v1/docs", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
+    path("api-auth/", include("rest_framework.urls")),
+    path("", include("frontend.urls")),
+]

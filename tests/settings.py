@@ -1,0 +1,14 @@
+"""The test suite runs against the real parts: PostgreSQL and Redis (see `make services`)."""
+
+import os
+
+os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/canopy")
+os.environ.setdefault("REDIS_URL", "redis://127.0.0.1:6379/0")
+os.environ.setdefault("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")  # tests start their own
+os.environ.setdefault("OPENAI_API_KEY", "test-key")
+os.environ.setdefault("RESEARCH_MODEL", "scripted")
+os.environ.setdefault("RESEARCH_MODEL_PRICES", '{"scripted": [1.0, 2.0]}')
+
+from research.settings import *  # noqa: E402,F403
+
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

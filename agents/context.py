@@ -3,10 +3,14 @@
 import threading
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from django.conf import settings
 
 from research.models import Run
+
+if TYPE_CHECKING:
+    from agents.pool import AgentPool
 
 
 class Cancelled(Exception):
@@ -29,6 +33,9 @@ class CancelToken:
     _event: threading.Event = field(default_factory=threading.Event)
     _reason: str = ""
     _checked_at: float = 0.0
+    # A run-time cap (monotonic clock) and the error the run ends with when it passes.
+    deadline: float | None = None
+    deadline_reason: str = ""
 
     def cancel(self, reason: str) -> None:
         if not self._event.is_set():
@@ -43,6 +50,9 @@ class CancelToken:
         if self._event.is_set():
             return True
         now = time.monotonic()
+        if self.deadline is not None and now >= self.deadline:
+            self.cancel(self.deadline_reason or "timed out")
+            return True
         if now - self._checked_at >= settings.RESEARCH_CANCEL_POLL_SECONDS:
             self._checked_at = now
             row = (
@@ -81,9 +91,15 @@ class AgentContext:
     model: str
     dataset_id: int | None
     cancel: CancelToken
+    # The pool that runs this agent: it starts sub-agents and takes back a waiting agent's slot.
+    pool: "AgentPool | None" = None
+    # Sub-agents whose reports this agent has read (wait_subagents); see agents.team.
+    collected: set[int] = field(default_factory=set)
 
     @classmethod
-    def load(cls, run_id: int, cancel: CancelToken) -> "AgentContext":
+    def load(
+        cls, run_id: int, cancel: CancelToken, pool: "AgentPool | None" = None
+    ) -> "AgentContext":
         run = Run.objects.get(pk=run_id)
         return cls(
             run_id=run.pk,
@@ -95,6 +111,7 @@ class AgentContext:
             model=run.model,
             dataset_id=run.dataset_id,
             cancel=cancel,
+            pool=pool,
         )
 
     @property

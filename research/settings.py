@@ -195,7 +195,11 @@ LOGGING = {
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env("LOG_LEVEL", "INFO")},
-    "loggers": {"django.channels.server": {"level": "WARNING"}},
+    "loggers": {
+        "django.channels.server": {"level": "WARNING"},
+        "httpx": {"level": "WARNING"},
+        "openai": {"level": "WARNING"},
+    },
 }
 
 # --- The LLM -----------------------------------------------------------------------------

@@ -47,3 +47,25 @@ __all__ = [
     "subagent_create",
     "usage_add",
 ]
+
+from research.services.workers import (  # noqa: E402
+    WORKER_LOST,
+    root_claim_next,
+    worker_heartbeat,
+    worker_register,
+    worker_stop,
+    workers_sweep,
+)
+
+__all__ += [
+    "WORKER_LOST",
+    "root_claim_next",
+    "worker_heartbeat",
+    "worker_register",
+    "worker_stop",
+    "workers_sweep",
+]
+
+from research.services.subagents import subagent_spawn  # noqa: E402
+
+__all__ += ["subagent_spawn"]

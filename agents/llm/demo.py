@@ -1,0 +1,229 @@
+"""The offline demo model: a deterministic policy behind the chat interface (model `demo`).
+
+It exists so that a machine with no API key shows the whole product working, on real
+documents: it plans facets of the topic, spawns sub-agents for them, queries the knowledge
+base, messages a sibling, and writes an extractive report that quotes and cites what its tools
+returned. It reads only the conversation, like a real model, and decides the next step from
+the tools it has and the calls it already made. Every page that shows a demo run says so.
+"""
+
+import json
+import re
+from itertools import count
+from typing import Any
+
+from agents.llm.base import ChatResponse, ToolCall
+
+_ids = count(1)
+URL = re.compile(r"(?:https?|kb)://[^\s)\]>\"']+")
+QUESTION_WORDS = re.compile(
+    r"^(how|what|why|when|where|which|who|do|does|did|is|are|can|should)\b\s*", re.I
+)
+
+
+class DemoModel:
+    def chat(
+        self, *, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    ) -> ChatResponse:
+        conversation = Conversation(messages)
+        available = {tool["function"]["name"] for tool in tools}
+        turn = Policy(conversation, available).next_turn()
+        turn.input_tokens = sum(len(str(m.get("content") or "")) for m in messages) // 4
+        turn.output_tokens = (
+            len(turn.content) + sum(len(c.arguments) for c in turn.tool_calls)
+        ) // 4
+        return turn
+
+
+class Conversation:
+    """What the model can see: the task, the calls it made, the results it got."""
+
+    def __init__(self, messages: list[dict[str, Any]]):
+        self.task = next(m["content"] for m in messages if m["role"] == "user")
+        self.system = next((m["content"] for m in messages if m["role"] == "system"), "")
+        self.calls: list[tuple[str, dict]] = []
+        self.results: dict[str, list[str]] = {}
+        names_by_id = {}
+        for message in messages:
+            for call in message.get("tool_calls") or []:
+                function = call["function"]
+                names_by_id[call["id"]] = function["name"]
+                self.calls.append((function["name"], _arguments(function["arguments"])))
+            if message["role"] == "tool":
+                name = names_by_id.get(message["tool_call_id"], "")
+                self.results.setdefault(name, []).append(message["content"] or "")
+        self.refused = any(
+            m["role"] == "user" and "not accepted yet" in (m["content"] or "") for m in messages
+        )
+
+    def called(self, name: str) -> int:
+        return sum(1 for called, _ in self.calls if called == name)
+
+
+def _arguments(text: str) -> dict:
+    try:
+        value = json.loads(text or "{}")
+    except json.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+class Policy:
+    def __init__(self, conversation: Conversation, tools: set[str]):
+        self.c = conversation
+        self.tools = tools
+
+    def next_turn(self) -> ChatResponse:
+        for step in (self._spawn, self._query, self._siblings, self._message, self._wait):
+            turn = step()
+            if turn is not None:
+                return turn
+        return ChatResponse(content=self._report())
+
+    # Each step returns a turn, or None when it does not apply (any more).
+
+    def _spawn(self) -> ChatResponse | None:
+        if "spawn_subagent" not in self.tools or self.c.called("spawn_subagent"):
+            return None
+        facets = plan_facets(self.c.task)
+        if len(facets) < 2:
+            return None
+        return _calls(
+            *[
+                (
+                    "spawn_subagent",
+                    {
+                        "name": name,
+                        "reason": f"{facet} needs a search of its own, apart from the rest",
+                        "task": (
+                            f'As part of the research question "{self.c.task}", research '
+                            f"{facet}. Query the knowledge base, quote the passages that "
+                            "matter with their sources, and report what you found."
+                        ),
+                        "max_steps": 6,
+                    },
+                )
+                for name, facet in facets
+            ]
+        )
+
+    def _query(self) -> ChatResponse | None:
+        if "query" in self.tools and not self.c.called("query"):
+            return _calls(("query", {"question": focus_of(self.c.task)}))
+        if "web_search" in self.tools and "query" not in self.tools:
+            if not self.c.called("web_search"):
+                return _calls(("web_search", {"query": focus_of(self.c.task)}))
+        return None
+
+    def _siblings(self) -> ChatResponse | None:
+        if "list_siblings" in self.tools and not self.c.called("list_siblings"):
+            return _calls(("list_siblings", {}))
+        return None
+
+    def _message(self) -> ChatResponse | None:
+        if "send_message" not in self.tools or self.c.called("send_message"):
+            return None
+        siblings = re.findall(r"^- ([\w-]+) \[working\]", "\n".join(self.c.results.get(
+            "list_siblings", [])), re.M)
+        if not siblings:
+            return None
+        finding = first_sentence(" ".join(self.c.results.get("query", []))) or self.c.task
+        sources = _urls(self.c.results.get("query", []))[:1]
+        text = f"A finding that may help your part: {finding[:300]}"
+        if sources:
+            text += f" (source: {sources[0]})"
+        return _calls(("send_message", {"to": siblings[0], "text": text}))
+
+    def _wait(self) -> ChatResponse | None:
+        if "wait_subagents" in self.tools and self.c.called("spawn_subagent"):
+            pending = "still working" in (self.c.results.get("wait_subagents") or [""])[-1]
+            if not self.c.called("wait_subagents") or pending or self.c.refused:
+                return _calls(("wait_subagents", {}))
+        if "read_messages" in self.tools and not self.c.called("read_messages"):
+            return _calls(("read_messages", {"wait_seconds": 2}))
+        return None
+
+    def _report(self) -> str:
+        return extractive_report(self.c)
+
+
+def _calls(*calls: tuple[str, dict]) -> ChatResponse:
+    return ChatResponse(
+        content="",
+        tool_calls=[
+            ToolCall(id=f"demo_{next(_ids)}", name=name, arguments=json.dumps(arguments))
+            for name, arguments in calls
+        ],
+    )
+
+
+def focus_of(task: str) -> str:
+    """The question inside a sub-agent's task, or the task itself."""
+    match = re.search(r"research (.+?)\. Query the knowledge base", task)
+    return (match.group(1) if match else task).strip()[:300]
+
+
+def plan_facets(topic: str) -> list[tuple[str, str]]:
+    """Split a topic into independent facets: 'A and B' or 'A, B and C' gives one each."""
+    text = QUESTION_WORDS.sub("", topic.strip().rstrip("?.!")).strip()
+    parts = [p.strip() for p in re.split(r",\s*|\s+and\s+|\s+vs\.?\s+|\s+versus\s+", text)]
+    parts = [p for p in parts if len(p.split()) >= 1 and len(p) > 2][:3]
+    facets = []
+    for part in parts:
+        words = re.findall(r"[A-Za-z0-9]+", part.lower())
+        name = "-".join(w for w in words if w not in STOPWORDS)[:40].strip("-") or "facet"
+        if name not in {n for n, _ in facets}:
+            facets.append((name, part))
+    return facets
+
+
+STOPWORDS = {"the", "a", "an", "of", "in", "on", "for", "to", "with", "python", "s", "how", "do"}
+
+
+def first_sentence(text: str) -> str:
+    text = re.sub(r"\s+", " ", URL.sub("", text)).strip()
+    match = re.search(r"[A-Z][^.!?]{30,300}[.!?]", text)
+    return match.group(0) if match else text[:200]
+
+
+def _urls(results: list[str]) -> list[str]:
+    seen = []
+    for url in URL.findall("\n".join(results)):
+        url = url.rstrip(".,;:")
+        if url not in seen:
+            seen.append(url)
+    return seen
+
+
+def extractive_report(c: Conversation) -> str:
+    """Quote what the tools returned, cite where it came from, say what is missing."""
+    lines = [f"# {c.task.strip()[:200]}", ""]
+    lines.append(
+        "*Written by the offline demo model: an extractive summary that quotes the documents "
+        "the agents found. It does not reason like a language model.*"
+    )
+    own = c.results.get("query", []) + c.results.get("web_search", [])
+    quotes = [q for q in (_quote(text) for text in own) if q]
+    lines += ["", "## Findings", ""]
+    lines += quotes or ["No document in the knowledge base matched this question."]
+    reports = c.results.get("wait_subagents", [])
+    if reports:
+        lines += ["", "## From the sub-agents", "", reports[-1].strip()]
+    messages = [m for m in c.results.get("read_messages", []) if m != "No new messages."]
+    if messages:
+        lines += ["", "## Messages from siblings", ""] + [f"> {m}" for m in messages]
+    sources = _urls(own + reports)
+    lines += ["", "## Sources", ""]
+    lines += [f"- [{url}]({url})" for url in sources] or ["- (none found)"]
+    return "\n".join(lines)
+
+
+def _quote(result: str) -> str:
+    if result.startswith("error:"):
+        return f"- The tool failed: {result[6:].strip()}"
+    urls = _urls([result])
+    sentence = first_sentence(result)
+    if not sentence:
+        return ""
+    cite = f" ([source]({urls[0]}))" if urls else ""
+    return f"> {sentence}{cite}"

@@ -1,0 +1,204 @@
+"""The agent loop: system prompt and topic, then rounds of model call → tool calls → results.
+
+The model's answer without tool calls is the report. When the step budget is spent (or the
+tree's cost cap is reached) one last round without tools writes it: the cap sits one round
+above the budget (seed 001). Everything the agent does is written through research.services.
+"""
+
+import json
+import logging
+import time
+from typing import Any
+
+import jsonschema
+from django.conf import settings
+
+from agents import prompts, team
+from agents.context import AgentContext, Cancelled, CancelToken
+from agents.llm import chat_model_for
+from agents.llm.base import ChatResponse, LLMError, ToolCall
+from agents.tools import Tool, ToolError, toolset
+from research import services
+from research.models import Run, State
+
+log = logging.getLogger(__name__)
+
+FINAL_ROUND_NOTE = (
+    "Your step budget is spent{why}. Write your final report now, in Markdown, from what you "
+    "have found, with a Sources section listing the URLs you cite. No more tool calls."
+)
+
+
+def run_agent(*, run_id: int, token: CancelToken, pool) -> None:
+    """Run one agent to its end and finish its run, after its sub-agents."""
+    ctx = AgentContext.load(run_id, token, pool)
+    team.open_inbox(ctx)
+    report, error = "", ""
+    try:
+        report = Agent(ctx).run()
+    except Cancelled as cancelled:
+        error = cancelled.reason
+    except LLMError as failure:
+        error = str(failure)
+    except Exception as failure:
+        log.exception("agent of run %s failed", run_id)
+        error = f"internal error: {type(failure).__name__}: {failure}"
+    finally:
+        team.close_inbox(ctx)
+        # A parent never finishes before its sub-agents: end them first.
+        team.end_subagents(ctx)
+    if report:
+        record_citations(run_id=run_id, report=report)
+    services.run_finish(run_id=run_id, report=report, error=error)
+
+
+def record_citations(*, run_id: int, report: str) -> None:
+    try:
+        from research.services.citations import citations_record
+    except ImportError:  # the citations module lands with the research tools
+        return
+    citations_record(run_id=run_id, report=report)
+
+
+class Agent:
+    def __init__(self, ctx: AgentContext):
+        self.ctx = ctx
+        run = Run.objects.get(pk=ctx.run_id)
+        self.topic = run.topic
+        self.max_steps = run.max_steps
+        self.tools = {tool.name: tool for tool in toolset(ctx)}
+        self.model = chat_model_for(ctx.model)
+        self.messages: list[dict[str, Any]] = [
+            {"role": "system", "content": system_prompt(ctx, run, self.tools)},
+            {"role": "user", "content": run.topic},
+        ]
+        self.answers_refused = 0
+
+    def run(self) -> str:
+        steps = 0
+        while True:
+            self.ctx.cancel.check()
+            final_why = self._final_round_reason(steps)
+            if final_why is not None:
+                return self._final_round(final_why)
+            response = self._call_model(tools=list(self.tools.values()))
+            steps += 1
+            if response.tool_calls:
+                for call in response.tool_calls:
+                    self.messages.append(self._tool_result(call))
+                continue
+            refusal = team.answer_refusal(self.ctx) if not self.answers_refused else None
+            if refusal is None:
+                return response.content.strip() or "(the agent wrote no report)"
+            self.answers_refused += 1
+            self.messages.append({"role": "user", "content": refusal})
+
+    def _final_round_reason(self, steps: int) -> str | None:
+        if steps >= self.max_steps:
+            return ""
+        cap = settings.RESEARCH_TREE_COST_CAP_USD
+        if cap and team.tree_cost(self.ctx) >= cap:
+            return f" (the research reached its cost cap of ${cap})"
+        return None
+
+    def _final_round(self, why: str) -> str:
+        self.messages.append({"role": "user", "content": FINAL_ROUND_NOTE.format(why=why)})
+        response = self._call_model(tools=[], state=State.WRITING)
+        return response.content.strip() or "(the agent wrote no report)"
+
+    def _call_model(self, *, tools: list[Tool], state: str = State.THINKING) -> ChatResponse:
+        services.run_set_state(run_id=self.ctx.run_id, state=state)
+        started = time.monotonic()
+        response = self.model.chat(
+            model=self.ctx.model,
+            messages=self.messages,
+            tools=[tool.schema() for tool in tools],
+        )
+        services.usage_add(
+            run_id=self.ctx.run_id,
+            input_tokens=response.input_tokens,
+            output_tokens=response.output_tokens,
+            latency_ms=int((time.monotonic() - started) * 1000),
+        )
+        if not tools:
+            response.tool_calls = []  # a model that calls tools in the last round is ignored
+        services.step_record(
+            run_id=self.ctx.run_id,
+            kind="model",
+            input={"tool_calls": [[call.name, call.arguments] for call in response.tool_calls]},
+            output=response.content or "",
+        )
+        self.messages.append(response.as_message())
+        return response
+
+    def _tool_result(self, call: ToolCall) -> dict[str, Any]:
+        self.ctx.cancel.check()
+        arguments: dict[str, Any] = {}
+        try:
+            tool, arguments = self._parse_call(call)
+            services.run_set_state(
+                run_id=self.ctx.run_id, state=tool.state, detail=tool.detail(arguments)
+            )
+            output, is_error = tool.handler(self.ctx, arguments), False
+        except ToolError as error:
+            output, is_error = f"error: {error}", True
+        except Cancelled:
+            raise
+        except Exception as error:
+            log.exception("tool %s of run %s raised", call.name, self.ctx.run_id)
+            output, is_error = f"error: {call.name} failed: {error}", True
+        output = _truncate(output)
+        services.step_record(
+            run_id=self.ctx.run_id,
+            kind="tool",
+            tool=call.name,
+            input=arguments or {"raw": call.arguments},
+            output=output,
+            is_error=is_error,
+        )
+        return {"role": "tool", "tool_call_id": call.id, "content": output}
+
+    def _parse_call(self, call: ToolCall) -> tuple[Tool, dict[str, Any]]:
+        tool = self.tools.get(call.name)
+        if tool is None:
+            raise ToolError(
+                f"there is no tool {call.name!r}; your tools are: {', '.join(self.tools)}"
+            )
+        try:
+            arguments = json.loads(call.arguments or "{}")
+        except json.JSONDecodeError as error:
+            raise ToolError(
+                f"the arguments of {call.name} are not valid JSON ({error.msg} at "
+                f"character {error.pos}); send a JSON object that matches its schema"
+            ) from None
+        if not isinstance(arguments, dict):
+            raise ToolError(f"the arguments of {call.name} must be a JSON object")
+        error = jsonschema.exceptions.best_match(
+            jsonschema.Draft202012Validator(tool.parameters).iter_errors(arguments)
+        )
+        if error is not None:
+            where = ".".join(str(part) for part in error.absolute_path)
+            raise ToolError(
+                f"invalid arguments for {call.name}: "
+                + (f"{where}: {error.message}" if where else error.message)
+            )
+        return tool, arguments
+
+
+def _truncate(text: str) -> str:
+    limit = settings.RESEARCH_TOOL_RESULT_MAX_CHARS
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n[truncated: {len(text) - limit} more characters not shown]"
+
+
+def system_prompt(ctx: AgentContext, run: Run, tools: dict[str, Tool]) -> str:
+    parts = [prompts.load("research")]
+    if "query" in tools:
+        parts.append(prompts.load("knowledge"))
+    if "spawn_subagent" in tools:
+        parts.append(prompts.load("spawn"))
+    if not ctx.is_root:
+        parts.append(prompts.render("subagent", name=run.name, reason=run.reason))
+        parts.append(prompts.load("messaging"))
+    return prompts.join(*parts)

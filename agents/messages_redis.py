@@ -1,0 +1,96 @@
+"""A Messenger on Redis lists, for trees whose agents run in several processes.
+
+Same contract as MemoryMessenger: send never blocks and fails with NoInbox or InboxFull;
+receive takes every message, waiting for the first one. An inbox is a list plus a marker key
+that says it is open; a Lua script checks both and pushes in one step, so no message lands in
+a closed or full inbox.
+"""
+
+import json
+import time
+from collections.abc import Callable
+from datetime import datetime
+
+import redis
+from django.conf import settings
+
+from agents.messages import InboxFull, InboxMessage, NoInbox
+
+_PUSH = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+if redis.call('LLEN', KEYS[2]) >= tonumber(ARGV[2]) then return -2 end
+return redis.call('RPUSH', KEYS[2], ARGV[1])
+"""
+
+
+class RedisMessenger:
+    def __init__(self, client: redis.Redis, *, size: int, prefix: str = "canopy:inbox"):
+        self.client = client
+        self.size = size
+        self.prefix = prefix
+        self._push = client.register_script(_PUSH)
+
+    @classmethod
+    def from_url(cls, url: str, **kwargs) -> "RedisMessenger":
+        return cls(redis.Redis.from_url(url), size=settings.RESEARCH_INBOX_SIZE, **kwargs)
+
+    def _keys(self, run_id: int) -> tuple[str, str]:
+        return f"{self.prefix}:{run_id}:open", f"{self.prefix}:{run_id}"
+
+    def open(self, run_id: int) -> None:
+        self.client.set(self._keys(run_id)[0], 1)
+
+    def close(self, run_id: int) -> None:
+        self.client.delete(*self._keys(run_id))
+
+    def send(self, message: InboxMessage) -> None:
+        data = json.dumps(
+            {
+                "from_id": message.from_id,
+                "from_name": message.from_name,
+                "to_id": message.to_id,
+                "text": message.text,
+                "sent_at": message.sent_at.isoformat() if message.sent_at else None,
+                "record_id": message.record_id,
+            }
+        )
+        result = self._push(keys=list(self._keys(message.to_id)), args=[data, self.size])
+        if result == -1:
+            raise NoInbox(message.to_id)
+        if result == -2:
+            raise InboxFull(message.to_id)
+
+    def receive(
+        self, run_id: int, wait: float = 0, cancelled: Callable[[], bool] | None = None
+    ) -> list[InboxMessage]:
+        _, inbox = self._keys(run_id)
+        messages = self._drain(inbox)
+        deadline = time.monotonic() + wait
+        while not messages and (left := deadline - time.monotonic()) > 0:
+            if cancelled is not None and cancelled():
+                break
+            # BLPOP takes whole seconds on old servers; short slices keep cancel responsive.
+            item = self.client.blpop([inbox], timeout=max(0.1, min(left, 0.5)))
+            if item is not None:
+                messages = [_decode(item[1]), *self._drain(inbox)]
+        return messages
+
+    def _drain(self, inbox: str) -> list[InboxMessage]:
+        with self.client.pipeline() as pipe:
+            pipe.lrange(inbox, 0, -1)
+            pipe.delete(inbox)
+            items, _ = pipe.execute()
+        return [_decode(item) for item in items]
+
+
+def _decode(raw: bytes) -> InboxMessage:
+    data = json.loads(raw)
+    sent_at = datetime.fromisoformat(data["sent_at"]) if data["sent_at"] else None
+    return InboxMessage(
+        from_id=data["from_id"],
+        from_name=data["from_name"],
+        to_id=data["to_id"],
+        text=data["text"],
+        sent_at=sent_at,
+        record_id=data["record_id"],
+    )

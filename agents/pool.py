@@ -1,0 +1,241 @@
+"""The agent pool: every agent is a thread, at most `max_active` of them work at once.
+
+A slot is what lets an agent work. An agent that waits (for its sub-agents, for a message)
+gives its slot back for the wait and takes one again after it, so a parent waiting on its
+children can never starve them of slots (seed 001's thread-starvation deadlock). Threads
+get run ids, never model instances, and close stale database connections around each job.
+
+One pool runs per process: in the web process for the embedded default
+(`start_in_web_process`) or in `manage.py runagents` workers. Either way the pool claims
+queued roots from the database (SKIP LOCKED on PostgreSQL), runs each tree inside itself,
+heartbeats, and fails the runs of dead processes.
+"""
+
+import atexit
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.db import close_old_connections, connections
+
+from agents.context import CancelToken
+from research import services
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Agent:
+    run_id: int
+    token: CancelToken
+    thread: threading.Thread
+
+
+class AgentPool:
+    def __init__(self, *, max_active: int | None = None, claim_roots: bool = True):
+        self.max_active = max_active or settings.RESEARCH_MAX_AGENTS
+        self.claim_roots = claim_roots
+        self.worker_id: int | None = None
+        self._slots = threading.BoundedSemaphore(self.max_active)
+        self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
+        self._agents: dict[int, _Agent] = {}
+        self._waiting_for_slot = 0
+        self._working = 0
+        self._wake = threading.Event()
+        self._stopping = threading.Event()
+        self._threads: list[threading.Thread] = []
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> "AgentPool":
+        """Register this process, fail what dead processes left, and start claiming roots."""
+        self.worker_id = services.worker_register().pk
+        failed = services.workers_sweep(dead_after_seconds=settings.RESEARCH_WORKER_DEAD_SECONDS)
+        if failed:
+            log.warning("marked %d runs of a stopped process failed", failed)
+        services.on_root_queued(lambda run_id: self._wake.set())
+        for target in (self._claim_loop, self._heartbeat_loop):
+            thread = threading.Thread(target=self._background(target), daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        return self
+
+    def shutdown(self, *, reason: str = services.INTERRUPTED, timeout: float = 10.0) -> None:
+        """Interrupt every agent, wait for them to end, fail whatever is still working."""
+        if self._stopping.is_set():
+            return
+        self._stopping.set()
+        self._wake.set()
+        with self._lock:
+            agents = list(self._agents.values())
+        for agent in agents:
+            agent.token.cancel(reason)
+        deadline = time.monotonic() + timeout
+        for agent in agents:
+            agent.thread.join(max(0.0, deadline - time.monotonic()))
+        if self.worker_id is not None:
+            try:
+                services.worker_stop(worker_id=self.worker_id, error=reason)
+            finally:
+                connections.close_all()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping.is_set()
+
+    # --- agents ------------------------------------------------------------------------------
+
+    def submit(self, run_id: int, *, timeout_seconds: float | None = None) -> None:
+        """Start the agent of a queued run; it works as soon as it gets a slot."""
+        token = CancelToken(run_id)
+        if timeout_seconds:
+            token.deadline = time.monotonic() + timeout_seconds
+            token.deadline_reason = (
+                f"timed out: the sub-agent worked longer than {timeout_seconds:g} s"
+            )
+        thread = threading.Thread(
+            target=self._run_agent, args=(run_id, token), name=f"agent-{run_id}", daemon=True
+        )
+        with self._lock:
+            self._agents[run_id] = _Agent(run_id, token, thread)
+        thread.start()
+
+    def cancel(self, run_id: int, reason: str) -> bool:
+        """Cancel an agent of this process at once; False when it is not here."""
+        with self._lock:
+            agent = self._agents.get(run_id)
+        if agent is None:
+            return False
+        agent.token.cancel(reason)
+        return True
+
+    def is_running(self, run_id: int) -> bool:
+        with self._lock:
+            return run_id in self._agents
+
+    def wait_changed(self, timeout: float) -> None:
+        """Block until some agent of this pool ends, or the timeout passes."""
+        with self._changed:
+            self._changed.wait(timeout)
+
+    @contextmanager
+    def yielded(self, token: CancelToken) -> Iterator[None]:
+        """Give the caller's slot back while it waits, and take one again afterwards."""
+        self._release()
+        try:
+            yield
+        finally:
+            self._acquire(token, cancellable=False)
+
+    @property
+    def active(self) -> int:
+        with self._lock:
+            return self._working
+
+    def _acquire(self, token: CancelToken, *, cancellable: bool) -> bool:
+        with self._lock:
+            self._waiting_for_slot += 1
+        try:
+            while not self._slots.acquire(timeout=0.25):
+                if cancellable and token.is_set():
+                    return False
+        finally:
+            with self._lock:
+                self._waiting_for_slot -= 1
+        with self._lock:
+            self._working += 1
+        return True
+
+    def _release(self) -> None:
+        with self._lock:
+            self._working -= 1
+        self._slots.release()
+        self._wake.set()
+
+    def _run_agent(self, run_id: int, token: CancelToken) -> None:
+        from agents.loop import run_agent
+
+        # A thread's connection may have been closed by the server or the pool meanwhile.
+        close_old_connections()
+        try:
+            if not self._acquire(token, cancellable=True):
+                services.run_finish(run_id=run_id, error=token.reason)
+                return
+            try:
+                if services.run_claim(run_id=run_id, worker_id=self.worker_id):
+                    run_agent(run_id=run_id, token=token, pool=self)
+            finally:
+                self._release()
+        except Exception:
+            log.exception("agent of run %s crashed", run_id)
+            services.run_finish(run_id=run_id, error="internal error: the agent crashed")
+        finally:
+            with self._changed:
+                self._agents.pop(run_id, None)
+                self._changed.notify_all()
+            connections.close_all()
+
+    # --- background loops ------------------------------------------------------------------
+
+    def _background(self, target):
+        def loop() -> None:
+            while not self._stopping.is_set():
+                close_old_connections()
+                try:
+                    target()
+                except Exception:
+                    log.exception("agent pool: %s failed; retrying", target.__name__)
+                    self._stopping.wait(1.0)
+            connections.close_all()
+
+        return loop
+
+    def _claim_loop(self) -> None:
+        """Claim queued roots while a slot is free; woken at once by a root started here."""
+        self._wake.wait(settings.RESEARCH_CLAIM_POLL_SECONDS)
+        self._wake.clear()
+        while self.claim_roots and not self._stopping.is_set() and self._has_free_slot():
+            run_id = services.root_claim_next(worker_id=self.worker_id)
+            if run_id is None:
+                return
+            self.submit(run_id)
+
+    def _has_free_slot(self) -> bool:
+        with self._lock:
+            return self._waiting_for_slot == 0 and self._working < self.max_active
+
+    def _heartbeat_loop(self) -> None:
+        self._stopping.wait(settings.RESEARCH_HEARTBEAT_SECONDS)
+        services.worker_heartbeat(worker_id=self.worker_id)
+        services.workers_sweep(dead_after_seconds=settings.RESEARCH_WORKER_DEAD_SECONDS)
+
+
+_pool: AgentPool | None = None
+
+
+def get_pool() -> AgentPool | None:
+    return _pool
+
+
+def start_in_web_process() -> AgentPool:
+    """Start this process's pool once; interrupt its agents when the process exits.
+
+    daphne stops its reactor on SIGTERM and SIGINT and returns, so atexit runs while the
+    database is still reachable.
+    """
+    global _pool
+    if _pool is None:
+        _pool = AgentPool().start()
+        atexit.register(_pool.shutdown)
+    return _pool
+
+
+def set_pool(pool: AgentPool | None) -> None:
+    """Install a pool for this process (tests, runagents)."""
+    global _pool
+    _pool = pool

@@ -1,0 +1,255 @@
+"""Fixtures shared by the suite."""
+
+import pytest
+
+from agents.llm import reset_clients
+from agents.llm.scripted import ScriptedLLM
+
+
+@pytest.fixture
+def scripted_llm(settings):
+    """A scripted OpenAI-compatible endpoint that every real model name now talks to."""
+    with ScriptedLLM() as llm:
+        settings.OPENAI_BASE_URL = llm.base_url
+        reset_clients()
+        yield llm
+    # The shared client points at a server that is gone: the next test builds its own.
+    reset_clients()
+
+
+# --- Users, API clients and run trees (foundation) -------------------------------------------
+# HealthChecks' convention: alice owns what a test builds; bob and charlie are other users,
+# so every feature gets its access test for free (bob shares nothing, charlie has no access).
+
+from collections.abc import Callable  # noqa: E402
+
+from django.contrib.auth.models import User  # noqa: E402
+from rest_framework.test import APIClient  # noqa: E402
+
+from research import services  # noqa: E402
+from research.models import Run  # noqa: E402
+
+PASSWORD = "correct horse battery staple"
+DEFAULT_TOPIC = "How do Python's context managers and exceptions interact?"
+
+
+@pytest.fixture
+def alice(db) -> User:
+    return User.objects.create_user("alice", "alice@example.org", PASSWORD)
+
+
+@pytest.fixture
+def bob(db) -> User:
+    return User.objects.create_user("bob", "bob@example.org", PASSWORD)
+
+
+@pytest.fixture
+def charlie(db) -> User:
+    return User.objects.create_user("charlie", "charlie@example.org", PASSWORD)
+
+
+@pytest.fixture
+def admin_user(db) -> User:
+    """A staff superuser; overrides pytest-django's, so `admin_client` logs in as this one."""
+    return User.objects.create_superuser("admin", "admin@example.org", PASSWORD)
+
+
+@pytest.fixture
+def api_for() -> Callable[[User], APIClient]:
+    """`api_for(bob)`: a DRF client authenticated as that user."""
+
+    def client_for(user: User) -> APIClient:
+        client = APIClient()
+        client.force_authenticate(user)
+        return client
+
+    return client_for
+
+
+@pytest.fixture
+def api(api_for, alice) -> APIClient:
+    """A DRF client authenticated as alice."""
+    return api_for(alice)
+
+
+@pytest.fixture
+def run_factory(alice) -> Callable[..., Run]:
+    """Start a root through services.run_start: alice's unless `owner=` says otherwise.
+
+    The working-roots limit applies as in production: finish runs (services.run_finish) or
+    raise settings.RESEARCH_MAX_WORKING_ROOTS to start more than three.
+    """
+
+    def start(*, owner: User | None = None, topic: str = DEFAULT_TOPIC, **kwargs) -> Run:
+        return services.run_start(owner=owner or alice, topic=topic, **kwargs)
+
+    return start
+
+
+@pytest.fixture
+def subagent_factory() -> Callable[..., Run]:
+    """Record a sub-agent of a run through services.subagent_create, as agents.team does."""
+
+    def spawn(parent: Run, name: str, *, topic: str = "", max_steps: int = 5) -> Run:
+        return services.subagent_create(
+            parent_id=parent.pk,
+            name=name,
+            reason=f"{name} covers one facet",
+            topic=topic or f"the {name} facet of {parent.topic[:60]}",
+            max_steps=max_steps,
+        )
+
+    return spawn
+
+
+@pytest.fixture
+def tree_factory(run_factory, subagent_factory) -> Callable[..., Run]:
+    """A root with sub-agents (`children`), each with its own (`grandchildren`); returns the
+    root. Every row goes through the services, so states and events exist as in production."""
+
+    def build(
+        *,
+        owner: User | None = None,
+        children: tuple[str, ...] = ("history", "semantics"),
+        grandchildren: tuple[str, ...] = ("examples",),
+        **kwargs,
+    ) -> Run:
+        root = run_factory(owner=owner, **kwargs)
+        for name in children:
+            child = subagent_factory(root, name)
+            for grandchild in grandchildren:
+                subagent_factory(child, grandchild)
+        return root
+
+    return build
+
+
+# --- The agent runtime -----------------------------------------------------------------------
+
+import time  # noqa: E402
+
+from agents.pool import AgentPool, set_pool  # noqa: E402
+from research.models import ACTIVE_STATUSES  # noqa: E402
+
+
+@pytest.fixture
+def agent_pool(transactional_db, scripted_llm):
+    """A started agent pool of this process over the scripted LLM. Agents are threads, so the
+    tests that use it see committed rows only (transactional_db)."""
+    pool = AgentPool(max_active=8).start()
+    set_pool(pool)
+    yield pool
+    pool.shutdown(timeout=10)
+    set_pool(None)
+
+
+def wait_for(predicate: Callable[[], object], *, timeout: float = 20, message: str = "") -> object:
+    """Poll until predicate() is truthy; fail with `message` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(message or f"timed out after {timeout}s waiting for {predicate}")
+
+
+def wait_finished(run: Run, *, timeout: float = 20) -> Run:
+    """Wait until the run's whole tree has ended; return the run reloaded."""
+    wait_for(
+        lambda: not Run.objects.filter(root_id=run.root_id, status__in=ACTIVE_STATUSES).exists(),
+        timeout=timeout,
+        message=f"run {run.pk}'s tree did not end within {timeout}s",
+    )
+    run.refresh_from_db()
+    return run
+
+
+# --- Real server processes -----------------------------------------------------------------
+
+import os  # noqa: E402
+import signal  # noqa: E402
+import socket  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+from dataclasses import dataclass  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+PROJECT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def process_env(settings, **extra: str) -> dict[str, str]:
+    """The environment of a server or worker process that shares this test's database."""
+    db = settings.DATABASES["default"]
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "research.settings",
+        "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+        "REDIS_URL": settings.REDIS_URL,
+        "OPENAI_BASE_URL": settings.OPENAI_BASE_URL,
+        "OPENAI_API_KEY": "test-key",
+        "RESEARCH_MODEL": settings.RESEARCH_MODEL,
+        "RESEARCH_MODEL_PRICES": '{"scripted": [1.0, 2.0]}',
+        "READ_PAGE_ALLOWED_HOSTS": ",".join(settings.READ_PAGE_ALLOWED_HOSTS),
+        "PYTHONUNBUFFERED": "1",
+    }
+    env.update(extra)
+    return env
+
+
+@dataclass
+class ServerProcess:
+    process: subprocess.Popen
+    url: str
+    log: Path
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 20) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        return self.process.returncode
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+
+def start_daphne(settings, tmp_path: Path, **env: str) -> ServerProcess:
+    port = free_port()
+    log = tmp_path / f"daphne-{port}.log"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
+         "research.asgi:application"],
+        cwd=PROJECT,
+        env=process_env(settings, **env),
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+    )
+    server = ServerProcess(process, f"http://127.0.0.1:{port}", log)
+
+    def answers() -> bool:
+        if process.poll() is not None:
+            raise AssertionError(f"daphne exited:\n{server.output()}")
+        with socket.socket() as sock:
+            return sock.connect_ex(("127.0.0.1", port)) == 0
+
+    wait_for(answers, timeout=30, message="daphne did not start")
+    return server
+
+
+@pytest.fixture
+def daphne_server(transactional_db, scripted_llm, settings, tmp_path):
+    """A real daphne serving the app (pages, API, websockets, and the agent pool) on this
+    test's database and the scripted LLM."""
+    server = start_daphne(settings, tmp_path)
+    yield server
+    server.stop()

@@ -1,0 +1,94 @@
+"""The agent pool: bounded slots that waiting parents give back, shutdown and restart recovery."""
+
+import os
+import signal
+import subprocess
+import sys
+
+import httpx
+import pytest
+from django.utils import timezone
+
+from agents.llm.scripted import call, reply, slow
+from agents.pool import AgentPool, set_pool
+from research import services
+from research.models import Run, Worker
+from tests.conftest import wait_finished, wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_parents_waiting_on_children_never_starve_them_of_slots(scripted_llm, alice, settings):
+    """Two slots, two roots that each spawn two children and wait: if a waiting parent kept
+    its slot, no child could ever run and both trees would hang."""
+    settings.RESEARCH_MAX_WORKING_ROOTS = 10
+    for tree in ("oak", "elm"):
+        scripted_llm.script(
+            f"{tree} research",
+            call("spawn_subagent", name="left", reason="one half", task=f"{tree} left half"),
+            call("spawn_subagent", name="right", reason="other half", task=f"{tree} right half"),
+            call("wait_subagents"),
+            reply(f"{tree} report"),
+        )
+        scripted_llm.script(f"{tree} left half", reply("left done"))
+        scripted_llm.script(f"{tree} right half", reply("right done"))
+    pool = AgentPool(max_active=2).start()
+    set_pool(pool)
+    try:
+        roots = [
+            services.run_start(owner=alice, topic=f"{tree} research") for tree in ("oak", "elm")
+        ]
+        roots = [wait_finished(root, timeout=30) for root in roots]
+    finally:
+        pool.shutdown()
+        set_pool(None)
+    for root in roots:
+        assert root.status == "done", root.error
+        children = Run.objects.filter(parent=root)
+        assert sorted(children.values_list("status", flat=True)) == ["done", "done"]
+    assert pool.active == 0
+
+
+def test_runs_left_by_a_dead_process_are_marked_failed_on_start(alice, subagent_factory):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    worker = Worker.objects.create(hostname=os.uname().nodename, pid=dead.pid,
+                                   heartbeat_at=timezone.now())
+    root = services.run_start(owner=alice, topic="orphaned research")
+    services.run_claim(run_id=root.pk, worker_id=worker.pk)
+    child = subagent_factory(root, "child")
+    unclaimed = services.run_start(owner=alice, topic="never claimed yet")
+
+    pool = AgentPool(max_active=1, claim_roots=False).start()
+    pool.shutdown()
+
+    for run in (root, child):
+        run.refresh_from_db()
+        assert run.status == "failed"
+        assert run.error == "interrupted: the server stopped while the agent worked"
+    child.refresh_from_db()
+    root.refresh_from_db()
+    assert child.finished_at <= root.finished_at
+    unclaimed.refresh_from_db()
+    assert unclaimed.status == "queued"  # a root no process took is still there to be taken
+
+
+def test_sigterm_to_daphne_interrupts_every_working_agent(
+    scripted_llm, alice, settings, tmp_path
+):
+    from tests.conftest import start_daphne
+
+    scripted_llm.script(
+        "endless", *[slow(0.2, call("web_search", query=f"q{i}")) for i in range(200)]
+    )
+    server = start_daphne(settings, tmp_path)
+    try:
+        run = services.run_start(owner=alice, topic="An endless research", max_steps=40)
+        wait_for(lambda: Run.objects.get(pk=run.pk).steps >= 1, timeout=20)
+        assert httpx.get(server.url + "/v1/gb/research", timeout=5).status_code in (401, 403)
+    finally:
+        returncode = server.stop(signal.SIGTERM)
+    run.refresh_from_db()
+    assert run.status == "failed", server.output()
+    assert run.error == "interrupted: the server stopped while the agent worked"
+    assert returncode == 0, server.output()

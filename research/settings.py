@@ -260,6 +260,9 @@ SEARCH_PROVIDER = env("SEARCH_PROVIDER")
 SEARXNG_URL = env("SEARXNG_URL")
 TAVILY_API_KEY = env("TAVILY_API_KEY")
 BRAVE_API_KEY = env("BRAVE_API_KEY")
+SEARCH_TIMEOUT_SECONDS = envfloat("SEARCH_TIMEOUT_SECONDS", 15.0)
+# The model the `openai` search provider asks, with OpenAI's web search tool.
+SEARCH_OPENAI_MODEL = env("SEARCH_OPENAI_MODEL", "gpt-4.1-mini")
 READ_PAGE_MAX_BYTES = envint("READ_PAGE_MAX_BYTES", 5 * 1024 * 1024)
 READ_PAGE_TIMEOUT_SECONDS = envfloat("READ_PAGE_TIMEOUT_SECONDS", 20.0)
 # Hosts read_page may fetch even though they resolve to private or loopback addresses.

@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
-from research import api
+from research import api, api_datasets
 
 api_urls = [
     path("research", api.runs, name="runs"),
@@ -12,6 +12,14 @@ api_urls = [
     path("research/<int:run_id>/states", api.run_states, name="run-states"),
     path("research/<int:run_id>/messages", api.run_messages, name="run-messages"),
     path("research/<int:run_id>/events", api.run_events, name="run-events"),
+    path("datasets", api_datasets.datasets, name="datasets"),
+    path("datasets/<int:dataset_id>", api_datasets.dataset_detail, name="dataset-detail"),
+    path(
+        "datasets/<int:dataset_id>/documents",
+        api_datasets.dataset_documents,
+        name="dataset-documents",
+    ),
+    path("datasets/<int:dataset_id>/query", api_datasets.dataset_query, name="dataset-query"),
 ]
 
 urlpatterns = [

@@ -50,6 +50,7 @@ __all__ = [
 
 from research.services.workers import (  # noqa: E402
     WORKER_LOST,
+    root_claim,
     root_claim_next,
     worker_heartbeat,
     worker_register,
@@ -59,6 +60,7 @@ from research.services.workers import (  # noqa: E402
 
 __all__ += [
     "WORKER_LOST",
+    "root_claim",
     "root_claim_next",
     "worker_heartbeat",
     "worker_register",

@@ -16,7 +16,9 @@ def subagent_spawn(
     that agents of one tree spawning at once cannot pass the tree limit together."""
     parent = Run.objects.only("root_id", "depth").get(pk=parent_id)
     Run.objects.select_for_update().filter(pk=parent.root_id).only("pk").first()
-    siblings = list(Run.objects.filter(parent_id=parent_id).values_list("name", "pk"))
+    siblings = list(
+        Run.objects.filter(parent_id=parent_id).order_by("id").values_list("name", "pk")
+    )
     names = ", ".join(existing for existing, _ in siblings)
     for existing, pk in siblings:
         if existing == name:

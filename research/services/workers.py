@@ -86,3 +86,12 @@ def root_claim_next(*, worker_id: int) -> int | None:
         return None
     Run.objects.filter(pk=run.pk).update(worker_id=worker_id)
     return run.pk
+
+
+def root_claim(*, run_id: int, worker_id: int) -> bool:
+    """Take one given queued root for this worker (the CLI runs a tree it started itself)."""
+    return bool(
+        Run.objects.filter(
+            pk=run_id, status=Status.QUEUED, parent__isnull=True, worker__isnull=True
+        ).update(worker_id=worker_id)
+    )

@@ -1,0 +1,148 @@
+"""query and remember: the research's dataset (knowledge base), shared by the whole tree.
+
+`query` records each chunk it returns as a Source of kind "chunk" with its kb:// address, so a
+report that cites that address is verified like a page that was read. `remember` stores a
+fact as a document of the dataset, where a sibling's next `query` finds it.
+"""
+
+from typing import Any
+
+from agents.context import AgentContext
+from agents.tools.base import Tool, ToolError, object_schema
+from research.knowledge import ChunkHit, chunk_url, search_chunks
+from research.models import Document, Source
+from research.services.errors import InvalidInput
+from research.services.knowledge import FACT_MAX_CHARS, fact_remember
+from research.services.sources import source_record
+
+QUERY_LIMIT = 5
+SNIPPET_CHARS = 300
+# The state detail the tree shows beside "querying" or "remembering" (RunState.detail is 500)
+DETAIL_CHARS = 300
+NO_DATASET = "this research has no dataset: there is no knowledge base to {}. Use web_search."
+
+
+def _dataset_id(ctx: AgentContext, action: str) -> int:
+    if ctx.dataset_id is None:
+        raise ToolError(NO_DATASET.format(action))
+    return ctx.dataset_id
+
+
+def _text_argument(args: dict[str, Any], name: str) -> str:
+    value = args.get(name)
+    if not isinstance(value, str) or not value.strip():
+        raise ToolError(f"{name} must not be empty.")
+    return value.strip()
+
+
+def _fact_sources(hits: list[ChunkHit]) -> dict[int, tuple[str, str]]:
+    """For remembered facts among the hits: document id -> (its source, who remembered it)."""
+    rows = Document.objects.filter(
+        pk__in={hit.document_id for hit in hits}, remembered_by__isnull=False
+    ).values_list("pk", "source", "remembered_by__name")
+    return {pk: (source, name) for pk, source, name in rows}
+
+
+def _format_hit(number: int, hit: ChunkHit, url: str, fact: tuple[str, str] | None) -> str:
+    head = f"[{number}] {hit.document_title} ({url})"
+    if fact is not None:
+        source, name = fact
+        head += f"\nremembered by {name or 'the lead agent'}"
+        head += f"; source: {source}" if source else "; no source given"
+    return f"{head}\n{hit.text}"
+
+
+def query(ctx: AgentContext, args: dict[str, Any]) -> str:
+    dataset_id = _dataset_id(ctx, "query")
+    question = _text_argument(args, "question")
+    hits = search_chunks(dataset_id=dataset_id, question=question, limit=QUERY_LIMIT)
+    if not hits:
+        return (
+            f"No passage of the dataset matches {question!r}. Try other words (names, "
+            "technical terms), or search the web."
+        )
+    facts = _fact_sources(hits)
+    parts = []
+    for number, hit in enumerate(hits, start=1):
+        url = chunk_url(dataset_id=dataset_id, document_id=hit.document_id, position=hit.position)
+        source_record(
+            run_id=ctx.run_id,
+            kind=Source.Kind.CHUNK,
+            url=url,
+            title=hit.document_title,
+            snippet=hit.text[:SNIPPET_CHARS],
+            text=hit.text,
+        )
+        parts.append(_format_hit(number, hit, url, facts.get(hit.document_id)))
+    return (
+        f"{len(hits)} passages of the dataset, best first. Cite a passage by its kb:// "
+        "address.\n\n" + "\n\n".join(parts)
+    )
+
+
+def remember(ctx: AgentContext, args: dict[str, Any]) -> str:
+    _dataset_id(ctx, "remember facts in")
+    fact = _text_argument(args, "fact")
+    source = args.get("source")
+    source = source.strip() if isinstance(source, str) else ""
+    try:
+        document = fact_remember(run_id=ctx.run_id, fact=fact, source=source)
+    except InvalidInput as error:
+        raise ToolError(error.message) from None
+    return (
+        f"Remembered as document {document.pk} of the dataset"
+        f"{' with its source' if source else ' (no source given)'}. Every agent of this "
+        "research, your siblings included, now finds it with query."
+    )
+
+
+QUERY = Tool(
+    name="query",
+    description=(
+        "Search the research's dataset (its knowledge base: uploaded documents and facts other "
+        "agents remembered). Returns the best-matching passages, each with its document title "
+        "and a kb:// address to cite. Query the dataset before you search the web."
+    ),
+    parameters=object_schema(
+        {
+            "question": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 1000,
+                "description": "What you want to know, in plain words or keywords.",
+            }
+        },
+        required=["question"],
+    ),
+    state="querying",
+    handler=query,
+    detail=lambda args: str(args.get("question", ""))[:DETAIL_CHARS],
+)
+
+REMEMBER = Tool(
+    name="remember",
+    description=(
+        "Save a fact in the research's dataset so that other agents (your siblings, and later "
+        "researches on this dataset) find it with query. One self-contained fact per call, "
+        "with the URL or kb:// address it comes from."
+    ),
+    parameters=object_schema(
+        {
+            "fact": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": FACT_MAX_CHARS,
+                "description": "The fact, in a sentence or two that make sense on their own.",
+            },
+            "source": {
+                "type": "string",
+                "maxLength": 2000,
+                "description": "Where the fact comes from: the page URL or kb:// address.",
+            },
+        },
+        required=["fact"],
+    ),
+    state="remembering",
+    handler=remember,
+    detail=lambda args: str(args.get("fact", ""))[:DETAIL_CHARS],
+)

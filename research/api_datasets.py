@@ -1,0 +1,175 @@
+"""The REST API under /v1/gb/datasets: the knowledge bases research runs query.
+
+Same flow as research.api: authenticate → permit → check input → service (scoped to the
+owner: another user's dataset is a 404) → output serializer. Its exception_handler turns
+InvalidInput into a 400 naming the field and NotFound into a 404.
+"""
+
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import serializers, status
+from rest_framework.decorators import api_view
+from rest_framework.pagination import PageNumberPagination
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from research.knowledge import chunk_url, search_chunks
+from research.models import Dataset, Document
+from research.services import knowledge
+from research.services.errors import InvalidInput
+
+QUERY_MAX_LIMIT = 20
+
+
+class DatasetOutputSerializer(serializers.ModelSerializer):
+    document_count = serializers.IntegerField(read_only=True)
+
+    class Meta:
+        model = Dataset
+        fields = ["id", "name", "description", "document_count", "created_at"]
+        read_only_fields = fields
+
+
+class DatasetCreateSerializer(serializers.Serializer):
+    # Emptiness and uniqueness are checked by the service, so the CLI says the same.
+    name = serializers.CharField(allow_blank=True, trim_whitespace=False)
+    description = serializers.CharField(required=False, allow_blank=True, default="")
+
+
+class DocumentOutputSerializer(serializers.ModelSerializer):
+    dataset_id = serializers.IntegerField(read_only=True)
+    remembered_by_id = serializers.IntegerField(read_only=True, allow_null=True)
+    chunk_count = serializers.IntegerField(read_only=True)
+
+    class Meta:
+        model = Document
+        fields = [
+            "id",
+            "dataset_id",
+            "title",
+            "source",
+            "content_type",
+            "sha256",
+            "remembered_by_id",
+            "chunk_count",
+            "created_at",
+        ]
+        read_only_fields = fields
+
+
+class DocumentUploadSerializer(serializers.Serializer):
+    file = serializers.FileField(help_text="A text, Markdown, HTML or PDF file.")
+    title = serializers.CharField(required=False, allow_blank=True, default="")
+
+
+class QueryInputSerializer(serializers.Serializer):
+    q = serializers.CharField(max_length=1000, help_text="The question.")
+    limit = serializers.IntegerField(required=False, min_value=1, max_value=QUERY_MAX_LIMIT)
+
+
+class ChunkHitSerializer(serializers.Serializer):
+    document_id = serializers.IntegerField()
+    document_title = serializers.CharField()
+    position = serializers.IntegerField()
+    url = serializers.CharField(help_text="The kb:// address an agent cites.")
+    text = serializers.CharField()
+    rank = serializers.FloatField()
+
+
+def _checked(serializer_class, data) -> dict:
+    serializer = serializer_class(data=data)
+    serializer.is_valid(raise_exception=True)
+    return serializer.validated_data
+
+
+def _dataset(request: Request, dataset_id: int) -> Dataset:
+    return knowledge.dataset_get(owner=request.user, dataset_id=dataset_id)
+
+
+@extend_schema(methods=["GET"], responses=DatasetOutputSerializer(many=True))
+@extend_schema(
+    methods=["POST"], request=DatasetCreateSerializer, responses={201: DatasetOutputSerializer}
+)
+@api_view(["GET", "POST"])
+def datasets(request: Request) -> Response:
+    if request.method == "POST":
+        data = _checked(DatasetCreateSerializer, request.data)
+        dataset = knowledge.dataset_create(
+            owner=request.user, name=data["name"], description=data["description"]
+        )
+        dataset.document_count = 0
+        return Response(DatasetOutputSerializer(dataset).data, status=status.HTTP_201_CREATED)
+    paginator = PageNumberPagination()
+    page = paginator.paginate_queryset(knowledge.dataset_list(owner=request.user), request)
+    return paginator.get_paginated_response(DatasetOutputSerializer(page, many=True).data)
+
+
+@extend_schema(methods=["GET"], responses=DatasetOutputSerializer)
+@extend_schema(methods=["DELETE"], responses={204: None})
+@api_view(["GET", "DELETE"])
+def dataset_detail(request: Request, dataset_id: int) -> Response:
+    dataset = _dataset(request, dataset_id)
+    if request.method == "DELETE":
+        knowledge.dataset_delete(dataset=dataset)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+    return Response(DatasetOutputSerializer(dataset).data)
+
+
+@extend_schema(methods=["GET"], responses=DocumentOutputSerializer(many=True))
+@extend_schema(
+    methods=["POST"],
+    request={"multipart/form-data": DocumentUploadSerializer},
+    responses={201: DocumentOutputSerializer},
+)
+@api_view(["GET", "POST"])
+def dataset_documents(request: Request, dataset_id: int) -> Response:
+    dataset = _dataset(request, dataset_id)
+    if request.method == "POST":
+        return document_upload(request, dataset)
+    paginator = PageNumberPagination()
+    page = paginator.paginate_queryset(knowledge.document_list(dataset=dataset), request)
+    return paginator.get_paginated_response(DocumentOutputSerializer(page, many=True).data)
+
+
+def document_upload(request: Request, dataset: Dataset) -> Response:
+    if "file" not in request.FILES:
+        raise InvalidInput("upload the document as the multipart field file.", field="file")
+    data = _checked(DocumentUploadSerializer, request.data)
+    upload = data["file"]
+    document = knowledge.document_add(
+        dataset=dataset,
+        title=data["title"],
+        data=upload.read(),
+        filename=upload.name or "",
+        content_type=upload.content_type,
+    )
+    document.chunk_count = document.chunks.count()
+    return Response(DocumentOutputSerializer(document).data, status=status.HTTP_201_CREATED)
+
+
+@extend_schema(
+    parameters=[
+        OpenApiParameter("q", str, required=True, description="the question"),
+        OpenApiParameter("limit", int, description=f"how many passages (1 to {QUERY_MAX_LIMIT})"),
+    ],
+    responses=ChunkHitSerializer(many=True),
+)
+@api_view(["GET"])
+def dataset_query(request: Request, dataset_id: int) -> Response:
+    """The passages of the dataset that best answer `q`: the search the agents' query runs."""
+    dataset = _dataset(request, dataset_id)
+    data = _checked(QueryInputSerializer, request.query_params)
+    hits = search_chunks(dataset_id=dataset.pk, question=data["q"], limit=data.get("limit", 5))
+    rows = [
+        {
+            "document_id": hit.document_id,
+            "document_title": hit.document_title,
+            "position": hit.position,
+            "url": chunk_url(
+                dataset_id=dataset.pk, document_id=hit.document_id, position=hit.position
+            ),
+            "text": hit.text,
+            "rank": hit.rank,
+        }
+        for hit in hits
+    ]
+    return Response(ChunkHitSerializer(rows, many=True).data)

@@ -1,0 +1,190 @@
+"""The knowledge base's text machinery: chunking, and full-text search over a dataset's chunks.
+
+One search interface, `search_chunks`, with a backend per database: PostgreSQL ranks with
+`ts_rank` over `to_tsvector('english', text)` (a GIN index on that very expression, see
+migration 0002), SQLite with FTS5's `bm25` over the `chunk_fts` table that triggers keep in
+step with `research_chunk`. Both read a question as an OR of its words: a question is not a
+boolean query, and ranking puts the chunks that share the most (and rarest) words first.
+"""
+
+import re
+from dataclasses import dataclass
+
+from django.contrib.postgres.search import SearchQuery, SearchRank, SearchVectorField
+from django.core.exceptions import ImproperlyConfigured
+from django.db import connection
+from django.db.models import F, Func
+
+from research.models import Chunk, Document
+
+CHUNK_CHARS = 1200
+CHUNK_OVERLAP = 200
+FTS_CONFIG = "english"
+# The SQLite full-text table (migration 0002). Only exists on SQLite.
+SQLITE_FTS_TABLE = "chunk_fts"
+
+# FTS5 has no stop words; these carry no meaning in a question and only slow the match.
+_STOP_WORDS = frozenset(
+    (  # noqa: SIM905 (a word list reads better as a sentence)
+        "a an and are as at be by can do does did for from how i in is it its of on or s so "
+        "that the their there these this to was what when where which who why will with you"
+    ).split()
+)
+_WORD = re.compile(r"[^\W_]+")
+
+
+@dataclass(frozen=True)
+class ChunkHit:
+    document_title: str
+    document_id: int
+    position: int
+    text: str
+    # Higher is better on both backends.
+    rank: float
+
+
+def chunk_url(*, dataset_id: int, document_id: int, position: int) -> str:
+    """The address an agent cites for a chunk; citations match reports against it."""
+    return f"kb://dataset/{dataset_id}/document/{document_id}#{position}"
+
+
+# --- Chunking --------------------------------------------------------------------------------
+
+
+def normalise_text(text: str) -> str:
+    """Unix newlines, no trailing blanks, at most one empty line in a row.
+
+    Spaces inside a line are kept: indentation matters in the code that documents quote.
+    """
+    text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\x00", "")
+    text = re.sub(r"[ \t\f\v]+\n", "\n", text)
+    return re.sub(r"\n{3,}", "\n\n", text).strip()
+
+
+_PARAGRAPH_END = re.compile(r"\n\s*\n")
+_SENTENCE_END = re.compile(r"[.!?][\"')\]]*\s+")
+_SPACE = re.compile(r"\s+")
+
+
+def _last_break(text: str, start: int, end: int, pattern: re.Pattern) -> int | None:
+    """The end of the last match of `pattern` inside text[start:end], if any."""
+    found = None
+    for match in pattern.finditer(text, start, end):
+        found = match.end()
+    return found
+
+
+def _first_break(text: str, start: int, end: int, pattern: re.Pattern) -> int | None:
+    match = pattern.search(text, start, end)
+    return match.end() if match else None
+
+
+def _chunk_end(text: str, start: int, size: int) -> int:
+    """Where the chunk that starts at `start` ends: the last paragraph break, else sentence
+    end, else space in its second half; a hard cut only inside an endless word."""
+    limit = start + size
+    if limit >= len(text):
+        return len(text)
+    floor = start + size // 2
+    for pattern in (_PARAGRAPH_END, _SENTENCE_END, _SPACE):
+        if (end := _last_break(text, floor, limit, pattern)) is not None:
+            return end
+    return limit
+
+
+def _next_start(text: str, start: int, end: int, overlap: int) -> int:
+    """Start the next chunk about `overlap` characters before `end`, on a sentence (else a
+    word) boundary, so a fact cut by the break is whole in one of the two chunks."""
+    if end >= len(text):
+        return end
+    back = max(end - overlap, start + 1)
+    for pattern in (_SENTENCE_END, _SPACE):
+        if (at := _first_break(text, back, end, pattern)) is not None and at < end:
+            return at
+    return back
+
+
+def chunk_text(text: str, *, size: int = CHUNK_CHARS, overlap: int = CHUNK_OVERLAP) -> list[str]:
+    """Split text into chunks of at most `size` characters that overlap by about `overlap`."""
+    text = normalise_text(text)
+    chunks: list[str] = []
+    start = 0
+    while start < len(text):
+        end = _chunk_end(text, start, size)
+        if piece := text[start:end].strip():
+            chunks.append(piece)
+        start = _next_start(text, start, end, overlap)
+    return chunks
+
+
+# --- Search ----------------------------------------------------------------------------------
+
+
+def question_words(question: str) -> list[str]:
+    """The question's words, in order, without repeats: only letters and digits, so no
+    punctuation in a question can reach a full-text query's syntax."""
+    seen: dict[str, None] = {}
+    for word in _WORD.findall(question.lower()):
+        seen.setdefault(word, None)
+    return list(seen)
+
+
+def search_chunks(*, dataset_id: int, question: str, limit: int = 5) -> list[ChunkHit]:
+    """The `limit` chunks of the dataset that best answer `question`, best first."""
+    words = question_words(question)
+    if not words or limit < 1:
+        return []
+    if connection.vendor == "postgresql":
+        return _search_postgresql(dataset_id, words, limit)
+    if connection.vendor == "sqlite":
+        return _search_sqlite(dataset_id, words, limit)
+    raise ImproperlyConfigured(f"no full-text search for the {connection.vendor} database")
+
+
+class EnglishVector(Func):
+    """`to_tsvector('english', text)`, spelled exactly as the GIN index of migration 0002.
+
+    Django's SearchVector wraps its column in COALESCE(...), an expression the index does
+    not cover, so the planner would scan every chunk.
+    """
+
+    function = "to_tsvector"
+    template = f"%(function)s('{FTS_CONFIG}'::regconfig, %(expressions)s)"
+    output_field = SearchVectorField()
+
+
+def _search_postgresql(dataset_id: int, words: list[str], limit: int) -> list[ChunkHit]:
+    # Letters and digits only, joined by |: a valid to_tsquery whatever the question was.
+    query = SearchQuery(" | ".join(words), search_type="raw", config=FTS_CONFIG)
+    vector = EnglishVector("text")
+    rows = (
+        Chunk.objects.filter(dataset_id=dataset_id)
+        .annotate(vector=vector)
+        .filter(vector=query)
+        .annotate(rank=SearchRank(vector, query), title=F("document__title"))
+        .order_by("-rank", "id")
+        .values_list("title", "document_id", "position", "text", "rank")[:limit]
+    )
+    return [ChunkHit(*row) for row in rows]
+
+
+def _fts_match(words: list[str]) -> str:
+    """An FTS5 query: each word a quoted string (so never an operator), joined by OR."""
+    meaningful = [word for word in words if word not in _STOP_WORDS] or words
+    return " OR ".join('"{}"'.format(word.replace('"', '""')) for word in meaningful)
+
+
+def _search_sqlite(dataset_id: int, words: list[str], limit: int) -> list[ChunkHit]:
+    chunk, document = Chunk._meta.db_table, Document._meta.db_table
+    sql = f"""
+        SELECT d.title, c.document_id, c.position, c.text, -bm25({SQLITE_FTS_TABLE}) AS rank
+        FROM {SQLITE_FTS_TABLE}
+        JOIN {chunk} c ON c.id = {SQLITE_FTS_TABLE}.rowid
+        JOIN {document} d ON d.id = c.document_id
+        WHERE {SQLITE_FTS_TABLE} MATCH %s AND c.dataset_id = %s
+        ORDER BY rank DESC, c.id
+        LIMIT %s
+    """
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [_fts_match(words), dataset_id, limit])
+        return [ChunkHit(*row) for row in cursor.fetchall()]

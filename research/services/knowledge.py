@@ -1,0 +1,233 @@
+"""The knowledge base: datasets, their documents (text extracted, chunked for search) and the
+facts agents remember. Every write of a dataset, document or chunk goes through here.
+
+The few reads (`dataset_get`, `dataset_list`, `document_list`) live here too, next to the
+owner scoping they share with the writes.
+"""
+
+import hashlib
+import io
+import re
+from pathlib import PurePath
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.db.models import Count, QuerySet
+
+from research.knowledge import chunk_text, normalise_text
+from research.models import Chunk, Dataset, Document, Run
+from research.services.errors import InvalidInput, NotFound
+
+MAX_FILE_BYTES = 25 * 1024 * 1024
+FACT_MAX_CHARS = 4000
+TEXT, MARKDOWN, HTML, PDF = "text/plain", "text/markdown", "text/html", "application/pdf"
+# The extension decides first: browsers send .md files as application/octet-stream.
+TYPES_BY_EXTENSION = {
+    ".txt": TEXT,
+    ".text": TEXT,
+    ".md": MARKDOWN,
+    ".markdown": MARKDOWN,
+    ".html": HTML,
+    ".htm": HTML,
+    ".pdf": PDF,
+}
+SUPPORTED_TYPES = frozenset(TYPES_BY_EXTENSION.values())
+_NAME_MAX = Dataset._meta.get_field("name").max_length
+_TITLE_MAX = Document._meta.get_field("title").max_length
+_SOURCE_MAX = Document._meta.get_field("source").max_length
+
+
+# --- Datasets --------------------------------------------------------------------------------
+
+
+def dataset_list(*, owner: AbstractBaseUser) -> QuerySet[Dataset]:
+    """The owner's datasets, each with `document_count`, in one query."""
+    # GROUP BY drops Meta.ordering: order again, or pages could repeat or skip datasets.
+    return (
+        Dataset.objects.filter(owner=owner)
+        .annotate(document_count=Count("documents"))
+        .order_by("name", "id")
+    )
+
+
+def dataset_get(*, owner: AbstractBaseUser, dataset_id: int) -> Dataset:
+    """One of the owner's datasets with `document_count`; another user's is not found."""
+    dataset = dataset_list(owner=owner).filter(pk=dataset_id).first()
+    if dataset is None:
+        raise NotFound(f"no dataset with id {dataset_id}.")
+    return dataset
+
+
+def dataset_create(*, owner: AbstractBaseUser, name: str, description: str = "") -> Dataset:
+    name = (name or "").strip()
+    if not name:
+        raise InvalidInput("name must not be empty.", field="name")
+    if len(name) > _NAME_MAX:
+        raise InvalidInput(f"name is longer than {_NAME_MAX} characters.", field="name")
+    if Dataset.objects.filter(owner=owner, name=name).exists():
+        raise InvalidInput(f"you already have a dataset named {name!r}.", field="name")
+    return Dataset.objects.create(owner=owner, name=name, description=description or "")
+
+
+def dataset_delete(*, dataset: Dataset) -> None:
+    """Delete a dataset with its documents and chunks; runs that used it keep their sources."""
+    dataset.delete()
+
+
+# --- Documents -------------------------------------------------------------------------------
+
+
+def document_list(*, dataset: Dataset) -> QuerySet[Document]:
+    """The dataset's documents with `chunk_count`, without their text (it can be megabytes)."""
+    return (
+        Document.objects.filter(dataset=dataset)
+        .defer("text")
+        .annotate(chunk_count=Count("chunks"))
+        .order_by("id")
+    )
+
+
+def file_type(filename: str, content_type: str | None = None) -> str | None:
+    """The supported type of a file by its extension, else by its declared type, else None."""
+    extension = PurePath(filename or "").suffix.lower()
+    if extension in TYPES_BY_EXTENSION:
+        return TYPES_BY_EXTENSION[extension]
+    declared = (content_type or "").split(";")[0].strip().lower()
+    return declared if declared in SUPPORTED_TYPES else None
+
+
+def _decode(data: bytes) -> str:
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        # Not UTF-8: Latin-1 maps every byte, so the text is readable rather than refused.
+        return data.decode("latin-1")
+
+
+def _visible_text(html: str) -> str:
+    """Every visible text of an HTML page or fragment, scripts and styles left out."""
+    import lxml.html
+    from lxml.etree import ParserError
+
+    try:
+        tree = lxml.html.fromstring(html)
+    except (ParserError, ValueError):
+        return ""
+    for element in tree.xpath("//script|//style|//noscript|//template"):
+        element.drop_tree()
+    return tree.text_content()
+
+
+def _html_text(data: bytes) -> str:
+    import trafilatura
+
+    html = _decode(data)
+    if not re.search(r"<(html|body)\b", html, re.IGNORECASE):
+        return _visible_text(html)  # a fragment: trafilatura finds no page in it
+    # trafilatura keeps the main text and drops menus and footers; on a page too small for it
+    # to find a "main" part it returns None, and then every visible text is better than none.
+    text = trafilatura.extract(html, include_comments=False, include_tables=True)
+    return text or _visible_text(html)
+
+
+def _pdf_text(data: bytes, filename: str) -> str:
+    from pypdf import PdfReader
+    from pypdf.errors import PyPdfError
+
+    try:
+        reader = PdfReader(io.BytesIO(data))
+        return "\n\n".join(page.extract_text() or "" for page in reader.pages)
+    except (PyPdfError, ValueError, KeyError, TypeError) as error:
+        raise InvalidInput(f"{filename} is not a readable PDF ({error}).", field="file") from None
+
+
+def extract_text(*, data: bytes, filename: str, content_type: str | None = None) -> tuple[str, str]:
+    """The text of a file and its type; unsupported or empty files are refused (`file`)."""
+    kind = PDF if data.startswith(b"%PDF-") else file_type(filename, content_type)
+    if kind is None:
+        raise InvalidInput(
+            f"{filename or 'the file'} is not a supported type: upload text (.txt), "
+            "Markdown (.md), HTML (.html) or PDF (.pdf).",
+            field="file",
+        )
+    if kind == PDF:
+        text = _pdf_text(data, filename)
+    elif kind == HTML:
+        text = _html_text(data)
+    else:
+        text = _decode(data)
+    text = normalise_text(text)
+    if not text:
+        raise InvalidInput(f"{filename or 'the file'} has no text to search.", field="file")
+    return text, kind
+
+
+def _store(*, dataset_id: int, title: str, text: str, sha256: str, **fields) -> Document:
+    document = Document.objects.create(
+        dataset_id=dataset_id, title=title[:_TITLE_MAX], text=text, sha256=sha256, **fields
+    )
+    Chunk.objects.bulk_create(
+        Chunk(document=document, dataset_id=dataset_id, position=position, text=piece)
+        for position, piece in enumerate(chunk_text(text))
+    )
+    return document
+
+
+@transaction.atomic
+def document_add(
+    *,
+    dataset: Dataset,
+    title: str,
+    data: bytes,
+    filename: str,
+    content_type: str | None = None,
+    source: str = "",
+) -> Document:
+    """Add a file (text, Markdown, HTML or PDF) to a dataset: its text, hash and chunks."""
+    if len(data) > MAX_FILE_BYTES:
+        raise InvalidInput(
+            f"{filename} is {len(data):,} bytes; the limit is {MAX_FILE_BYTES:,}.", field="file"
+        )
+    text, kind = extract_text(data=data, filename=filename, content_type=content_type)
+    title = (title or "").strip() or PurePath(filename or "").stem or "untitled"
+    return _store(
+        dataset_id=dataset.pk,
+        title=title,
+        text=text,
+        sha256=hashlib.sha256(data).hexdigest(),
+        content_type=kind,
+        source=(source or filename or "")[:_SOURCE_MAX],
+    )
+
+
+# --- Facts -----------------------------------------------------------------------------------
+
+
+def _fact_title(fact: str) -> str:
+    line = " ".join(fact.split())
+    return line if len(line) <= 120 else line[:119].rstrip() + "…"
+
+
+@transaction.atomic
+def fact_remember(*, run_id: int, fact: str, source: str = "") -> Document:
+    """Store a fact an agent learnt as a document of its run's dataset, so every agent that
+    queries the dataset (its siblings first) finds it, with the agent that remembered it."""
+    run = Run.objects.only("pk", "dataset_id").get(pk=run_id)
+    if run.dataset_id is None:
+        raise InvalidInput("this research has no dataset to remember facts in.", field="dataset")
+    fact = normalise_text(fact or "")
+    if not fact:
+        raise InvalidInput("fact must not be empty.", field="fact")
+    if len(fact) > FACT_MAX_CHARS:
+        raise InvalidInput(
+            f"fact is {len(fact)} characters long; the limit is {FACT_MAX_CHARS}.", field="fact"
+        )
+    return _store(
+        dataset_id=run.dataset_id,
+        title=_fact_title(fact),
+        text=fact,
+        sha256=hashlib.sha256(fact.encode()).hexdigest(),
+        content_type=TEXT,
+        source=(source or "").strip()[:_SOURCE_MAX],
+        remembered_by_id=run.pk,
+    )

@@ -1,0 +1,56 @@
+"""Sources: what the agents of a tree saw (pages read, search results), so citations can be
+checked against them. Rows are only added; a source is a fact about the past."""
+
+from collections.abc import Iterable, Mapping
+
+from research.models import Run, Source
+
+# The model's column sizes: a longer value is cut rather than failing the tool call.
+_URL_MAX = Source._meta.get_field("url").max_length
+_TITLE_MAX = Source._meta.get_field("title").max_length
+
+
+def _root_id(run_id: int) -> int:
+    return Run.objects.values_list("root_id", flat=True).get(pk=run_id)
+
+
+def source_record(
+    *,
+    run_id: int,
+    kind: str,
+    url: str,
+    final_url: str = "",
+    title: str = "",
+    snippet: str = "",
+    text: str = "",
+    sha256: str = "",
+) -> Source:
+    """Record one thing `run_id` saw; the tree (root) is taken from the run."""
+    return Source.objects.create(
+        run_id=run_id,
+        root_id=_root_id(run_id),
+        kind=kind,
+        url=url[:_URL_MAX],
+        final_url=final_url[:_URL_MAX],
+        title=title[:_TITLE_MAX],
+        snippet=snippet,
+        text=text,
+        sha256=sha256,
+    )
+
+
+def sources_record_search(*, run_id: int, results: Iterable[Mapping[str, str]]) -> list[Source]:
+    """Record the results of one web search (mappings with url, title, snippet) in one insert."""
+    root_id = _root_id(run_id)
+    rows = [
+        Source(
+            run_id=run_id,
+            root_id=root_id,
+            kind=Source.Kind.SEARCH,
+            url=result["url"][:_URL_MAX],
+            title=result.get("title", "")[:_TITLE_MAX],
+            snippet=result.get("snippet", ""),
+        )
+        for result in results
+    ]
+    return Source.objects.bulk_create(rows)

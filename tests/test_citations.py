@@ -1,0 +1,112 @@
+"""Citations: what a report cites, checked against what the agents of its tree saw."""
+
+import pytest
+
+from agents.context import AgentContext, CancelToken
+from agents.tools.knowledge import QUERY
+from research import services
+from research.models import Citation
+from research.services.citations import citations_for, citations_record, cited_urls, url_key
+from research.services.knowledge import dataset_create, document_add
+from research.services.sources import source_record
+
+
+@pytest.fixture
+def alice(django_user_model):
+    return django_user_model.objects.create_user("alice", password="pw")
+
+
+def tree(owner, dataset_id=None):
+    root = services.run_start(owner=owner, topic="Tides", dataset_id=dataset_id)
+    alpha = services.subagent_create(
+        parent_id=root.pk, name="alpha", reason="split", topic="tides", max_steps=5
+    )
+    return root, alpha
+
+
+def test_cited_urls_come_from_links_and_bare_text_without_sentence_punctuation():
+    report = (
+        "Tides follow the moon ([NOAA](https://tidesandcurrents.noaa.gov/faq.html#tides)). "
+        "See https://en.wikipedia.org/wiki/Tide_(disambiguation), and "
+        "<https://example.org/paper/>. Again: https://tidesandcurrents.noaa.gov/faq.html. "
+        "The dataset says so (kb://dataset/3/document/7#2). **https://example.org/bold**"
+    )
+    urls = cited_urls(report)
+    assert [(cited.url, cited.title) for cited in urls] == [
+        ("https://tidesandcurrents.noaa.gov/faq.html#tides", "NOAA"),
+        ("https://en.wikipedia.org/wiki/Tide_(disambiguation)", ""),
+        ("https://example.org/paper/", ""),
+        ("kb://dataset/3/document/7#2", ""),
+        ("https://example.org/bold", ""),
+    ]
+
+
+def test_url_key_ignores_fragments_trailing_slashes_and_case_but_not_chunk_positions():
+    assert url_key("HTTPS://Example.ORG/a/b/#intro") == url_key("https://example.org/a/b")
+    assert url_key("https://example.org/a?page=2") != url_key("https://example.org/a?page=3")
+    assert url_key("kb://dataset/1/document/2#3") != url_key("kb://dataset/1/document/2#4")
+
+
+@pytest.mark.django_db
+def test_a_read_page_is_verified_and_an_unseen_url_is_flagged(alice):
+    root, alpha = tree(alice)
+    source_record(
+        run_id=alpha.pk,
+        kind="page",
+        url="https://example.org/tides",
+        final_url="https://www.example.org/tides/",
+        title="Tides explained",
+    )
+    report = (
+        "Spring tides come at new and full moon ([source](https://www.example.org/tides)).\n"
+        "Neap tides are 20% lower (https://invented.example/neap-study)."
+    )
+
+    citations = citations_record(run_id=root.pk, report=report)
+
+    assert [(c.url, c.verified) for c in citations] == [
+        ("https://www.example.org/tides", True),
+        ("https://invented.example/neap-study", False),
+    ]
+    verified, flagged = citations_for(run_id=root.pk)
+    assert (verified.found_by, verified.source.kind, verified.title) == ("alpha", "page", "source")
+    assert (flagged.found_by, flagged.source) == (None, None)
+
+
+@pytest.mark.django_db
+def test_a_page_that_was_read_beats_a_search_result_for_the_same_url(alice):
+    root, alpha = tree(alice)
+    source_record(run_id=root.pk, kind="search", url="https://example.org/moon", title="Moon")
+    source_record(run_id=alpha.pk, kind="page", url="https://example.org/moon/")
+    (citation,) = citations_record(run_id=root.pk, report="See https://example.org/moon.")
+    assert citation.verified
+    assert (citation.source.kind, citation.source.run_id) == ("page", alpha.pk)
+
+
+@pytest.mark.django_db
+def test_a_cited_knowledge_base_passage_is_verified_only_if_an_agent_got_it(alice):
+    dataset = dataset_create(owner=alice, name="Tides")
+    document = document_add(
+        dataset=dataset, title="Moon", data=b"The moon pulls the oceans.", filename="m.txt"
+    )
+    root, alpha = tree(alice, dataset.pk)
+    QUERY.handler(AgentContext.load(alpha.pk, CancelToken(alpha.pk)), {"question": "moon pulls"})
+    seen = f"kb://dataset/{dataset.pk}/document/{document.pk}#0"
+    unseen = f"kb://dataset/{dataset.pk}/document/{document.pk}#9"
+
+    citations = citations_record(run_id=root.pk, report=f"The moon pulls ({seen}). Also {unseen}.")
+
+    assert [(c.url, c.verified, c.title) for c in citations] == [
+        (seen, True, "Moon"),
+        (unseen, False, ""),
+    ]
+
+
+@pytest.mark.django_db
+def test_recording_again_replaces_the_runs_earlier_citations(alice):
+    root, _ = tree(alice)
+    citations_record(run_id=root.pk, report="https://a.example/1 and https://a.example/2")
+    citations_record(run_id=root.pk, report="Only https://a.example/3 now.")
+    assert list(Citation.objects.filter(run=root).values_list("url", flat=True)) == [
+        "https://a.example/3"
+    ]

@@ -1,0 +1,486 @@
+"""Sub-agents and messages (seed 000) through the real loop, pool and database."""
+
+import threading
+
+import pytest
+
+from agents.llm.scripted import call, calls, reply, slow
+from agents.team import CANCELLED_BY_PARENT, PARENT_ENDED
+from research import services
+from research.models import Message, Profile, Run
+from tests.conftest import wait_finished, wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def start(owner, topic, **kwargs) -> Run:
+    return services.run_start(owner=owner, topic=topic, **kwargs)
+
+
+def spawn(name: str, task: str, reason: str | None = None, **extra) -> object:
+    return call("spawn_subagent", name=name, reason=reason or f"{name} is its own part",
+                task=task, **extra)
+
+
+def child(root: Run, name: str) -> Run:
+    return Run.objects.get(parent=root, name=name)
+
+
+def results(llm, match: str, name: str | None = None) -> list[str]:
+    return [m["content"] for m in llm.tool_results(match, name=name)]
+
+
+def tool_names(request: dict) -> set[str]:
+    return {tool["function"]["name"] for tool in request.get("tools") or []}
+
+
+def test_root_spawns_two_subagents_in_one_step_and_both_run_at_once(
+    agent_pool, scripted_llm, alice
+):
+    scripted_llm.script(
+        "EV battery research",
+        calls(
+            spawn("chemistry", "EV chemistries and cost per kWh"),
+            spawn("market", "EV battery makers and market shares"),
+        ),
+        call("wait_subagents"),
+        reply("Root report."),
+    )
+    # Each child answers only once both have been seen working at the same moment: they
+    # could not be if the pool ran them one after the other.
+    both_seen = threading.Event()
+
+    def answer_when_both_work(messages):
+        if Run.objects.filter(parent__isnull=False, status="working").count() >= 2:
+            both_seen.set()
+        if both_seen.is_set():
+            return reply("together")
+        return slow(0.1, call("list_siblings"))
+
+    for task in ("EV chemistries", "EV battery makers"):
+        scripted_llm.script(task, *[answer_when_both_work] * 30)
+    root = wait_finished(start(alice, "EV battery research"))
+
+    assert root.status == "done" and root.report == "Root report."
+    spawned = results(scripted_llm, "EV battery research", "spawn_subagent")
+    chemistry, market = child(root, "chemistry"), child(root, "market")
+    assert spawned == [
+        f'started sub-agent "chemistry" (run {chemistry.pk}): it works in the background on '
+        "its task; call wait_subagents to collect its report.",
+        f'started sub-agent "market" (run {market.pk}): it works in the background on its '
+        "task; call wait_subagents to collect its report.",
+    ]
+    assert chemistry.report == market.report == "together"
+    assert (chemistry.model, chemistry.owner_id, chemistry.depth) == (root.model, alice.pk, 1)
+    assert chemistry.topic == "EV chemistries and cost per kWh"
+    assert chemistry.reason == "chemistry is its own part"
+    waited = results(scripted_llm, "EV battery research", "wait_subagents")[0]
+    assert f"## chemistry (run {chemistry.pk}): done\n\ntogether" in waited
+    assert f"## market (run {market.pk}): done\n\ntogether" in waited
+
+
+def test_sixth_spawn_of_an_agent_and_eleventh_of_a_tree_are_refused(
+    agent_pool, scripted_llm, alice
+):
+    scripted_llm.script(
+        "big tree",
+        spawn("a", "task a: spawn five"),
+        call("wait_subagents", names=["a"]),
+        calls(*[spawn(n, f"task {n}: {n * 3}") for n in ("b", "c", "d", "e")]),
+        spawn("f", "task f: one too many"),
+        call("wait_subagents"),
+        reply("done"),
+    )
+    scripted_llm.script(
+        "task a: spawn five",
+        calls(*[spawn(f"a{i}", f"grandchild task number {i}") for i in range(1, 6)]),
+        call("wait_subagents"),
+        reply("a done"),
+    )
+    # b spawns once its parent has spawned all it will (the tree holds 10 by then).
+    scripted_llm.script("task b:", slow(1.0, spawn("b1", "grandchild of b")), reply("b done"))
+    root = wait_finished(start(alice, "big tree"), timeout=30)
+
+    assert Run.objects.filter(root=root, parent__isnull=False).count() == 10
+    sixth = results(scripted_llm, "big tree", "spawn_subagent")[-1]
+    assert sixth == (
+        "error: limit reached: an agent may spawn at most 5 sub-agents and you have 5 "
+        "(a, b, c, d, e). Do the rest yourself or wait for them."
+    )
+    eleventh = results(scripted_llm, "task b:", "spawn_subagent")[0]
+    assert eleventh == (
+        "error: limit reached: a research may have at most 10 sub-agents in its whole tree "
+        "and this one has 10. Do the rest yourself."
+    )
+
+
+def test_a_grandchild_gets_no_spawn_subagent_but_has_the_messaging_tools(
+    agent_pool, scripted_llm, alice
+):
+    scripted_llm.script("three generations", spawn("mid", "middle task"),
+                        call("wait_subagents"), reply("root"))
+    scripted_llm.script("middle task", spawn("leaf", "leaf task"), call("wait_subagents"),
+                        reply("mid"))
+    scripted_llm.script("leaf task", reply("leaf"))
+    root = wait_finished(start(alice, "three generations"))
+
+    assert root.status == "done"
+    root_tools = tool_names(scripted_llm.requests_for("three generations")[0])
+    mid_tools = tool_names(scripted_llm.requests_for("middle task")[0])
+    leaf_tools = tool_names(scripted_llm.requests_for("leaf task")[0])
+    assert "spawn_subagent" in root_tools and "send_message" not in root_tools
+    assert {"spawn_subagent", "list_siblings", "send_message", "read_messages"} <= mid_tools
+    assert "spawn_subagent" not in leaf_tools
+    assert {"list_siblings", "send_message", "read_messages"} <= leaf_tools
+    leaf_prompt = scripted_llm.requests_for("leaf task")[0]["messages"][0]["content"]
+    assert 'You are the sub-agent "leaf"' in leaf_prompt and "leaf is its own part" in leaf_prompt
+
+
+def test_list_siblings_shows_names_states_and_reasons(agent_pool, scripted_llm, alice):
+    scripted_llm.script(
+        "sibling listing",
+        calls(
+            spawn("fast", "fast sibling task", reason="covers the quick part"),
+            spawn("slowpoke", "slow sibling task", reason="covers the slow part"),
+        ),
+        call("wait_subagents", names=["fast"]),
+        spawn("late", "late sibling task", reason="joins late"),
+        call("wait_subagents"),
+        reply("root"),
+    )
+    scripted_llm.script("fast sibling task", call("list_siblings"), reply("fast"))
+    scripted_llm.script(
+        "slow sibling task",
+        lambda m: call("list_siblings") if Run.objects.filter(name="late").exists()
+        else slow(0.1, call("read_messages", wait_seconds=0.2)),
+        *[lambda m: call("list_siblings") if Run.objects.filter(name="late").exists()
+          else slow(0.1, call("read_messages", wait_seconds=0.2)) for _ in range(40)],
+    )
+    scripted_llm.script("late sibling task", slow(1.5, reply("late")))
+    root = wait_finished(start(alice, "sibling listing"))
+
+    assert results(scripted_llm, "fast sibling task", "list_siblings") == [
+        "- slowpoke [working]: covers the slow part"
+    ]
+    listing = results(scripted_llm, "slow sibling task", "list_siblings")[0]
+    assert listing.splitlines()[0] == "- fast [ended]: covers the quick part"
+    assert listing.splitlines()[1] == "- late [working]: joins late"
+    assert root.status == "done"
+
+
+def test_a_message_reaches_a_sibling_and_is_read_once(agent_pool, scripted_llm, alice):
+    scripted_llm.script(
+        "messaging research",
+        calls(spawn("sender", "sender task"), spawn("reader", "reader task")),
+        call("wait_subagents"),
+        reply("root"),
+    )
+    scripted_llm.script(
+        "sender task",
+        call("send_message", to="reader", text="LFP is now most of CATL's output"),
+        reply("sent"),
+    )
+    scripted_llm.script(
+        "reader task",
+        call("read_messages", wait_seconds=10),
+        call("read_messages"),
+        reply("read"),
+    )
+    root = wait_finished(start(alice, "messaging research"))
+
+    sender, reader = child(root, "sender"), child(root, "reader")
+    assert results(scripted_llm, "sender task", "send_message") == [
+        f'message sent to "reader" (run {reader.pk}).'
+    ]
+    first, second = results(scripted_llm, "reader task", "read_messages")
+    assert first == f"From sender (run {sender.pk}): LFP is now most of CATL's output"
+    assert second == "No new messages."
+    message = Message.objects.get()
+    assert (message.from_run_id, message.to_run_id) == (sender.pk, reader.pk)
+    assert message.read_at is not None
+    assert root.events.filter(type="run.message").count() == 1
+
+
+def test_messaging_a_parent_a_cousin_a_stranger_or_oneself_is_refused(
+    agent_pool, scripted_llm, alice
+):
+    scripted_llm.script(
+        "family research",
+        calls(spawn("p", "p task: spawn two"), spawn("q", "q task")),
+        call("wait_subagents"),
+        reply("root"),
+    )
+    scripted_llm.script(
+        "p task: spawn two",
+        calls(spawn("p1", "p1 task"), spawn("p2", "p2 task")),
+        call("wait_subagents"),
+        reply("p"),
+    )
+    scripted_llm.script("q task", spawn("q1", "q1 task"), call("wait_subagents"), reply("q"))
+    scripted_llm.script("q1 task", reply("q1"))
+    scripted_llm.script(
+        "p1 task",
+        calls(
+            call("send_message", to="p", text="to my parent"),
+            call("send_message", to="q", text="to my uncle"),
+            call("send_message", to="q1", text="to my cousin"),
+            call("send_message", to="p1", text="to myself"),
+        ),
+        reply("p1"),
+    )
+    scripted_llm.script("p2 task", slow(1.0, reply("p2")))
+    wait_finished(start(alice, "family research"))
+
+    parent, uncle, cousin, itself = results(scripted_llm, "p1 task", "send_message")
+    for refusal, name in ((parent, "p"), (uncle, "q"), (cousin, "q1")):
+        assert refusal == (
+            f"error: no sibling named '{name}': you can message only the other sub-agents of "
+            "your parent; your siblings are: p2"
+        )
+    assert itself == "error: you cannot message yourself; your siblings are: p2"
+    assert not Message.objects.exists()
+
+
+def test_the_65th_unread_message_is_refused(agent_pool, scripted_llm, alice):
+    scripted_llm.script(
+        "flood research",
+        calls(spawn("flooder", "flooder task"), spawn("busy", "busy task")),
+        call("wait_subagents"),
+        reply("root"),
+    )
+    scripted_llm.script(
+        "flooder task",
+        calls(*[call("send_message", to="busy", text=f"note {i}") for i in range(65)]),
+        reply("flooded"),
+    )
+    scripted_llm.script(
+        "busy task",
+        *[slow(0.2, lambda m: call("list_siblings") if not Run.objects.filter(
+            name="flooder", status="done").exists() else reply("busy done")) for _ in range(50)],
+    )
+    wait_finished(start(alice, "flood research"))
+
+    sent = results(scripted_llm, "flooder task", "send_message")
+    assert all(result.startswith("message sent") for result in sent[:64])
+    assert sent[64] == (
+        'error: the inbox of "busy" is full (64 unread messages): the message was not delivered'
+    )
+    assert Message.objects.count() == 64
+
+
+def test_messaging_a_sibling_that_ended_is_refused(agent_pool, scripted_llm, alice):
+    scripted_llm.script(
+        "ended sibling research",
+        calls(spawn("quick", "quick task"), spawn("late", "late task")),
+        call("wait_subagents"),
+        reply("root"),
+    )
+    scripted_llm.script("quick task", reply("quick"))
+    scripted_llm.script(
+        "late task",
+        lambda m: slow(0.1, call("list_siblings")),
+        *[lambda m: call("send_message", to="quick", text="too late")
+          if Run.objects.filter(name="quick", status="done").exists()
+          else slow(0.1, call("list_siblings")) for _ in range(30)],
+    )
+    wait_finished(start(alice, "ended sibling research"))
+    sent = results(scripted_llm, "late task", "send_message")
+    assert sent[0] == 'error: "quick" has ended: its inbox is gone and the message was not delivered'
+
+
+def test_a_parent_that_answers_first_is_refused_once_then_cancels_its_children(
+    agent_pool, scripted_llm, alice
+):
+    scripted_llm.script(
+        "impatient research",
+        spawn("slow", "a slow task"),
+        reply("I am done already."),
+        reply("Really done."),
+    )
+    scripted_llm.script("a slow task", *[slow(0.2, call("list_siblings")) for _ in range(100)])
+    root = wait_finished(start(alice, "impatient research"))
+
+    requests = scripted_llm.requests_for("impatient research")
+    refusal = requests[2]["messages"][-1]["content"]
+    assert refusal.startswith('Your answer was not accepted yet: your sub-agents "slow" (still')
+    assert root.status == "done" and root.report == "Really done."
+    slow_child = child(root, "slow")
+    assert slow_child.status == "failed"
+    assert slow_child.error == PARENT_ENDED == "cancelled: the agent that spawned it ended"
+    assert slow_child.finished_at <= root.finished_at
+
+
+def test_cancel_subagent_ends_only_that_one(agent_pool, scripted_llm, alice):
+    scripted_llm.script(
+        "pruning research",
+        calls(spawn("keep", "keep task"), spawn("drop", "drop task")),
+        call("cancel_subagent", name="drop"),
+        call("wait_subagents"),
+        reply("root"),
+    )
+    scripted_llm.script("keep task", slow(0.3, reply("kept")))
+    scripted_llm.script("drop task", *[slow(0.2, call("list_siblings")) for _ in range(100)])
+    root = wait_finished(start(alice, "pruning research"))
+
+    assert child(root, "keep").status == "done"
+    dropped = child(root, "drop")
+    assert (dropped.status, dropped.error) == ("failed", CANCELLED_BY_PARENT)
+    waited = results(scripted_llm, "pruning research", "wait_subagents")[0]
+    assert f"## drop (run {dropped.pk}): failed\n\nerror: {CANCELLED_BY_PARENT}" in waited
+    assert root.status == "done"
+
+
+def test_spawn_refusals_name_what_is_wrong(agent_pool, scripted_llm, alice):
+    scripted_llm.script(
+        "refusals research",
+        calls(
+            call("spawn_subagent", name="has space", reason="r", task="t1"),
+            call("spawn_subagent", name="noreason", task="t2"),
+            spawn("twin", "compile the list of EV battery makers with market shares"),
+            spawn("twin", "another task entirely"),
+            spawn("copy", "compile the list of EV battery makers with their market shares"),
+            call("spawn_subagent", name="x" * 41, reason="r", task="t3"),
+        ),
+        call("cancel_subagent", name="twin"),
+        reply("root"),
+        reply("root again"),
+    )
+    root = wait_finished(start(alice, "refusals research"))
+    bad_name, no_reason, ok, duplicate, repeated, too_long = results(
+        scripted_llm, "refusals research", "spawn_subagent"
+    )
+    twin = child(root, "twin")
+    assert bad_name.startswith("error: invalid name 'has space'")
+    assert no_reason.startswith("error: a reason is required")
+    assert ok.startswith('started sub-agent "twin"')
+    assert duplicate.startswith(f'error: you already have a sub-agent named "twin" (run {twin.pk})')
+    assert repeated == (
+        f'error: refused: this task nearly repeats the task of your working sub-agent "twin" '
+        f"(run {twin.pk}). Wait for its report, or give a different task."
+    )
+    assert too_long.startswith("error: invalid name 'xxxx")
+    assert Run.objects.filter(parent=root).count() == 1
+
+
+def test_wait_subagents_errors_name_the_valid_names(agent_pool, scripted_llm, alice):
+    scripted_llm.script(
+        "wait errors research",
+        call("wait_subagents"),
+        spawn("only", "the only task"),
+        call("wait_subagents", names=["ghost"]),
+        call("wait_subagents"),
+        reply("root"),
+    )
+    scripted_llm.script("the only task", reply("only"))
+    wait_finished(start(alice, "wait errors research"))
+    none, ghost, _ = results(scripted_llm, "wait errors research", "wait_subagents")
+    assert none == "error: you have no sub-agents to wait for"
+    assert ghost == "error: no sub-agent named 'ghost'; your sub-agents are: only"
+
+
+def test_a_wait_returns_after_its_slice_with_still_working_lines(
+    agent_pool, scripted_llm, alice, settings
+):
+    settings.RESEARCH_WAIT_SLICE_SECONDS = 0.5
+    scripted_llm.script(
+        "slice research",
+        spawn("sleepy", "sleepy task"),
+        *[call("wait_subagents")] * 8,
+        reply("root"),
+    )
+    scripted_llm.script("sleepy task", slow(1.5, reply("finally")))
+    wait_finished(start(alice, "slice research"))
+    waits = results(scripted_llm, "slice research", "wait_subagents")
+    assert "## sleepy (run " in waits[0] and waits[0].splitlines()[0].endswith(": still working")
+    assert "call wait_subagents again" in waits[0]
+    assert ": done\n\nfinally" in waits[-1]
+
+
+def test_a_subagent_past_its_run_time_cap_ends_failed(agent_pool, scripted_llm, alice, settings):
+    settings.RESEARCH_SUBAGENT_TIMEOUT_SECONDS = 1
+    scripted_llm.script("capped research", spawn("stuck", "stuck task"),
+                        call("wait_subagents"), reply("root"))
+    scripted_llm.script("stuck task", *[slow(0.2, call("list_siblings")) for _ in range(50)])
+    root = wait_finished(start(alice, "capped research"))
+    stuck = child(root, "stuck")
+    assert stuck.status == "failed"
+    assert stuck.error == "timed out: the sub-agent worked longer than 1 s"
+    assert root.status == "done"
+
+
+def test_the_tree_cost_cap_makes_every_agent_write_its_report(
+    agent_pool, scripted_llm, alice, settings
+):
+    from decimal import Decimal
+
+    # $1 per million input tokens: 1000 tokens cost $0.001 a call.
+    settings.RESEARCH_TREE_COST_CAP_USD = Decimal("0.004")
+    scripted_llm.script(
+        "costly research",
+        calls(spawn("one", "costly task one"), spawn("two", "costly task two"),
+              usage=(1000, 0)),
+        call("wait_subagents", usage=(1000, 0)),
+        reply("root report", usage=(1000, 0)),
+    )
+    for name in ("one", "two"):
+        scripted_llm.script(
+            f"costly task {name}",
+            *[slow(0.05, call("list_siblings", usage=(1000, 0))) for _ in range(30)],
+        )
+    root = wait_finished(start(alice, "costly research", max_steps=40))
+
+    for run in [root, *Run.objects.filter(parent=root)]:
+        assert run.status == "done", (run.name, run.error)
+        last = scripted_llm.requests_for(run.topic)[-1]
+        assert not last.get("tools")
+        assert "reached its cost cap of $0.004" in last["messages"][-1]["content"]
+    assert root.report.startswith("(scripted: no more turns") or root.report == "root report"
+
+
+def test_subagents_can_be_turned_off_for_the_server_and_for_a_user(
+    agent_pool, scripted_llm, alice, bob, settings
+):
+    scripted_llm.script("alice solo", reply("a"))
+    scripted_llm.script("bob solo", reply("b"))
+    Profile.objects.create(user=alice, subagents_enabled=False)
+    wait_finished(start(alice, "alice solo"))
+    wait_finished(start(bob, "bob solo"))
+    assert "spawn_subagent" not in tool_names(scripted_llm.requests_for("alice solo")[0])
+    assert "spawn_subagent" in tool_names(scripted_llm.requests_for("bob solo")[0])
+
+    settings.RESEARCH_SUBAGENTS_ENABLED = False
+    scripted_llm.script("bob again", reply("b"))
+    wait_finished(start(bob, "bob again"))
+    assert "spawn_subagent" not in tool_names(scripted_llm.requests_for("bob again")[0])
+
+
+def test_list_api_filters_a_runs_subagents(agent_pool, scripted_llm, alice, api):
+    scripted_llm.script(
+        "api research",
+        calls(spawn("left", "api left task"), spawn("right", "api right task")),
+        call("wait_subagents"),
+        reply("root"),
+    )
+    root = wait_finished(start(alice, "api research"))
+    response = api.get(f"/v1/gb/research?parent_id={root.pk}")
+    assert response.status_code == 200
+    assert sorted(r["name"] for r in response.json()["results"]) == ["left", "right"]
+    assert all(r["parent_id"] == root.pk for r in response.json()["results"])
+    tree = api.get(f"/v1/gb/research/{root.pk}/tree").json()
+    assert [r["name"] for r in tree] == ["", "left", "right"]
+    assert tree[0]["tree_cost_usd"] == str(
+        sum(Run.objects.get(pk=r["id"]).cost_usd for r in tree)
+    ) or float(tree[0]["tree_cost_usd"]) == pytest.approx(
+        float(sum(Run.objects.get(pk=r["id"]).cost_usd for r in tree))
+    )
+
+
+def test_deleting_a_working_root_cancels_and_deletes_its_tree(agent_pool, scripted_llm, alice, api):
+    scripted_llm.script("doomed tree", spawn("kid", "kid task"), call("wait_subagents"),
+                        reply("root"))
+    scripted_llm.script("kid task", *[slow(0.2, call("list_siblings")) for _ in range(100)])
+    root = start(alice, "doomed tree")
+    wait_for(lambda: Run.objects.filter(parent=root, status="working").exists())
+    assert api.delete(f"/v1/gb/research/{root.pk}").status_code == 204
+    assert not Run.objects.filter(root_id=root.pk).exists()
+    wait_for(lambda: not agent_pool.is_running(root.pk), timeout=5)

@@ -4,7 +4,6 @@ The limits and the record of a spawn are in research.services.subagent_spawn; th
 system (agents.messages) only carries what it is given; who may message whom is decided here.
 """
 
-import difflib
 import re
 from decimal import Decimal
 from typing import Any
@@ -153,19 +152,32 @@ def spawn_subagent(ctx: AgentContext, args: dict[str, Any]) -> str:
 
 
 def _refuse_repeated_task(ctx: AgentContext, task: str) -> None:
-    """Two agents on nearly the same task make the same searches twice: refuse the second."""
+    """Two agents on nearly the same task make the same searches twice: refuse the second.
+
+    Near is measured on the sets of content words (Jaccard), so a task that says the same
+    thing in other order or with a few more small words is caught, while two tasks that
+    share instructions but differ in their subject are not.
+    """
     threshold = settings.RESEARCH_DUPLICATE_TASK_SIMILARITY
+    words = _content_words(task)
     for run in _children(ctx).filter(status__in=ACTIVE_STATUSES).only("pk", "name", "topic"):
-        similarity = difflib.SequenceMatcher(None, _words(task), _words(run.topic)).ratio()
+        other = _content_words(run.topic)
+        similarity = len(words & other) / len(words | other) if words | other else 1.0
         if similarity >= threshold:
             raise ToolError(
-                f'refused: this task nearly repeats the task of your working sub-agent '
+                f"refused: this task nearly repeats the task of your working sub-agent "
                 f'"{run.name}" (run {run.pk}). Wait for its report, or give a different task.'
             )
 
 
-def _words(text: str) -> list[str]:
-    return re.findall(r"\w+", text.lower())
+STOPWORDS = frozenset(
+    "a an and are as at be by for from in into is it its of on or that the their them these "
+    "this those to was were what which with".split()
+)
+
+
+def _content_words(text: str) -> set[str]:
+    return {word for word in re.findall(r"\w+", text.lower()) if word not in STOPWORDS}
 
 
 SPAWN_SUBAGENT = Tool(
@@ -392,8 +404,7 @@ def read_messages(ctx: AgentContext, args: dict[str, Any]) -> str:
         return "No new messages."
     services.messages_mark_read(message_ids=[m.record_id for m in messages if m.record_id])
     return "\n\n".join(
-        f"From {message.from_name} (run {message.from_id}): {message.text}"
-        for message in messages
+        f"From {message.from_name} (run {message.from_id}): {message.text}" for message in messages
     )
 
 

@@ -17,7 +17,7 @@ from agents.llm.base import ChatResponse, ToolCall
 _ids = count(1)
 URL = re.compile(r"(?:https?|kb)://[^\s)\]>\"']+")
 QUESTION_WORDS = re.compile(
-    r"^(how|what|why|when|where|which|who|do|does|did|is|are|can|should)\b\s*", re.I
+    r"^(?:(?:how|what|why|when|where|which|who|do|does|did|is|are|can|should)\b\s*)+", re.I
 )
 
 
@@ -52,6 +52,8 @@ class Conversation:
             if message["role"] == "tool":
                 name = names_by_id.get(message["tool_call_id"], "")
                 self.results.setdefault(name, []).append(message["content"] or "")
+        found = re.search(r'You are the sub-agent "([\w-]+)"', self.system)
+        self.name = found.group(1) if found else ""
         self.refused = any(
             m["role"] == "user" and "not accepted yet" in (m["content"] or "") for m in messages
         )
@@ -83,7 +85,8 @@ class Policy:
     # Each step returns a turn, or None when it does not apply (any more).
 
     def _spawn(self) -> ChatResponse | None:
-        if "spawn_subagent" not in self.tools or self.c.called("spawn_subagent"):
+        # Only the lead splits the work: a sub-agent's task is already one facet.
+        if "spawn_subagent" not in self.tools or self.c.called("spawn_subagent") or self.c.name:
             return None
         facets = plan_facets(self.c.task)
         if len(facets) < 2:
@@ -95,11 +98,7 @@ class Policy:
                     {
                         "name": name,
                         "reason": f"{facet} needs a search of its own, apart from the rest",
-                        "task": (
-                            f'As part of the research question "{self.c.task}", research '
-                            f"{facet}. Query the knowledge base, quote the passages that "
-                            "matter with their sources, and report what you found."
-                        ),
+                        "task": f"Research {facet}, quoting what matters with its sources.",
                         "max_steps": 6,
                     },
                 )
@@ -110,9 +109,9 @@ class Policy:
     def _query(self) -> ChatResponse | None:
         if "query" in self.tools and not self.c.called("query"):
             return _calls(("query", {"question": focus_of(self.c.task)}))
-        if "web_search" in self.tools and "query" not in self.tools:
-            if not self.c.called("web_search"):
-                return _calls(("web_search", {"query": focus_of(self.c.task)}))
+        web_only = "query" not in self.tools and "web_search" in self.tools
+        if web_only and not self.c.called("web_search"):
+            return _calls(("web_search", {"query": focus_of(self.c.task)}))
         return None
 
     def _siblings(self) -> ChatResponse | None:
@@ -123,15 +122,23 @@ class Policy:
     def _message(self) -> ChatResponse | None:
         if "send_message" not in self.tools or self.c.called("send_message"):
             return None
-        siblings = re.findall(r"^- ([\w-]+) \[working\]", "\n".join(self.c.results.get(
-            "list_siblings", [])), re.M)
+        listing = "\n".join(self.c.results.get("list_siblings", []))
+        # One message per pair of siblings: the one whose name sorts first writes.
+        siblings = [
+            name
+            for name in re.findall(r"^- ([\w-]+) \[working\]", listing, re.M)
+            if name > self.c.name
+        ]
         if not siblings:
             return None
-        finding = first_sentence(" ".join(self.c.results.get("query", []))) or self.c.task
-        sources = _urls(self.c.results.get("query", []))[:1]
-        text = f"A finding that may help your part: {finding[:300]}"
-        if sources:
-            text += f" (source: {sources[0]})"
+        hit = next(
+            (hit for result in self.c.results.get("query", []) for hit in HIT.finditer(result)),
+            None,
+        )
+        if hit is None:
+            return None
+        finding = first_sentence(hit.group("text"))
+        text = f"A finding that may help your part: {finding[:300]} (source: {hit.group('url')})"
         return _calls(("send_message", {"to": siblings[0], "text": text}))
 
     def _wait(self) -> ChatResponse | None:
@@ -140,7 +147,7 @@ class Policy:
             if not self.c.called("wait_subagents") or pending or self.c.refused:
                 return _calls(("wait_subagents", {}))
         if "read_messages" in self.tools and not self.c.called("read_messages"):
-            return _calls(("read_messages", {"wait_seconds": 2}))
+            return _calls(("read_messages", {"wait_seconds": 3}))
         return None
 
     def _report(self) -> str:
@@ -159,25 +166,48 @@ def _calls(*calls: tuple[str, dict]) -> ChatResponse:
 
 def focus_of(task: str) -> str:
     """The question inside a sub-agent's task, or the task itself."""
-    match = re.search(r"research (.+?)\. Query the knowledge base", task)
+    match = re.search(r"^Research (.+?), quoting what matters", task)
     return (match.group(1) if match else task).strip()[:300]
 
 
 def plan_facets(topic: str) -> list[tuple[str, str]]:
-    """Split a topic into independent facets: 'A and B' or 'A, B and C' gives one each."""
+    """Split a topic into independent facets, each named by its first telling word:
+    "EV batteries: chemistry and market" gives ("chemistry", ...) and ("market", ...)."""
     text = QUESTION_WORDS.sub("", topic.strip().rstrip("?.!")).strip()
-    parts = [p.strip() for p in re.split(r",\s*|\s+and\s+|\s+vs\.?\s+|\s+versus\s+", text)]
-    parts = [p for p in parts if len(p.split()) >= 1 and len(p) > 2][:3]
-    facets = []
-    for part in parts:
-        words = re.findall(r"[A-Za-z0-9]+", part.lower())
-        name = "-".join(w for w in words if w not in STOPWORDS)[:40].strip("-") or "facet"
-        if name not in {n for n, _ in facets}:
-            facets.append((name, part))
-    return facets
+    context, _, rest = text.rpartition(":")
+    parts = re.split(r",\s*|\s+and\s+|\s+vs\.?\s+|\s+versus\s+", rest)
+    facets: list[tuple[str, str]] = []
+    for part in (p.strip() for p in parts):
+        words = [w for w in re.findall(r"[a-z0-9]+", part.lower()) if w not in STOPWORDS]
+        if not words or any(name == words[0] for name, _ in facets):
+            continue
+        facet = f"{part} ({context.strip()})" if context.strip() else part
+        facets.append((words[0][:40], facet))
+    return facets[:3]
 
 
-STOPWORDS = {"the", "a", "an", "of", "in", "on", "for", "to", "with", "python", "s", "how", "do"}
+STOPWORDS = {
+    "the",
+    "a",
+    "an",
+    "of",
+    "in",
+    "on",
+    "for",
+    "to",
+    "with",
+    "s",
+    "how",
+    "do",
+    "does",
+    "python",
+    "their",
+    "its",
+    "what",
+    "why",
+    "is",
+    "are",
+}
 
 
 def first_sentence(text: str) -> str:
@@ -208,22 +238,46 @@ def extractive_report(c: Conversation) -> str:
     lines += quotes or ["No document in the knowledge base matched this question."]
     reports = c.results.get("wait_subagents", [])
     if reports:
-        lines += ["", "## From the sub-agents", "", reports[-1].strip()]
+        lines += ["", "## From the sub-agents", ""]
+        for name, status, report in SUBAGENT_BLOCK.findall(reports[-1]):
+            found = FINDINGS.search(report)
+            body = found.group(1).strip() if found else "(nothing found)"
+            lines += [f"### {name} ({status})", "", body, ""]
     messages = [m for m in c.results.get("read_messages", []) if m != "No new messages."]
     if messages:
         lines += ["", "## Messages from siblings", ""] + [f"> {m}" for m in messages]
-    sources = _urls(own + reports)
+    # The sources are exactly the passages quoted above.
+    cited = dict.fromkeys((url, title) for title, url in CITED.findall("\n".join(lines)))
     lines += ["", "## Sources", ""]
-    lines += [f"- [{url}]({url})" for url in sources] or ["- (none found)"]
+    lines += [f"- [{title}]({url})" for url, title in cited] or ["- (none found)"]
     return "\n".join(lines)
 
 
+SUBAGENT_BLOCK = re.compile(
+    r"^## ([\w-]+) \(run \d+\): (\w+)\n\n(.*?)(?=^## [\w-]+ \(run |\Z)", re.S | re.M
+)
+FINDINGS = re.compile(r"^## Findings\n(.*?)(?=^## |\Z)", re.S | re.M)
+CITED = re.compile(r"— \[([^\]]+)\]\(((?:kb|https?)://[^)\s]+)\)")
+
+
+HIT = re.compile(
+    r"^\[\d+\] (?P<title>.+?) \((?P<url>(?:kb|https?)://[^)\s]+)\)\n"
+    r"(?P<text>.*?)(?=\n\n\[\d+\] |\Z)",
+    re.S | re.M,
+)
+
+
 def _quote(result: str) -> str:
+    """Quote the best passages of a query (or search) result, each with its source."""
     if result.startswith("error:"):
         return f"- The tool failed: {result[6:].strip()}"
-    urls = _urls([result])
+    quotes = []
+    for hit in list(HIT.finditer(result))[:3]:
+        sentence = first_sentence(hit.group("text"))
+        if sentence:
+            quotes.append(f"> {sentence}\n>\n> — [{hit.group('title')}]({hit.group('url')})")
+    if quotes:
+        return "\n\n".join(quotes)
     sentence = first_sentence(result)
-    if not sentence:
-        return ""
-    cite = f" ([source]({urls[0]}))" if urls else ""
-    return f"> {sentence}{cite}"
+    urls = _urls([result])
+    return f"> {sentence}" + (f" ([source]({urls[0]}))" if urls else "") if sentence else ""

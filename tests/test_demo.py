@@ -1,0 +1,83 @@
+"""The offline demo model: the whole product working with no API key, on real documents."""
+
+import pytest
+from django.core.management import call_command
+
+from research import services
+from research.models import Citation, Dataset, Message, Run
+from research.services.knowledge import dataset_create, document_add
+from tests.conftest import wait_finished
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+CHEMISTRY = b"""# EV battery chemistries
+
+Lithium iron phosphate (LFP) cells now power most new electric cars sold in China, because
+they cost less per kWh and last longer, at a lower energy density than NMC.
+
+Nickel manganese cobalt (NMC) chemistries keep the lead in energy density, which matters for
+long-range vehicles; sodium-ion cells are coming for the cheapest models.
+"""
+
+MARKET = b"""# EV battery market
+
+CATL is the largest maker of electric-vehicle batteries, with more than a third of the market;
+BYD is second, and LG Energy Solution third.
+
+The market for EV batteries grew by about a quarter last year, led by China and Europe.
+"""
+
+
+@pytest.fixture
+def ev_dataset(alice) -> Dataset:
+    dataset = dataset_create(owner=alice, name="EV notes")
+    document_add(dataset=dataset, title="Chemistries", data=CHEMISTRY, filename="chem.md")
+    document_add(dataset=dataset, title="Market", data=MARKET, filename="market.md")
+    return dataset
+
+
+def test_seed_example_runs_end_to_end_on_the_demo_model(
+    agent_pool, alice, ev_dataset, admin_client
+):
+    root = services.run_start(
+        owner=alice, topic="EV batteries: chemistry and market", model="demo",
+        dataset_id=ev_dataset.pk,
+    )
+    root = wait_finished(root, timeout=30)
+
+    assert root.status == "done", root.error
+    chemistry = Run.objects.get(parent=root, name="chemistry")
+    market = Run.objects.get(parent=root, name="market")
+    assert chemistry.status == market.status == "done"
+    assert (chemistry.model, chemistry.dataset_id) == ("demo", ev_dataset.pk)
+    message = Message.objects.get()
+    assert (message.from_run, message.to_run) == (chemistry, market)
+    assert "kb://dataset/" in message.text
+    # The report quotes the documents and cites them; every citation was seen by the tree.
+    assert "offline demo model" in root.report
+    assert "CATL is the largest maker" in root.report or "CATL" in market.report
+    assert "## Sources" in root.report and "kb://dataset/" in root.report
+    citations = Citation.objects.filter(run=root)
+    assert citations.exists() and all(c.verified for c in citations)
+    assert root.cost_usd == 0 and root.steps > 0
+
+    page = admin_client.get(f"/admin/research/run/{root.pk}/change/")
+    assert page.status_code == 200
+    assert b"chemistry" in page.content and b"market" in page.content
+
+
+def test_demo_answers_the_python_question_from_the_starter_dataset(agent_pool, alice):
+    call_command("load_starter_dataset", user="alice", stdout=open("/dev/null", "w"))
+    dataset = Dataset.objects.get(owner=alice, name="Python reference")
+    root = services.run_start(
+        owner=alice,
+        topic="How do Python's context managers and exceptions interact?",
+        model="demo",
+        dataset_id=dataset.pk,
+    )
+    root = wait_finished(root, timeout=30)
+    assert root.status == "done", root.error
+    names = sorted(Run.objects.filter(parent=root).values_list("name", flat=True))
+    assert names == ["context", "exceptions"]
+    assert "__exit__" in root.report or "with" in root.report
+    assert root.report.count("kb://dataset/") >= 2

@@ -18,6 +18,7 @@ install: $(STAMP)
 run: install
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py first_user
+	$(PY) manage.py load_starter_dataset
 	$(VENV)/bin/daphne -b $(HOST) -p $(PORT) research.asgi:application
 
 services:

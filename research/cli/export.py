@@ -1,0 +1,133 @@
+"""Exports of a research: the report with its sources (Markdown), or the whole tree (JSON)
+for archiving: its runs, state timeline, messages, usage ledger, transcript and citations.
+
+JSON shapes are those of the REST API where it has one (runs, states, messages, events);
+the others are plain model fields. Times are ISO 8601, money a decimal string.
+"""
+
+import json
+
+from django.utils import timezone
+from rest_framework import serializers
+
+from research import selectors
+from research.cli import reads
+from research.cli.render import money, one_line
+from research.models import LLMCall, Run, Step
+from research.serializers import (
+    EventSerializer,
+    MessageSerializer,
+    RunOutputSerializer,
+    RunStateSerializer,
+)
+
+EXPORT_FORMAT = "canopy-research-export/1"
+
+
+class LLMCallSerializer(serializers.ModelSerializer):
+    run_id = serializers.IntegerField()
+    parent_run_id = serializers.IntegerField(allow_null=True)
+
+    class Meta:
+        model = LLMCall
+        fields = [
+            "id",
+            "run_id",
+            "parent_run_id",
+            "depth",
+            "model",
+            "input_tokens",
+            "output_tokens",
+            "cost_usd",
+            "latency_ms",
+            "at",
+        ]
+
+
+class StepSerializer(serializers.ModelSerializer):
+    run_id = serializers.IntegerField()
+
+    class Meta:
+        model = Step
+        fields = ["id", "run_id", "kind", "tool", "input", "output", "is_error", "at"]
+
+
+class CitationSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    run_id = serializers.IntegerField()
+    url = serializers.CharField()
+    title = serializers.CharField()
+    verified = serializers.BooleanField()
+    source_id = serializers.IntegerField(allow_null=True)
+    found_by = serializers.CharField(allow_null=True)
+
+
+class ExportRunSerializer(RunOutputSerializer):
+    dataset_id = serializers.IntegerField(read_only=True, allow_null=True)
+
+    class Meta(RunOutputSerializer.Meta):
+        fields = [*RunOutputSerializer.Meta.fields, "dataset_id", "cancel_requested"]
+
+
+def export_json(run: Run, *, events: bool = False) -> str:
+    tree = reads.subtree(run)
+    document = {
+        "format": EXPORT_FORMAT,
+        "exported_at": serializers.DateTimeField().to_representation(timezone.now()),
+        "run_id": run.pk,
+        "runs": ExportRunSerializer(tree, many=True).data,
+        "states": RunStateSerializer(reads.states(run), many=True).data,
+        "messages": MessageSerializer(_messages(run, tree), many=True).data,
+        "usage": LLMCallSerializer(reads.llm_calls(run), many=True).data,
+        "steps": StepSerializer(reads.steps(run), many=True).data,
+        "citations": CitationSerializer(reads.citations(run), many=True).data,
+    }
+    if events:
+        scoped = selectors.tree_events(root_id=run.root_id)
+        ids = {member.pk for member in tree}
+        document["events"] = [
+            data
+            for data in EventSerializer(scoped, many=True).data
+            if data["payload"].get("run") in ids
+        ]
+    return json.dumps(document, indent=2, ensure_ascii=False)
+
+
+def _messages(run: Run, tree: list[Run]) -> list:
+    """Every message sent or received by an agent of the subtree, in order."""
+    if run.parent_id is None:
+        return list(selectors.run_messages(run=run))
+    found = {
+        message.pk: message for member in tree for message in selectors.run_messages(run=member)
+    }
+    return [found[pk] for pk in sorted(found)]
+
+
+def export_markdown(run: Run) -> str:
+    """The report as written, its sources as checked, and a line saying what produced it."""
+    parts = []
+    if not run.report.lstrip().startswith("#"):
+        parts.append(f"# {one_line(run.topic)[:200]}")
+    parts.append(run.report.strip())
+    citations = reads.citations(run, subtree=False)
+    if citations:
+        sources = [
+            f"{number}. [{one_line(citation.title) or citation.url}]({citation.url}): "
+            f"{_provenance(citation)}"
+            for number, citation in enumerate(citations, start=1)
+        ]
+        parts.append("## Sources checked\n\n" + "\n".join(sources))
+    finished = run.finished_at.strftime("%Y-%m-%d %H:%M UTC") if run.finished_at else run.status
+    parts.append(
+        f"---\n*Canopy research {run.pk}, model {run.model}, {len(reads.subtree(run))} agents, "
+        f"cost {money(run.tree_cost_usd)}, {finished}.*"
+    )
+    return "\n\n".join(parts) + "\n"
+
+
+def _provenance(citation) -> str:
+    if not citation.verified:
+        return "not seen by any agent of this research"
+    if not citation.found_by:
+        return "verified, seen by the research agent"
+    return f"verified, seen by sub-agent {citation.found_by}"

@@ -1,0 +1,242 @@
+"""How runs look: tab-separated plain text for scripts, rich tables and Markdown on a terminal.
+
+Plain output is one record per line with tab-separated fields (tabs and newlines inside a
+value become spaces), a header line first; `key: value` lines for one run; the report as is.
+"""
+
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from decimal import Decimal
+
+from rich.console import Console
+from rich.markdown import Markdown
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from research.models import Run, Status
+
+Write = Callable[[str], None]
+
+LIST_COLUMNS = (
+    "id",
+    "parent_id",
+    "name",
+    "status",
+    "state",
+    "steps",
+    "max_steps",
+    "model",
+    "cost_usd",
+    "tree_cost_usd",
+    "created_at",
+    "topic",
+)
+AGENT_COLUMNS = (
+    "id",
+    "parent_id",
+    "depth",
+    "name",
+    "status",
+    "state",
+    "steps",
+    "max_steps",
+    "cost_usd",
+)
+SHOW_FIELDS = (
+    "id",
+    "parent_id",
+    "root_id",
+    "depth",
+    "name",
+    "reason",
+    "topic",
+    "model",
+    "dataset_id",
+    "status",
+    "state",
+    "steps",
+    "max_steps",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+    "tree_cost_usd",
+    "created_at",
+    "started_at",
+    "finished_at",
+    "error",
+)
+USAGE_COLUMNS = ("model", "calls", "input_tokens", "output_tokens", "cost_usd")
+STATUS_STYLE = {
+    Status.QUEUED: "dim",
+    Status.WORKING: "yellow",
+    Status.DONE: "green",
+    Status.FAILED: "red",
+}
+
+
+def one_line(text: str) -> str:
+    return " ".join(str(text).split())
+
+
+def field(value: object) -> str:
+    """A value as a plain field: empty for none, ISO 8601 for times, one line for text."""
+    if value is None:
+        return ""
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return format(value, "f")  # never "0E-8"
+    return one_line(value)
+
+
+def tsv(values: Iterable[object]) -> str:
+    return "\t".join(field(value) for value in values)
+
+
+def money(value: Decimal | str | int) -> str:
+    return f"${Decimal(value):.4f}"
+
+
+def agent_label(run: Run) -> str:
+    return run.name or f"research {run.pk}"
+
+
+def status_text(run: Run) -> Text:
+    label = run.state if run.status == Status.WORKING else run.status
+    return Text(label, style=STATUS_STYLE.get(run.status, ""))
+
+
+# --- plain ---------------------------------------------------------------------------------
+
+
+def plain_list(runs: Iterable[Run], write: Write) -> None:
+    write(tsv(LIST_COLUMNS))
+    for run in runs:
+        write(tsv(getattr(run, column) for column in LIST_COLUMNS))
+
+
+def plain_agents(runs: list[Run], write: Write) -> None:
+    write("agents:")
+    write(tsv(AGENT_COLUMNS))
+    for run in runs:
+        write(tsv(getattr(run, column) for column in AGENT_COLUMNS))
+
+
+def plain_usage(rows: list[dict], write: Write) -> None:
+    write("usage:")
+    write(tsv(USAGE_COLUMNS))
+    for row in rows:
+        write(tsv(row[column] for column in USAGE_COLUMNS))
+
+
+def plain_report(run: Run, write: Write) -> None:
+    write("report:")
+    if run.report:
+        write(run.report)
+
+
+def plain_show(run: Run, tree: list[Run], usage: list[dict], write: Write) -> None:
+    for name in SHOW_FIELDS:
+        write(f"{name}: {field(getattr(run, name))}")
+    write("")
+    plain_agents(tree, write)
+    write("")
+    plain_usage(usage, write)
+    write("")
+    plain_report(run, write)
+
+
+def plain_summary(run: Run, tree: list[Run], write: Write) -> None:
+    """What `start --wait` prints at the end: the agents, the tree's cost, the report."""
+    write("")
+    plain_agents(tree, write)
+    write("")
+    write(f"tree_cost_usd: {field(run.tree_cost_usd)}")
+    write(f"status: {run.status}")
+    if run.error:
+        write(f"error: {one_line(run.error)}")
+    write("")
+    plain_report(run, write)
+
+
+# --- rich ----------------------------------------------------------------------------------
+
+
+def rich_list(runs: Iterable[Run], console: Console) -> None:
+    runs = list(runs)
+    if not runs:
+        console.print("No researches.")
+        return
+    table = Table(box=None, header_style="bold")
+    for heading in ("ID", "Parent", "Status", "Steps", "Cost", "Created", "Topic"):
+        table.add_column(heading, overflow="fold" if heading == "Topic" else "ellipsis")
+    for run in runs:
+        table.add_row(
+            str(run.pk),
+            str(run.parent_id or ""),
+            status_text(run),
+            f"{run.steps}/{run.max_steps}",
+            money(run.tree_cost_usd),
+            run.created_at.strftime("%Y-%m-%d %H:%M"),
+            (f"{run.name}: " if run.name else "") + one_line(run.topic)[:200],
+        )
+    console.print(table)
+
+
+def rich_agents(tree: list[Run]) -> Table:
+    table = Table(box=None, header_style="bold")
+    for heading in ("Agent", "State", "Steps", "Cost"):
+        table.add_column(heading, justify="right" if heading in ("Steps", "Cost") else "left")
+    top = tree[0].depth if tree else 0
+    for run in tree:
+        indent = "  " * (run.depth - top)
+        table.add_row(
+            f"{indent}{agent_label(run)}",
+            status_text(run),
+            f"{run.steps}/{run.max_steps}",
+            money(run.cost_usd),
+        )
+    return table
+
+
+def rich_usage(rows: list[dict]) -> Table:
+    table = Table(box=None, header_style="bold")
+    for heading in ("Model", "Calls", "Input tokens", "Output tokens", "Cost"):
+        table.add_column(heading, justify="left" if heading == "Model" else "right")
+    for row in rows:
+        table.add_row(
+            row["model"],
+            str(row["calls"]),
+            str(row["input_tokens"]),
+            str(row["output_tokens"]),
+            money(row["cost_usd"]),
+        )
+    return table
+
+
+def rich_show(run: Run, tree: list[Run], usage: list[dict], console: Console) -> None:
+    facts = Table.grid(padding=(0, 2))
+    facts.add_row("Topic", one_line(run.topic))
+    if run.parent_id:
+        facts.add_row("Sub-agent", f"{run.name} of research {run.parent_id}: {run.reason}")
+    facts.add_row("Status", status_text(run))
+    facts.add_row("Model", run.model)
+    facts.add_row("Steps", f"{run.steps}/{run.max_steps}")
+    facts.add_row("Tokens", f"{run.input_tokens} in, {run.output_tokens} out")
+    facts.add_row("Cost", f"{money(run.cost_usd)} (tree {money(run.tree_cost_usd)})")
+    facts.add_row("Created", run.created_at.strftime("%Y-%m-%d %H:%M:%S %Z"))
+    if run.error:
+        facts.add_row("Error", Text(run.error, style="red"))
+    console.print(Panel(facts, title=f"research {run.pk}", title_align="left"))
+    console.print(Panel(rich_agents(tree), title="agents", title_align="left"))
+    if usage:
+        console.print(Panel(rich_usage(usage), title="usage", title_align="left"))
+    rich_report(run, console)
+
+
+def rich_report(run: Run, console: Console) -> None:
+    if run.report:
+        console.print(Panel(Markdown(run.report), title="report", title_align="left"))
+    elif run.error:
+        console.print(Text(f"no report: {run.error}", style="red"))

@@ -1,0 +1,189 @@
+"""A tree of agents as its stored events describe it, for the live view and `tail`.
+
+It starts from the rows of the subtree and applies each event (run.created adds an agent,
+run.state / run.usage / run.finished update one), so the view follows the tree without
+re-reading it. Events of agents outside the followed subtree are ignored.
+"""
+
+from dataclasses import dataclass
+from decimal import Decimal
+
+from rich.table import Table
+from rich.text import Text
+
+from research.cli.render import STATUS_STYLE, field, money, one_line
+from research.models import Run, Status
+
+
+@dataclass
+class Agent:
+    id: int
+    parent_id: int | None
+    depth: int
+    name: str
+    status: str
+    state: str
+    steps: int
+    max_steps: int
+    cost_usd: Decimal
+    detail: str = ""
+    error: str = ""
+
+    @classmethod
+    def from_run(cls, run: Run) -> "Agent":
+        return cls(
+            id=run.pk,
+            parent_id=run.parent_id,
+            depth=run.depth,
+            name=run.name,
+            status=run.status,
+            state=run.state,
+            steps=run.steps,
+            max_steps=run.max_steps,
+            cost_usd=run.cost_usd,
+            error=run.error,
+        )
+
+    @classmethod
+    def from_created(cls, payload: dict) -> "Agent":
+        run = created_run(payload)
+        return cls(
+            id=payload["run"],
+            parent_id=run.get("parent_id"),
+            depth=run.get("depth", 0),
+            name=run.get("name", ""),
+            status=run.get("status", Status.QUEUED),
+            state=run.get("state", "queued"),
+            steps=run.get("steps", 0),
+            max_steps=run.get("max_steps", 0),
+            cost_usd=Decimal(run.get("cost_usd") or 0),
+        )
+
+
+def created_run(payload: dict) -> dict:
+    """The run a run.created event carries (the REST API's shape of a run)."""
+    return payload.get("data") or {}
+
+
+class TreeModel:
+    def __init__(self, scope: Run, runs: list[Run]):
+        self.scope_id = scope.pk
+        self.scope_depth = scope.depth
+        self.agents: dict[int, Agent] = {run.pk: Agent.from_run(run) for run in runs}
+
+    def in_scope(self, payload: dict) -> bool:
+        run_id = payload.get("run")
+        kind = payload.get("type")
+        if kind == "run.created" and run_id not in self.agents:
+            return run_id == self.scope_id or created_run(payload).get("parent_id") in self.agents
+        if kind == "run.message" and payload.get("to") in self.agents:
+            return True  # a sibling outside the followed subtree wrote to one inside it
+        return run_id in self.agents
+
+    def apply(self, payload: dict) -> None:
+        kind, run_id = payload.get("type"), payload.get("run")
+        if kind == "run.created":
+            self.agents.setdefault(run_id, Agent.from_created(payload))
+            return
+        agent = self.agents.get(run_id)
+        if agent is None:
+            return
+        if kind in ("run.state", "run.finished"):
+            agent.status = payload.get("status", agent.status)
+            agent.state = payload.get("state", agent.state)
+            agent.detail = payload.get("detail", "")
+            agent.error = payload.get("error", agent.error)
+        elif kind == "run.usage":
+            agent.steps = payload.get("steps", agent.steps)
+            agent.cost_usd = Decimal(payload.get("cost_usd") or agent.cost_usd)
+
+    def label(self, run_id: int | None) -> str:
+        """The agent's path of names from the root ("left/examples", "root" for the root), as
+        far up as the followed subtree goes: unique in the tree, and without spaces."""
+        if run_id not in self.agents:
+            return f"run-{run_id}"
+        names: list[str] = []
+        agent = self.agents.get(run_id)
+        while agent is not None and agent.parent_id is not None:
+            names.append(agent.name or str(agent.id))
+            agent = self.agents.get(agent.parent_id)
+        return "/".join(reversed(names)) or "root"
+
+    def ordered(self) -> list[Agent]:
+        """Parents before their children, siblings in the order they were spawned."""
+        children: dict[int | None, list[Agent]] = {}
+        for agent in sorted(self.agents.values(), key=lambda agent: agent.id):
+            children.setdefault(agent.parent_id, []).append(agent)
+        ordered: list[Agent] = []
+
+        def visit(agent: Agent) -> None:
+            ordered.append(agent)
+            for child in children.get(agent.id, []):
+                visit(child)
+
+        if self.scope_id in self.agents:
+            visit(self.agents[self.scope_id])
+        return ordered
+
+    def cost(self) -> Decimal:
+        return sum((agent.cost_usd for agent in self.agents.values()), Decimal(0))
+
+    def renderable(self) -> Table:
+        """One line per agent, indented by generation: state, steps of its budget, cost."""
+        table = Table(box=None, header_style="bold", show_footer=True, expand=False)
+        agents = self.ordered()
+        table.add_column("Agent", footer=f"{len(agents)} agents")
+        table.add_column("State", footer="tree cost", overflow="ellipsis", max_width=60)
+        table.add_column("Steps", justify="right")
+        table.add_column("Cost", justify="right", footer=money(self.cost()))
+        for agent in agents:
+            indent = "  " * (agent.depth - self.scope_depth)
+            marker = "└ " if agent.id != self.scope_id else ""
+            table.add_row(
+                f"{indent}{marker}{agent.name or f'research {agent.id}'}",
+                _state_text(agent),
+                f"{agent.steps}/{agent.max_steps}",
+                money(agent.cost_usd),
+            )
+        return table
+
+
+def _state_text(agent: Agent) -> Text:
+    style = STATUS_STYLE.get(agent.status, "")
+    if agent.status in (Status.QUEUED, Status.WORKING):
+        detail = f" {one_line(agent.detail)}" if agent.detail else ""
+        return Text(f"{agent.state}{detail}", style=style)
+    error = f": {one_line(agent.error)}" if agent.error else ""
+    return Text(f"{agent.status}{error}", style=style)
+
+
+def describe(payload: dict, tree: TreeModel) -> str:
+    """One line of text saying what an event is about."""
+    kind = payload.get("type")
+    if kind == "run.created":
+        run = created_run(payload)
+        if run.get("parent_id") is None or payload.get("run") == tree.scope_id:
+            return one_line(run.get("topic", ""))
+        return one_line(f"{run.get('reason', '')} | task: {run.get('topic', '')}")
+    if kind == "run.state":
+        if "started_at" in payload:
+            return "started"
+        detail = payload.get("detail", "")
+        return one_line(f"{payload.get('state', '')}{': ' + detail if detail else ''}")
+    if kind == "run.usage":
+        cost = Decimal(payload.get("cost_usd") or 0)
+        tree_cost = Decimal(payload.get("root_tree_cost_usd", payload.get("tree_cost_usd")) or 0)
+        return (
+            f"step {payload.get('steps')}: {payload.get('input_tokens')} in, "
+            f"{payload.get('output_tokens')} out, cost {field(cost)} (tree {field(tree_cost)})"
+        )
+    if kind == "run.message":
+        to = payload.get("to")
+        name = tree.label(to) if to in tree.agents else payload.get("to_name") or f"run-{to}"
+        return one_line(f"to {name}: {payload.get('text', '')}")
+    if kind == "run.report":
+        return f"report: {len(payload.get('report', ''))} characters"
+    if kind == "run.finished":
+        error = payload.get("error", "")
+        return one_line(f"{payload.get('status', '')}{': ' + error if error else ''}")
+    return ""

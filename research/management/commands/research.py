@@ -1,0 +1,233 @@
+"""`manage.py research ...`: start, list, show, follow, cancel and export researches.
+
+The same owner scoping and validation as the REST API: every read goes through
+research.selectors, every write through research.services, as one user (see --user).
+Output is rich on a terminal and plain text otherwise, so scripts can parse it.
+"""
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from rich.console import Console
+
+from research import selectors, services
+from research.cli import reads, render
+from research.cli.agents import LOCAL_STOPPED, TreeRunner
+from research.cli.export import export_json, export_markdown
+from research.cli.tree import TreeModel
+from research.cli.users import USER_HELP, resolve_user
+from research.cli.watch import DONE, FAILED, HIGHLIGHTS, INTERRUPTED, PlainSink, RichSink, Watch
+from research.models import Run, Status
+from research.services import CANCELLED_BY_USER, InvalidInput, ResearchError
+
+# The command-line spelling of a service's input field, for error messages.
+OPTION_OF_FIELD = {
+    "topic": "topic",
+    "max_steps": "--max-steps",
+    "model": "--model",
+    "dataset": "--dataset",
+}
+EXIT_HELP = "Exit status: 0 when the research is done, 1 when it failed, 130 when interrupted."
+
+
+class Command(BaseCommand):
+    help = (
+        "Start, watch and export researches. Output is rich on a terminal and plain "
+        "tab-separated text otherwise. " + EXIT_HELP
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        actions = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+        start = self._action(actions, "start", "start a research (and watch it)")
+        start.add_argument("topic", help="what to research")
+        start.add_argument("--model", help="the model (default: RESEARCH_MODEL)")
+        start.add_argument("--max-steps", type=int, help="the step budget of the agent")
+        start.add_argument("--dataset", type=int, help="the id of a dataset to query")
+        start.add_argument(
+            "--wait",
+            action=argparse.BooleanOptionalAction,
+            default=None,
+            help="watch the tree until it ends (default: on a terminal). When no agent "
+            "process is up and RESEARCH_AGENTS_IN_WEB is true, the agents run in this "
+            "command, and stopping it cancels the research. Without --wait, prints the id.",
+        )
+
+        listing = self._action(actions, "list", "list researches (roots unless --parent)")
+        listing.add_argument("--status", choices=Status.values)
+        listing.add_argument("--parent", type=int, help="list the sub-agents of this run")
+        listing.add_argument("--all", action="store_true", help="include sub-agents")
+
+        show = self._action(actions, "show", "a run, its sub-agents, usage and report")
+        show.add_argument("id", type=int)
+
+        tail = self._action(actions, "tail", "follow a tree's events until it ends")
+        tail.add_argument("id", type=int)
+        tail.add_argument("--after", type=int, default=0, help="skip events up to this seq")
+
+        cancel = self._action(actions, "cancel", "cancel a run and its sub-agents")
+        cancel.add_argument("id", type=int)
+
+        export = self._action(actions, "export", "the report (md) or the whole tree (json)")
+        export.add_argument("id", type=int)
+        export.add_argument("--format", choices=["md", "json"], default="md")
+        export.add_argument("--events", action="store_true", help="json: add the events")
+
+    @staticmethod
+    def _action(actions, name: str, help: str) -> CommandParser:
+        parser = actions.add_parser(name, help=help, description=f"{help}. {EXIT_HELP}")
+        parser.add_argument("--user", help=USER_HELP)
+        return parser
+
+    def handle(self, *args, action: str, **options) -> None:
+        handler: Callable[[AbstractBaseUser, dict], None] = getattr(self, f"do_{action}")
+        self.rich = self.stdout.isatty()
+        # Rich writes partial lines: it gets the raw stream, not Django's OutputWrapper
+        # (which ends every write with a newline).
+        self.console = Console(file=self.stdout._out) if self.rich else None
+        user = resolve_user(options.get("user"))
+        try:
+            handler(user, options)
+        except InvalidInput as error:
+            option = OPTION_OF_FIELD.get(error.field or "", error.field)
+            raise CommandError(f"invalid {option}: {error.message}") from None
+        except ResearchError as error:
+            raise CommandError(error.message) from None
+        except BrokenPipeError:
+            # The reader left (`research tail 5 | head`): stop quietly, as Unix tools do.
+            # Python's own flush of stdout at exit would fail again: point it at /dev/null.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise SystemExit(1) from None
+
+    def write(self, line: str) -> None:
+        self.stdout.write(line)
+
+    # --- actions ---------------------------------------------------------------------------
+
+    def do_start(self, user: AbstractBaseUser, options: dict) -> None:
+        run = services.run_start(
+            owner=user,
+            topic=options["topic"],
+            max_steps=options["max_steps"],
+            model=options["model"],
+            dataset_id=options["dataset"],
+        )
+        wait = self.rich if options["wait"] is None else options["wait"]
+        if not wait:
+            if self.rich:
+                self.console.print(f"Started research {run.pk}. Follow it: research tail {run.pk}")
+            else:
+                self.write(str(run.pk))
+            return
+        runner = TreeRunner(run, owner=user)
+        status = None
+        try:
+            note = runner.begin()
+            status = self.watch(
+                run, types=HIGHLIGHTS, note=note, local=lambda: runner.local, on_idle=runner.check
+            )
+        finally:
+            # With its agents here, an interrupted watch is a cancelled run (see Watch.ask).
+            runner.shutdown(reason=CANCELLED_BY_USER if status == INTERRUPTED else LOCAL_STOPPED)
+        run.refresh_from_db()
+        self.summary(run)
+        self.exit_with(run, status)
+
+    def do_list(self, user: AbstractBaseUser, options: dict) -> None:
+        parent_id = options["parent"]
+        if parent_id is not None:
+            selectors.run_get(owner=user, run_id=parent_id)  # another user's: not found
+        runs = selectors.run_list(
+            owner=user,
+            parent_id=parent_id,
+            status=options["status"],
+            roots_only=parent_id is None and not options["all"],
+        )
+        if self.rich:
+            render.rich_list(runs, self.console)
+        else:
+            render.plain_list(runs, self.write)
+
+    def do_show(self, user: AbstractBaseUser, options: dict) -> None:
+        run = selectors.run_get(owner=user, run_id=options["id"])
+        tree, usage = reads.subtree(run), reads.usage_by_model(run)
+        if self.rich:
+            render.rich_show(run, tree, usage, self.console)
+        else:
+            render.plain_show(run, tree, usage, self.write)
+
+    def do_tail(self, user: AbstractBaseUser, options: dict) -> None:
+        run = selectors.run_get(owner=user, run_id=options["id"])
+        status = self.watch(run, types=None, after=options["after"])
+        run.refresh_from_db()
+        self.exit_with(run, status)
+
+    def do_cancel(self, user: AbstractBaseUser, options: dict) -> None:
+        run = selectors.run_get(owner=user, run_id=options["id"])
+        if not run.is_active:
+            self.write(f"research {run.pk} has already ended ({run.status}).")
+            return
+        services.run_cancel(run=run)
+        self.write(f"research {run.pk}: cancel requested; its agents stop within a second.")
+
+    def do_export(self, user: AbstractBaseUser, options: dict) -> None:
+        run = selectors.run_get(owner=user, run_id=options["id"])
+        if options["format"] == "json":
+            self.stdout.write(export_json(run, events=options["events"]))
+            return
+        if not run.report:
+            raise CommandError(
+                f"research {run.pk} has no report ({run.status}"
+                f"{': ' + run.error if run.error else ''}); try --format json."
+            )
+        self.stdout.write(export_markdown(run), ending="")
+
+    # --- watching ----------------------------------------------------------------------------
+
+    def watch(self, run: Run, *, types, after: int = 0, note: str | None = None, **hooks) -> int:
+        tree = TreeModel(run, reads.subtree(run))
+        if self.rich:
+            sink = RichSink(self.console, tree, types=types)
+        else:
+            sink = PlainSink(self.write, note=self.stderr.write, types=types)
+        if note:
+            sink.note(note)
+        watch = Watch(
+            scope=run,
+            sink=sink,
+            tree=tree,
+            after=after,
+            interactive=self.rich and self.stdin_is_terminal(),
+            console=self.console,
+            **hooks,
+        )
+        return watch.run()
+
+    @staticmethod
+    def stdin_is_terminal() -> bool:
+        return sys.stdin is not None and sys.stdin.isatty()
+
+    def summary(self, run: Run) -> None:
+        if self.rich:
+            render.rich_report(run, self.console)
+        else:
+            render.plain_summary(run, reads.subtree(run), self.write)
+
+    def exit_with(self, run: Run, status: int) -> None:
+        """The exit status of a watch: 0 done, 1 failed, 130 interrupted (see EXIT_HELP)."""
+        if status == DONE:
+            return
+        if status == FAILED:
+            raise CommandError(f"research {run.pk} failed: {run.error}", returncode=FAILED)
+        if run.is_active:
+            raise CommandError(
+                f"stopped watching research {run.pk}; it goes on (research tail {run.pk}).",
+                returncode=status,
+            )
+        raise CommandError(
+            f"stopped watching research {run.pk}; it has ended ({run.status}).", returncode=status
+        )

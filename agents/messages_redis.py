@@ -63,8 +63,10 @@ class RedisMessenger:
     def receive(
         self, run_id: int, wait: float = 0, cancelled: Callable[[], bool] | None = None
     ) -> list[InboxMessage]:
-        _, inbox = self._keys(run_id)
-        messages = self._drain(inbox)
+        marker, inbox = self._keys(run_id)
+        opened, messages = self._drain(marker, inbox)
+        if not opened:
+            return []  # as MemoryMessenger: no inbox, nothing to wait for
         deadline = time.monotonic() + wait
         while not messages and (left := deadline - time.monotonic()) > 0:
             if cancelled is not None and cancelled():
@@ -72,15 +74,18 @@ class RedisMessenger:
             # BLPOP takes whole seconds on old servers; short slices keep cancel responsive.
             item = self.client.blpop([inbox], timeout=max(0.1, min(left, 0.5)))
             if item is not None:
-                messages = [_decode(item[1]), *self._drain(inbox)]
+                messages = [_decode(item[1]), *self._drain(marker, inbox)[1]]
         return messages
 
-    def _drain(self, inbox: str) -> list[InboxMessage]:
+    def _drain(self, marker: str, inbox: str) -> tuple[bool, list[InboxMessage]]:
+        """Whether the inbox is open, and every message it held. One MULTI/EXEC: a message
+        pushed meanwhile is either taken here or left for the next receive, never lost."""
         with self.client.pipeline() as pipe:
+            pipe.exists(marker)
             pipe.lrange(inbox, 0, -1)
             pipe.delete(inbox)
-            items, _ = pipe.execute()
-        return [_decode(item) for item in items]
+            opened, items, _ = pipe.execute()
+        return bool(opened), [_decode(item) for item in items]
 
 
 def _decode(raw: bytes) -> InboxMessage:

@@ -24,6 +24,7 @@ from django.db import close_old_connections, connections
 
 from agents.context import CancelToken
 from research import services
+from research.models import Run, Worker
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +45,17 @@ class AgentPool:
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         self._agents: dict[int, _Agent] = {}
+        # Agents submitted that have not yet taken (or given up) their first slot: the claim
+        # loop counts them as busy, or it would claim every queued root before one starts.
+        self._starting = 0
         self._waiting_for_slot = 0
         self._working = 0
+        # Roots this pool claimed from the queue, for the one log line when each ends.
+        self._claimed: set[int] = set()
+        # Held while claiming and while taking a new worker id, so no root is claimed under
+        # an id the sweep has already declared dead (see _heartbeat_loop).
+        self._claim_lock = threading.Lock()
+        self._stop_reason = services.INTERRUPTED
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -60,7 +70,9 @@ class AgentPool:
             log.warning("marked %d runs of a stopped process failed", failed)
         services.on_root_queued(lambda run_id: self._wake.set())
         for target in (self._claim_loop, self._heartbeat_loop):
-            thread = threading.Thread(target=self._background(target), daemon=True)
+            thread = threading.Thread(
+                target=self._background(target), name=f"pool-{target.__name__}", daemon=True
+            )
             thread.start()
             self._threads.append(thread)
         return self
@@ -69,8 +81,13 @@ class AgentPool:
         """Interrupt every agent, wait for them to end, fail whatever is still working."""
         if self._stopping.is_set():
             return
+        self._stop_reason = reason
         self._stopping.set()
         self._wake.set()
+        # A claim in flight finishes first, so its agent is among those interrupted below
+        # rather than started after them.
+        with self._claim_lock:
+            pass
         with self._lock:
             agents = list(self._agents.values())
         for agent in agents:
@@ -98,11 +115,15 @@ class AgentPool:
             token.deadline_reason = (
                 f"timed out: the sub-agent worked longer than {timeout_seconds:g} s"
             )
+        if self._stopping.is_set():
+            # A sub-agent spawned while the pool stops: it ends at once, with its parent.
+            token.cancel(self._stop_reason)
         thread = threading.Thread(
             target=self._run_agent, args=(run_id, token), name=f"agent-{run_id}", daemon=True
         )
         with self._lock:
             self._agents[run_id] = _Agent(run_id, token, thread)
+            self._starting += 1
         thread.start()
 
     def cancel(self, run_id: int, reason: str) -> bool:
@@ -137,6 +158,14 @@ class AgentPool:
         with self._lock:
             return self._working
 
+    def _acquire_first(self, token: CancelToken) -> bool:
+        """Take an agent's first slot; False when it was cancelled before it got one."""
+        try:
+            return self._acquire(token, cancellable=True)
+        finally:
+            with self._lock:
+                self._starting -= 1
+
     def _acquire(self, token: CancelToken, *, cancellable: bool) -> bool:
         with self._lock:
             self._waiting_for_slot += 1
@@ -163,7 +192,7 @@ class AgentPool:
         # A thread's connection may have been closed by the server or the pool meanwhile.
         close_old_connections()
         try:
-            if not self._acquire(token, cancellable=True):
+            if not self._acquire_first(token):
                 services.run_finish(run_id=run_id, error=token.reason)
                 return
             try:
@@ -175,10 +204,26 @@ class AgentPool:
             log.exception("agent of run %s crashed", run_id)
             services.run_finish(run_id=run_id, error="internal error: the agent crashed")
         finally:
+            self._log_end(run_id)
             with self._changed:
                 self._agents.pop(run_id, None)
                 self._changed.notify_all()
             connections.close_all()
+
+    def _log_end(self, run_id: int) -> None:
+        with self._lock:
+            if run_id not in self._claimed:
+                return
+            self._claimed.discard(run_id)
+        row = Run.objects.filter(pk=run_id).values_list("status", "error").first()
+        status, error = row or ("deleted", "")
+        log.info(
+            "worker %s: research %s ended: %s%s",
+            self.worker_id,
+            run_id,
+            status,
+            f" ({error})" if error else "",
+        )
 
     # --- background loops ------------------------------------------------------------------
 
@@ -199,20 +244,61 @@ class AgentPool:
         """Claim queued roots while a slot is free; woken at once by a root started here."""
         self._wake.wait(settings.RESEARCH_CLAIM_POLL_SECONDS)
         self._wake.clear()
-        while self.claim_roots and not self._stopping.is_set() and self._has_free_slot():
-            run_id = services.root_claim_next(worker_id=self.worker_id)
-            if run_id is None:
-                return
-            self.submit(run_id)
+        while self.claim_roots and self._has_free_slot():
+            with self._claim_lock:
+                if self._stopping.is_set():
+                    return
+                run_id = services.root_claim_next(worker_id=self.worker_id)
+                if run_id is None:
+                    return
+                with self._lock:
+                    self._claimed.add(run_id)
+                log.info("worker %s: claimed research %s", self.worker_id, run_id)
+                self.submit(run_id)
 
     def _has_free_slot(self) -> bool:
         with self._lock:
-            return self._waiting_for_slot == 0 and self._working < self.max_active
+            return (
+                self._starting == 0
+                and self._waiting_for_slot == 0
+                and self._working < self.max_active
+            )
 
     def _heartbeat_loop(self) -> None:
-        self._stopping.wait(settings.RESEARCH_HEARTBEAT_SECONDS)
+        if self._stopping.wait(settings.RESEARCH_HEARTBEAT_SECONDS):
+            return
         services.worker_heartbeat(worker_id=self.worker_id)
-        services.workers_sweep(dead_after_seconds=settings.RESEARCH_WORKER_DEAD_SECONDS)
+        if _declared_dead(self.worker_id):
+            self._start_over()
+        failed = services.workers_sweep(dead_after_seconds=settings.RESEARCH_WORKER_DEAD_SECONDS)
+        if failed:
+            log.warning(
+                "worker %s: marked %d runs of a stopped process failed", self.worker_id, failed
+            )
+
+    def _start_over(self) -> None:
+        """This process missed its heartbeats for so long (frozen, cut off) that another one
+        failed its runs. Their agents stop, and the pool goes on under a new worker id: a
+        root claimed under the old one would never be swept again."""
+        with self._claim_lock:
+            if self._stopping.is_set():
+                return
+            old = self.worker_id
+            self.worker_id = services.worker_register().pk
+            with self._lock:
+                agents = list(self._agents.values())
+        for agent in agents:
+            agent.token.cancel(services.WORKER_LOST)
+        log.warning(
+            "worker %s was declared dead; its %d agents stop; now worker %s",
+            old,
+            len(agents),
+            self.worker_id,
+        )
+
+
+def _declared_dead(worker_id: int) -> bool:
+    return Worker.objects.filter(pk=worker_id, stopped_at__isnull=False).exists()
 
 
 _pool: AgentPool | None = None

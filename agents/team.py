@@ -171,8 +171,39 @@ def _refuse_repeated_task(ctx: AgentContext, task: str) -> None:
 
 
 STOPWORDS = frozenset(
-    "a an and are as at be by for from in into is it its of on or that the their them these "
-    "this those to was were what which with".split()
+    {
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "for",
+        "from",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "of",
+        "on",
+        "or",
+        "that",
+        "the",
+        "their",
+        "them",
+        "these",
+        "this",
+        "those",
+        "to",
+        "was",
+        "were",
+        "what",
+        "which",
+        "with",
+    }
 )
 
 

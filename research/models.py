@@ -111,6 +111,9 @@ class RunState(models.Model):
         db_table = "gb_agent_research_states"
         ordering = ["id"]
 
+    def __str__(self) -> str:
+        return f"{self.state} {self.detail}".strip()
+
 
 class Message(models.Model):
     """A message between sibling sub-agents: the stored transcript (the inbox is in memory)."""
@@ -124,6 +127,9 @@ class Message(models.Model):
     class Meta:
         ordering = ["id"]
         indexes = [models.Index(fields=["to_run", "id"], name="message_to_run")]
+
+    def __str__(self) -> str:
+        return f"message {self.pk}: run {self.from_run_id} to run {self.to_run_id}"
 
 
 class LLMCall(models.Model):
@@ -143,6 +149,9 @@ class LLMCall(models.Model):
 
     class Meta:
         ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"{self.model} call of run {self.run_id}"
 
 
 class Step(models.Model):
@@ -164,6 +173,9 @@ class Step(models.Model):
     class Meta:
         ordering = ["id"]
 
+    def __str__(self) -> str:
+        return f"{self.kind} {self.tool}".strip() + f" of run {self.run_id}"
+
 
 class Event(models.Model):
     """An append-only row per pushed event, numbered per tree, so a browser misses nothing."""
@@ -179,6 +191,9 @@ class Event(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["root", "seq"], name="event_unique_seq_per_tree"),
         ]
+
+    def __str__(self) -> str:
+        return f"{self.type} #{self.seq} of tree {self.root_id}"
 
 
 class Worker(models.Model):
@@ -203,6 +218,9 @@ class Profile(models.Model):
     subagents_enabled = models.BooleanField(
         default=True, help_text="Offer spawn_subagent to this user's research agents."
     )
+
+    def __str__(self) -> str:
+        return f"research profile of user {self.user_id}"
 
 
 # --- Knowledge base --------------------------------------------------------------------------
@@ -255,6 +273,9 @@ class Chunk(models.Model):
     class Meta:
         ordering = ["document_id", "position"]
 
+    def __str__(self) -> str:
+        return f"chunk {self.position} of document {self.document_id}"
+
 
 class Source(models.Model):
     """Something an agent saw: a page it read, a search result, a knowledge-base chunk."""
@@ -279,6 +300,9 @@ class Source(models.Model):
         ordering = ["id"]
         indexes = [models.Index(fields=["root", "url"], name="source_root_url")]
 
+    def __str__(self) -> str:
+        return f"{self.kind} {self.url}"
+
 
 class Citation(models.Model):
     """A URL a report cites, checked against what the tree actually saw."""
@@ -292,3 +316,6 @@ class Citation(models.Model):
 
     class Meta:
         ordering = ["id"]
+
+    def __str__(self) -> str:
+        return f"{'verified' if self.verified else 'flagged'} {self.url}"

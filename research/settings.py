@@ -222,8 +222,7 @@ try:
     }
 except (ValueError, TypeError, IndexError, ArithmeticError) as error:
     raise ImproperlyConfigured(
-        'RESEARCH_MODEL_PRICES must be a JSON object like {"my-model": [0.15, 0.6]}: '
-        f"{error}"
+        f'RESEARCH_MODEL_PRICES must be a JSON object like {{"my-model": [0.15, 0.6]}}: {error}'
     ) from None
 
 # --- Research runs and agents ---------------------------------------------------------------

@@ -227,8 +227,16 @@ def start_daphne(settings, tmp_path: Path, **env: str) -> ServerProcess:
     port = free_port()
     log = tmp_path / f"daphne-{port}.log"
     process = subprocess.Popen(
-        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
-         "research.asgi:application"],
+        [
+            sys.executable,
+            "-m",
+            "daphne",
+            "-b",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "research.asgi:application",
+        ],
         cwd=PROJECT,
         env=process_env(settings, **env),
         stdout=log.open("w"),

@@ -1,5 +1,7 @@
 """The offline demo model: the whole product working with no API key, on real documents."""
 
+from io import StringIO
+
 import pytest
 from django.core.management import call_command
 
@@ -40,7 +42,9 @@ def test_seed_example_runs_end_to_end_on_the_demo_model(
     agent_pool, alice, ev_dataset, admin_client
 ):
     root = services.run_start(
-        owner=alice, topic="EV batteries: chemistry and market", model="demo",
+        owner=alice,
+        topic="EV batteries: chemistry and market",
+        model="demo",
         dataset_id=ev_dataset.pk,
     )
     root = wait_finished(root, timeout=30)
@@ -67,7 +71,7 @@ def test_seed_example_runs_end_to_end_on_the_demo_model(
 
 
 def test_demo_answers_the_python_question_from_the_starter_dataset(agent_pool, alice):
-    call_command("load_starter_dataset", user="alice", stdout=open("/dev/null", "w"))
+    call_command("load_starter_dataset", user="alice", stdout=StringIO())
     dataset = Dataset.objects.get(owner=alice, name="Python reference")
     root = services.run_start(
         owner=alice,

@@ -92,9 +92,7 @@ def test_a_dead_endpoint_fails_only_that_run(agent_pool, settings, alice):
     assert healthy.status == "done" and healthy.report == "Fine."
 
 
-def test_an_endpoint_that_is_down_fails_the_run_with_a_readable_error(
-    agent_pool, settings, alice
-):
+def test_an_endpoint_that_is_down_fails_the_run_with_a_readable_error(agent_pool, settings, alice):
     settings.OPENAI_BASE_URL = ScriptedLLM.down_url()
     settings.LLM_MAX_RETRIES = 0
     reset_clients()
@@ -129,9 +127,7 @@ def test_cancel_reaches_an_agent_waiting_on_a_slow_model_at_its_next_round(
     assert run.status == "failed" and run.error == "cancelled by the user"
 
 
-def test_max_steps_is_honoured_with_a_final_round_without_tools(
-    agent_pool, scripted_llm, alice
-):
+def test_max_steps_is_honoured_with_a_final_round_without_tools(agent_pool, scripted_llm, alice):
     scripted_llm.script(
         "budget",
         call("web_search", query="one"),

@@ -52,8 +52,9 @@ def test_parents_waiting_on_children_never_starve_them_of_slots(scripted_llm, al
 def test_runs_left_by_a_dead_process_are_marked_failed_on_start(alice, subagent_factory):
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    worker = Worker.objects.create(hostname=os.uname().nodename, pid=dead.pid,
-                                   heartbeat_at=timezone.now())
+    worker = Worker.objects.create(
+        hostname=os.uname().nodename, pid=dead.pid, heartbeat_at=timezone.now()
+    )
     root = services.run_start(owner=alice, topic="orphaned research")
     services.run_claim(run_id=root.pk, worker_id=worker.pk)
     child = subagent_factory(root, "child")
@@ -73,9 +74,7 @@ def test_runs_left_by_a_dead_process_are_marked_failed_on_start(alice, subagent_
     assert unclaimed.status == "queued"  # a root no process took is still there to be taken
 
 
-def test_sigterm_to_daphne_interrupts_every_working_agent(
-    scripted_llm, alice, settings, tmp_path
-):
+def test_sigterm_to_daphne_interrupts_every_working_agent(scripted_llm, alice, settings, tmp_path):
     from tests.conftest import start_daphne
 
     scripted_llm.script(

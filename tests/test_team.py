@@ -18,8 +18,9 @@ def start(owner, topic, **kwargs) -> Run:
 
 
 def spawn(name: str, task: str, reason: str | None = None, **extra) -> object:
-    return call("spawn_subagent", name=name, reason=reason or f"{name} is its own part",
-                task=task, **extra)
+    return call(
+        "spawn_subagent", name=name, reason=reason or f"{name} is its own part", task=task, **extra
+    )
 
 
 def child(root: Run, name: str) -> Run:
@@ -117,10 +118,12 @@ def test_sixth_spawn_of_an_agent_and_eleventh_of_a_tree_are_refused(
 def test_a_grandchild_gets_no_spawn_subagent_but_has_the_messaging_tools(
     agent_pool, scripted_llm, alice
 ):
-    scripted_llm.script("three generations", spawn("mid", "middle task"),
-                        call("wait_subagents"), reply("root"))
-    scripted_llm.script("middle task", spawn("leaf", "leaf task"), call("wait_subagents"),
-                        reply("mid"))
+    scripted_llm.script(
+        "three generations", spawn("mid", "middle task"), call("wait_subagents"), reply("root")
+    )
+    scripted_llm.script(
+        "middle task", spawn("leaf", "leaf task"), call("wait_subagents"), reply("mid")
+    )
     scripted_llm.script("leaf task", reply("leaf"))
     root = wait_finished(start(alice, "three generations"))
 
@@ -151,10 +154,19 @@ def test_list_siblings_shows_names_states_and_reasons(agent_pool, scripted_llm, 
     scripted_llm.script("fast sibling task", call("list_siblings"), reply("fast"))
     scripted_llm.script(
         "slow sibling task",
-        lambda m: call("list_siblings") if Run.objects.filter(name="late").exists()
-        else slow(0.1, call("read_messages", wait_seconds=0.2)),
-        *[lambda m: call("list_siblings") if Run.objects.filter(name="late").exists()
-          else slow(0.1, call("read_messages", wait_seconds=0.2)) for _ in range(40)],
+        lambda m: (
+            call("list_siblings")
+            if Run.objects.filter(name="late").exists()
+            else slow(0.1, call("read_messages", wait_seconds=0.2))
+        ),
+        *[
+            lambda m: (
+                call("list_siblings")
+                if Run.objects.filter(name="late").exists()
+                else slow(0.1, call("read_messages", wait_seconds=0.2))
+            )
+            for _ in range(40)
+        ],
     )
     scripted_llm.script("late sibling task", slow(1.5, reply("late")))
     root = wait_finished(start(alice, "sibling listing"))
@@ -255,8 +267,17 @@ def test_the_65th_unread_message_is_refused(agent_pool, scripted_llm, alice):
     )
     scripted_llm.script(
         "busy task",
-        *[slow(0.2, lambda m: call("list_siblings") if not Run.objects.filter(
-            name="flooder", status="done").exists() else reply("busy done")) for _ in range(50)],
+        *[
+            slow(
+                0.2,
+                lambda m: (
+                    call("list_siblings")
+                    if not Run.objects.filter(name="flooder", status="done").exists()
+                    else reply("busy done")
+                ),
+            )
+            for _ in range(50)
+        ],
     )
     wait_finished(start(alice, "flood research"))
 
@@ -279,13 +300,20 @@ def test_messaging_a_sibling_that_ended_is_refused(agent_pool, scripted_llm, ali
     scripted_llm.script(
         "late task",
         lambda m: slow(0.1, call("list_siblings")),
-        *[lambda m: call("send_message", to="quick", text="too late")
-          if Run.objects.filter(name="quick", status="done").exists()
-          else slow(0.1, call("list_siblings")) for _ in range(30)],
+        *[
+            lambda m: (
+                call("send_message", to="quick", text="too late")
+                if Run.objects.filter(name="quick", status="done").exists()
+                else slow(0.1, call("list_siblings"))
+            )
+            for _ in range(30)
+        ],
     )
     wait_finished(start(alice, "ended sibling research"))
     sent = results(scripted_llm, "late task", "send_message")
-    assert sent[0] == 'error: "quick" has ended: its inbox is gone and the message was not delivered'
+    assert (
+        sent[0] == 'error: "quick" has ended: its inbox is gone and the message was not delivered'
+    )
 
 
 def test_a_parent_that_answers_first_is_refused_once_then_cancels_its_children(
@@ -398,8 +426,9 @@ def test_a_wait_returns_after_its_slice_with_still_working_lines(
 
 def test_a_subagent_past_its_run_time_cap_ends_failed(agent_pool, scripted_llm, alice, settings):
     settings.RESEARCH_SUBAGENT_TIMEOUT_SECONDS = 1
-    scripted_llm.script("capped research", spawn("stuck", "stuck task"),
-                        call("wait_subagents"), reply("root"))
+    scripted_llm.script(
+        "capped research", spawn("stuck", "stuck task"), call("wait_subagents"), reply("root")
+    )
     scripted_llm.script("stuck task", *[slow(0.2, call("list_siblings")) for _ in range(50)])
     root = wait_finished(start(alice, "capped research"))
     stuck = child(root, "stuck")
@@ -417,8 +446,7 @@ def test_the_tree_cost_cap_makes_every_agent_write_its_report(
     settings.RESEARCH_TREE_COST_CAP_USD = Decimal("0.004")
     scripted_llm.script(
         "costly research",
-        calls(spawn("one", "costly task one"), spawn("two", "costly task two"),
-              usage=(1000, 0)),
+        calls(spawn("one", "costly task one"), spawn("two", "costly task two"), usage=(1000, 0)),
         call("wait_subagents", usage=(1000, 0)),
         reply("root report", usage=(1000, 0)),
     )
@@ -476,8 +504,9 @@ def test_list_api_filters_a_runs_subagents(agent_pool, scripted_llm, alice, api)
 
 
 def test_deleting_a_working_root_cancels_and_deletes_its_tree(agent_pool, scripted_llm, alice, api):
-    scripted_llm.script("doomed tree", spawn("kid", "kid task"), call("wait_subagents"),
-                        reply("root"))
+    scripted_llm.script(
+        "doomed tree", spawn("kid", "kid task"), call("wait_subagents"), reply("root")
+    )
     scripted_llm.script("kid task", *[slow(0.2, call("list_siblings")) for _ in range(100)])
     root = start(alice, "doomed tree")
     wait_for(lambda: Run.objects.filter(parent=root, status="working").exists())

@@ -1,7 +1,101 @@
+"""Pages: the user's researches with the start form, the live run page, and an agent's panel.
+
+Every query is scoped to the signed-in user; another user's run is a 404, never a 403.
+"""
+
+from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods
+
+from frontend import selectors as page_selectors
+from frontend.forms import DEMO_MODEL, StartResearchForm
+from frontend.rendering import render_report
+from research import selectors, services
+from research.models import Run
+from research.services import InvalidInput, NotFound, TooManyRuns
+
+RUNS_PER_PAGE = 25
+
+
+def _run_or_404(request: HttpRequest, run_id: int) -> Run:
+    try:
+        return selectors.run_get(owner=request.user, run_id=run_id)
+    except NotFound as error:
+        raise Http404(error.message) from None
 
 
 @login_required
+@require_http_methods(["GET", "POST"])
 def runs(request: HttpRequest) -> HttpResponse:
-    return HttpResponse("Canopy")
+    form = StartResearchForm(request.POST or None, owner=request.user)
+    if request.method == "POST" and form.is_valid():
+        run = _start(request, form)
+        if run is not None:
+            return redirect("run", run_id=run.pk)
+    page = Paginator(page_selectors.roots_for(owner=request.user), RUNS_PER_PAGE).get_page(
+        request.GET.get("page")
+    )
+    return render(request, "runs.html", {"form": form, "page": page})
+
+
+def _start(request: HttpRequest, form: StartResearchForm) -> Run | None:
+    """Start the research; a refusal becomes an error on the form (None)."""
+    data = form.cleaned_data
+    # The user itself, not request.user's lazy proxy: run_start locks type(owner)'s row.
+    owner = get_user_model().objects.get(pk=request.user.pk)
+    try:
+        return services.run_start(
+            owner=owner,
+            topic=data["topic"],
+            model=data["model"],
+            max_steps=data["max_steps"],
+            dataset_id=data["dataset"].pk if data["dataset"] else None,
+        )
+    except TooManyRuns as error:
+        form.add_error(None, error.message)
+    except InvalidInput as error:
+        form.add_error(error.field if error.field in form.fields else None, error.message)
+    return None
+
+
+@login_required
+@require_GET
+def run(request: HttpRequest, run_id: int) -> HttpResponse:
+    run = _run_or_404(request, run_id)
+    if not run.is_root:
+        return redirect(f"{reverse('run', args=[run.root_id])}?agent={run.pk}")
+    snapshot = page_selectors.tree_snapshot(root=run)
+    config = {
+        "root": run.pk,
+        "selected": _selected(request, snapshot),
+        "snapshot": snapshot,
+        "socket": f"/ws/runs/{run.pk}/",
+        "panel": reverse("agent-panel", args=[run.pk, 0]),
+        "cancel": reverse("api:run-cancel", args=[0]),
+        "events": reverse("api:run-events", args=[run.pk]),
+    }
+    context = {"run": run, "config": config, "demo": run.model == DEMO_MODEL}
+    return render(request, "run.html", context)
+
+
+def _selected(request: HttpRequest, snapshot: dict) -> int:
+    wanted = request.GET.get("agent", "")
+    ids = {run["id"] for run in snapshot["runs"]}
+    return int(wanted) if wanted.isdigit() and int(wanted) in ids else snapshot["root"]
+
+
+@login_required
+@require_GET
+def agent_panel(request: HttpRequest, root_id: int, run_id: int) -> HttpResponse:
+    """One agent of a tree: reason, task, timeline, transcript, messages, report (HTML)."""
+    run = _run_or_404(request, run_id)
+    if run.root_id != root_id:
+        raise Http404("no such agent in this research.")
+    panel = page_selectors.agent_panel(run=run)
+    report_html = render_report(run.report, panel.citations) if run.report else ""
+    context = {"panel": panel, "run": run, "report_html": report_html}
+    return render(request, "agent_panel.html", context)

@@ -1,0 +1,117 @@
+"""The live tree over a websocket: `/ws/runs/<root id>/?after=N`.
+
+On connect: refuse anyone but the owner, join the tree's group, then send what the browser is
+missing (a snapshot, or the stored events after N), then forward live events. The group is
+joined before the database is read, so an event committed meanwhile is both read and
+forwarded: the browser drops the second copy by its sequence number, and nothing falls
+between the two.
+"""
+
+import asyncio
+from typing import Any
+from urllib.parse import parse_qs
+
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from frontend import selectors as page_selectors
+from research import selectors
+from research.models import Run
+from research.services import NotFound
+from research.services.events import group_name, set_server_loop
+
+# Close codes the page knows: stop reconnecting and say why.
+NOT_SIGNED_IN = 4401
+NOT_FOUND = 4404
+
+
+class RunTreeConsumer(AsyncJsonWebsocketConsumer):
+    group: str | None = None
+    # The last sequence number sent during connect; live copies up to it are dropped.
+    sent_until = 0
+
+    async def connect(self) -> None:
+        # Agent threads hand their sends to this loop (see events.set_server_loop).
+        set_server_loop(asyncio.get_running_loop())
+        root = await self._root()
+        if root is None:
+            # Accept, then close with a code: a refused handshake looks like a network error
+            # to the browser, which would retry forever. Nothing about the run is sent.
+            await self.accept()
+            user = self.scope.get("user")
+            await self.close(code=NOT_SIGNED_IN if not user or user.is_anonymous else NOT_FOUND)
+            return
+        self.group = group_name(root.pk)
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        await self.accept()
+        await self._catch_up(root)
+
+    async def disconnect(self, code: int) -> None:
+        if self.group is not None:
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    async def receive_json(self, content: Any, **kwargs: Any) -> None:
+        """The browser only listens; anything it sends is ignored."""
+
+    @database_sync_to_async
+    def _root(self) -> Run | None:
+        user = self.scope.get("user")
+        if user is None or not user.is_authenticated:
+            return None
+        try:
+            run = selectors.run_get(
+                owner=user, run_id=int(self.scope["url_route"]["kwargs"]["root_id"])
+            )
+        except NotFound:
+            return None
+        return run if run.is_root else None
+
+    def _after(self) -> int | None:
+        values = parse_qs(self.scope.get("query_string", b"").decode()).get("after")
+        if not values or not values[0].isdigit():
+            return None
+        return int(values[0])
+
+    async def _catch_up(self, root: Run) -> None:
+        after = self._after()
+        events = None
+        # A number beyond the tree's last event comes from another database (a reset, a
+        # restore): only a snapshot can put that page right.
+        if after is not None and after <= root.event_seq:
+            events = await database_sync_to_async(page_selectors.events_after)(
+                root_id=root.pk, after=after
+            )
+        if events is None:
+            snapshot = await database_sync_to_async(page_selectors.tree_snapshot)(root=root)
+            self.sent_until = snapshot["seq"]
+            await self.send_json(snapshot)
+            return
+        self.sent_until = after
+        for event in events:
+            await self.send_json(event)
+            self.sent_until = event["seq"]
+
+    async def _forward(self, event: dict[str, Any]) -> None:
+        # Live events may arrive out of order (many agent threads): only those already sent
+        # while connecting are dropped; the browser puts the rest in order.
+        if event["seq"] > self.sent_until:
+            await self.send_json(event)
+
+    # One handler per event type, named as Channels maps "run.created" to run_created.
+    async def run_created(self, event: dict[str, Any]) -> None:
+        await self._forward(event)
+
+    async def run_state(self, event: dict[str, Any]) -> None:
+        await self._forward(event)
+
+    async def run_usage(self, event: dict[str, Any]) -> None:
+        await self._forward(event)
+
+    async def run_message(self, event: dict[str, Any]) -> None:
+        await self._forward(event)
+
+    async def run_report(self, event: dict[str, Any]) -> None:
+        await self._forward(event)
+
+    async def run_finished(self, event: dict[str, Any]) -> None:
+        await self._forward(event)

@@ -1,0 +1,194 @@
+"""The live tree's websocket: who may listen, the snapshot, the replay after N, live events.
+
+The application is built as research.asgi builds it (origin check, then auth, then routes);
+research.asgi itself is not imported because it starts the agent pool of the web process.
+"""
+
+import pytest
+from asgiref.sync import async_to_sync
+from channels.auth import AuthMiddlewareStack
+from channels.db import database_sync_to_async
+from channels.routing import URLRouter
+from channels.security.websocket import AllowedHostsOriginValidator
+from channels.testing import WebsocketCommunicator
+from django.test import Client
+
+from frontend.consumers import NOT_FOUND, NOT_SIGNED_IN
+from frontend.routing import websocket_urlpatterns
+from research import services
+from research.models import Event, Run
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+ORIGIN = b"http://127.0.0.1:8000"
+
+
+def application():
+    return AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
+
+
+def headers_for(user=None, *, origin: bytes = ORIGIN) -> list[tuple[bytes, bytes]]:
+    headers = [(b"origin", origin)]
+    if user is not None:
+        client = Client()
+        client.force_login(user)
+        headers.append((b"cookie", f"sessionid={client.cookies['sessionid'].value}".encode()))
+    return headers
+
+
+async def connected(path: str, headers) -> WebsocketCommunicator:
+    communicator = WebsocketCommunicator(application(), path, headers=headers)
+    ok, _ = await communicator.connect()
+    assert ok, "the socket was refused"
+    return communicator
+
+
+async def refused_with(path: str, headers) -> int:
+    """Connect, expect a close with a code and nothing else; return the code."""
+    communicator = WebsocketCommunicator(application(), path, headers=headers)
+    ok, _ = await communicator.connect()
+    assert ok, "refusals close with a code after the handshake"
+    output = await communicator.receive_output(timeout=2)
+    assert output["type"] == "websocket.close", f"sent something before closing: {output}"
+    await communicator.disconnect()
+    return output["code"]
+
+
+def _seq(root: Run) -> int:
+    return Run.objects.values_list("event_seq", flat=True).get(pk=root.pk)
+
+
+def test_the_owner_gets_the_snapshot_then_live_events(alice, tree_factory):
+    root = tree_factory(children=("history", "ecology"), grandchildren=())
+    history, ecology = root.children.order_by("id")
+    services.message_record(from_run_id=history.pk, to_run_id=ecology.pk, text="hello ecology")
+    headers = headers_for(alice)
+
+    async def scenario():
+        socket = await connected(f"/ws/runs/{root.pk}/", headers)
+        snapshot = await socket.receive_json_from(timeout=2)
+        await database_sync_to_async(services.run_set_state)(
+            run_id=history.pk, state="searching", detail="otters"
+        )
+        live = await socket.receive_json_from(timeout=2)
+        await socket.disconnect()
+        return snapshot, live
+
+    snapshot, live = async_to_sync(scenario)()
+
+    assert snapshot["type"] == "snapshot"
+    assert snapshot["seq"] == _seq(root) - 1
+    assert [run["id"] for run in snapshot["runs"]] == [root.pk, history.pk, ecology.pk]
+    assert [run["name"] for run in snapshot["runs"]] == ["", "history", "ecology"]
+    assert snapshot["messages"][0]["text"] == "hello ecology"
+    assert snapshot["messages"][0]["run"] == history.pk
+    assert snapshot["messages"][0]["to"] == ecology.pk
+    assert live["seq"] == snapshot["seq"] + 1
+    assert (live["type"], live["run"], live["state"], live["detail"]) == (
+        "run.state",
+        history.pk,
+        "searching",
+        "otters",
+    )
+
+
+def test_after_n_replays_exactly_the_missing_events_then_live_ones(alice, tree_factory):
+    root = tree_factory(children=("history", "ecology"), grandchildren=())
+    for index in range(4):
+        services.run_set_state(run_id=root.pk, state="thinking", detail=f"round {index}")
+    stored = list(Event.objects.filter(root=root).values_list("payload", flat=True))
+    headers = headers_for(alice)
+
+    async def scenario():
+        socket = await connected(f"/ws/runs/{root.pk}/?after=3", headers)
+        replayed = [await socket.receive_json_from(timeout=2) for _ in stored[3:]]
+        nothing_more = await socket.receive_nothing(timeout=0.3)
+        await database_sync_to_async(services.run_finish)(run_id=root.pk, report="The report.")
+        live = [await socket.receive_json_from(timeout=2) for _ in range(2)]
+        await socket.disconnect()
+        return replayed, nothing_more, live
+
+    replayed, nothing_more, live = async_to_sync(scenario)()
+
+    assert replayed == stored[3:]
+    assert nothing_more
+    assert [(event["seq"], event["type"]) for event in live] == [
+        (len(stored) + 1, "run.report"),
+        (len(stored) + 2, "run.finished"),
+    ]
+
+
+def test_after_the_last_number_sends_nothing_until_something_happens(alice, run_factory):
+    root = run_factory()
+    headers = headers_for(alice)
+    path = f"/ws/runs/{root.pk}/?after={_seq(root)}"
+
+    async def scenario():
+        socket = await connected(path, headers)
+        quiet = await socket.receive_nothing(timeout=0.3)
+        await socket.disconnect()
+        return quiet
+
+    assert async_to_sync(scenario)()
+
+
+def test_another_user_is_refused_exactly_like_a_missing_research(bob, run_factory):
+    root = run_factory()
+    headers = headers_for(bob)
+
+    async def scenario():
+        return (
+            await refused_with(f"/ws/runs/{root.pk}/", headers),
+            await refused_with(f"/ws/runs/{root.pk + 1000}/", headers),
+        )
+
+    assert async_to_sync(scenario)() == (NOT_FOUND, NOT_FOUND)
+
+
+def test_a_sub_agent_is_not_a_tree_to_follow(alice, tree_factory):
+    root = tree_factory(children=("history",), grandchildren=())
+    headers = headers_for(alice)
+    path = f"/ws/runs/{root.children.get().pk}/"
+
+    async def scenario():
+        return await refused_with(path, headers)
+
+    assert async_to_sync(scenario)() == NOT_FOUND
+
+
+def test_an_anonymous_visitor_is_refused(run_factory):
+    root = run_factory()
+
+    async def scenario():
+        return await refused_with(f"/ws/runs/{root.pk}/", headers_for(None))
+
+    assert async_to_sync(scenario)() == NOT_SIGNED_IN
+
+
+def test_a_page_of_another_origin_cannot_open_the_socket(alice, run_factory):
+    root = run_factory()
+    headers = headers_for(alice, origin=b"http://evil.example")
+
+    async def scenario():
+        communicator = WebsocketCommunicator(application(), f"/ws/runs/{root.pk}/", headers)
+        ok, _ = await communicator.connect()
+        return ok
+
+    assert async_to_sync(scenario)() is False
+
+
+def test_a_number_beyond_the_last_event_gets_a_fresh_snapshot(alice, run_factory):
+    root = run_factory()
+    headers = headers_for(alice)
+    path = f"/ws/runs/{root.pk}/?after={_seq(root) + 50}"
+
+    async def scenario():
+        socket = await connected(path, headers)
+        first = await socket.receive_json_from(timeout=2)
+        await socket.disconnect()
+        return first
+
+    snapshot = async_to_sync(scenario)()
+
+    assert (snapshot["type"], snapshot["seq"]) == ("snapshot", _seq(root))
+    assert [run["id"] for run in snapshot["runs"]] == [root.pk]

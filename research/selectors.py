@@ -1,5 +1,6 @@
 """Reads shared by the API, the admin, the page and the CLI, with their joins applied."""
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Q, QuerySet
 
@@ -39,10 +40,20 @@ def run_list(
 
 
 def run_subtree(*, run: Run) -> QuerySet[Run]:
-    """The run and every descendant, parents before children (depth is at most 2 down)."""
-    return Run.objects.filter(
-        Q(pk=run.pk) | Q(parent_id=run.pk) | Q(parent__parent_id=run.pk)
-    ).order_by("depth", "id")
+    """The run and every descendant, parents before children.
+
+    A root's subtree is its tree (one index lookup); below a root, one join per generation
+    the settings allow under the run's depth.
+    """
+    if run.parent_id is None:
+        return Run.objects.filter(root_id=run.pk).order_by("depth", "id")
+    generations = max(settings.RESEARCH_MAX_SUBAGENT_DEPTH, 2) - run.depth
+    condition = Q(pk=run.pk)
+    lookup = "parent_id"
+    for _ in range(generations):
+        condition |= Q(**{lookup: run.pk})
+        lookup = f"parent__{lookup}"
+    return Run.objects.filter(condition, root_id=run.root_id).order_by("depth", "id")
 
 
 def run_states(*, run: Run) -> QuerySet[RunState]:

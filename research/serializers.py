@@ -67,7 +67,16 @@ class MessageSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Message
-        fields = ["id", "from_run_id", "from_name", "to_run_id", "to_name", "text", "sent_at", "read_at"]
+        fields = [
+            "id",
+            "from_run_id",
+            "from_name",
+            "to_run_id",
+            "to_name",
+            "text",
+            "sent_at",
+            "read_at",
+        ]
 
 
 class EventSerializer(serializers.ModelSerializer):

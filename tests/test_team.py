@@ -267,17 +267,11 @@ def test_the_65th_unread_message_is_refused(agent_pool, scripted_llm, alice):
     )
     scripted_llm.script(
         "busy task",
-        *[
-            slow(
-                0.2,
-                lambda m: (
-                    call("list_siblings")
-                    if not Run.objects.filter(name="flooder", status="done").exists()
-                    else reply("busy done")
-                ),
-            )
-            for _ in range(50)
-        ],
+        # One long model call: busy is alive, and reads nothing, while the flood comes in.
+        lambda m: (
+            wait_for(lambda: Run.objects.filter(name="flooder", status="done").exists(), timeout=30)
+            and reply("busy done")
+        ),
     )
     wait_finished(start(alice, "flood research"))
 

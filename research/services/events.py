@@ -41,6 +41,19 @@ def set_server_loop(loop: asyncio.AbstractEventLoop) -> None:
         _server_loop = loop
 
 
+def tree_lock(*, root_id: int) -> None:
+    """Take the tree's write lock (its root row) until the caller's transaction ends.
+
+    Every write of a tree ends in publish(), which updates the root's counter. A service that
+    also updates other rows of the tree (the run, its ancestors' costs) must lock the root
+    first: otherwise a grandchild's usage (its row, then the root, then its parent) and its
+    parent's state change (its row, then the root) take the same locks in opposite orders,
+    and PostgreSQL kills one of them as a deadlock. FOR NO KEY UPDATE is the lock a plain
+    UPDATE takes, so it does not block inserts that reference the run (states, steps, calls).
+    """
+    Run.objects.select_for_update(no_key=True).filter(pk=root_id).values_list("pk").first()
+
+
 def publish(*, root_id: int, type: str, run_id: int, **data: Any) -> Event:
     """Store an event of the tree and push it to the tree's group once the transaction commits.
 

@@ -27,6 +27,4 @@ def message_record(*, from_run_id: int, to_run_id: int, text: str) -> Message:
 
 
 def messages_mark_read(*, message_ids: list[int]) -> None:
-    Message.objects.filter(pk__in=message_ids, read_at__isnull=True).update(
-        read_at=timezone.now()
-    )
+    Message.objects.filter(pk__in=message_ids, read_at__isnull=True).update(read_at=timezone.now())

@@ -11,7 +11,7 @@ from django.utils import timezone
 from research import pricing
 from research.models import ACTIVE_STATUSES, Dataset, Run, RunState, State, Status
 from research.services.errors import InvalidInput, TooManyRuns
-from research.services.events import publish
+from research.services.events import publish, tree_lock
 
 INTERRUPTED = "interrupted: the server stopped while the agent worked"
 CANCELLED_BY_USER = "cancelled by the user"
@@ -84,8 +84,9 @@ def run_start(
         if dataset is None:
             raise InvalidInput(f"no dataset with id {dataset_id}.", field="dataset")
 
-    # Lock the owner's row so two starts at once cannot both pass the limit.
-    type(owner).objects.select_for_update().filter(pk=owner.pk).first()
+    # Lock the owner's row so two starts at once cannot both pass the limit. NO KEY UPDATE
+    # still lets the owner's agents insert sub-agents (which reference the row) meanwhile.
+    type(owner).objects.select_for_update(no_key=True).filter(pk=owner.pk).first()
     limit = settings.RESEARCH_MAX_WORKING_ROOTS
     working = Run.objects.filter(
         owner=owner, parent__isnull=True, status__in=ACTIVE_STATUSES
@@ -113,15 +114,14 @@ def _publish_created(run: Run) -> None:
 
 
 @transaction.atomic
-def subagent_create(
-    *, parent_id: int, name: str, reason: str, topic: str, max_steps: int
-) -> Run:
+def subagent_create(*, parent_id: int, name: str, reason: str, topic: str, max_steps: int) -> Run:
     """Record a sub-agent of `parent_id`: same owner, model, dataset and worker (seed 001).
 
     The caller (agents.team) has checked the input and the limits; the unique constraint
     on (parent, name) is the last word on names.
     """
-    parent = Run.objects.select_related("root").get(pk=parent_id)
+    parent = Run.objects.get(pk=parent_id)
+    tree_lock(root_id=parent.root_id)
     run = Run.objects.create(
         owner_id=parent.owner_id,
         parent=parent,
@@ -143,6 +143,10 @@ def subagent_create(
 @transaction.atomic
 def run_claim(*, run_id: int, worker_id: int | None = None) -> bool:
     """Mark a queued run working. False when it is no longer queued (cancelled, claimed)."""
+    root_id = _root_id(run_id)
+    if root_id is None:
+        return False
+    tree_lock(root_id=root_id)
     now = timezone.now()
     fields = {"status": Status.WORKING, "started_at": now}
     if worker_id is not None:
@@ -169,6 +173,7 @@ def run_set_state(*, run_id: int, state: str, detail: str = "") -> None:
     run = Run.objects.filter(pk=run_id).only("root_id", "status").first()
     if run is None or run.status not in ACTIVE_STATUSES:
         return
+    tree_lock(root_id=run.root_id)
     Run.objects.filter(pk=run_id).update(state=state)
     RunState.objects.create(run_id=run_id, state=state, detail=detail)
     publish(
@@ -184,7 +189,11 @@ def run_set_state(*, run_id: int, state: str, detail: str = "") -> None:
 @transaction.atomic
 def run_finish(*, run_id: int, report: str = "", error: str = "") -> None:
     """End a run: done with its report, or failed with its error. A finished run stays so."""
-    run = Run.objects.select_for_update().filter(pk=run_id).first()
+    root_id = _root_id(run_id)
+    if root_id is None:
+        return
+    tree_lock(root_id=root_id)
+    run = Run.objects.select_for_update(no_key=True).filter(pk=run_id).first()
     if run is None or run.status not in ACTIVE_STATUSES:
         return
     now = timezone.now()
@@ -214,6 +223,7 @@ def run_cancel(*, run: Run, reason: str = CANCELLED_BY_USER) -> None:
     A run no process has claimed yet (a queued root) has no agent to see it: it ends here.
     """
     with transaction.atomic():
+        tree_lock(root_id=run.root_id)
         Run.objects.filter(pk=run.pk, status__in=ACTIVE_STATUSES).update(
             cancel_requested=True, cancel_reason=reason
         )
@@ -224,11 +234,22 @@ def run_cancel(*, run: Run, reason: str = CANCELLED_BY_USER) -> None:
             run_finish(run_id=run_id, error=reason)
 
 
+@transaction.atomic
 def run_delete(*, run: Run) -> None:
-    """Delete a run and its sub-agents (ON DELETE CASCADE), cancelling them first."""
+    """Delete a run and its sub-agents (ON DELETE CASCADE), cancelling them first.
+
+    The tree lock comes first here too: the cascade locks every row of the subtree, and an
+    agent still writing (its cancel not yet seen) must not hold one of them while it waits
+    for the root.
+    """
+    tree_lock(root_id=run.root_id)
     if run.is_active:
         run_cancel(run=run, reason="cancelled: the run was deleted")
     Run.objects.filter(pk=run.pk).delete()
+
+
+def _root_id(run_id: int) -> int | None:
+    return Run.objects.filter(pk=run_id).values_list("root_id", flat=True).first()
 
 
 def runs_fail(*, run_ids: list[int], error: str) -> int:

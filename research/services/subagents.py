@@ -9,9 +9,7 @@ from research.services.runs import subagent_create
 
 
 @transaction.atomic
-def subagent_spawn(
-    *, parent_id: int, name: str, reason: str, topic: str, max_steps: int
-) -> Run:
+def subagent_spawn(*, parent_id: int, name: str, reason: str, topic: str, max_steps: int) -> Run:
     """Check the name and the limits and record the sub-agent, holding the root's row lock so
     that agents of one tree spawning at once cannot pass the tree limit together."""
     parent = Run.objects.only("root_id", "depth").get(pk=parent_id)

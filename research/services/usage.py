@@ -9,16 +9,15 @@ from django.db.models import F
 
 from research import pricing
 from research.models import LLMCall, Run, Step
-from research.services.events import publish
+from research.services.events import publish, tree_lock
 
 
 @transaction.atomic
-def usage_add(
-    *, run_id: int, input_tokens: int, output_tokens: int, latency_ms: int
-) -> Decimal:
+def usage_add(*, run_id: int, input_tokens: int, output_tokens: int, latency_ms: int) -> Decimal:
     """Record one model call: a ledger row, the run's steps, tokens and cost, and the cost
     rolled up on the run and every ancestor (tree_cost_usd). Returns the call's cost."""
     run = Run.objects.select_related("parent").get(pk=run_id)
+    tree_lock(root_id=run.root_id)
     cost = pricing.cost(run.model, input_tokens, output_tokens)
     LLMCall.objects.create(
         run=run,
@@ -36,10 +35,7 @@ def usage_add(
         output_tokens=F("output_tokens") + output_tokens,
         cost_usd=F("cost_usd") + cost,
     )
-    lineage = [run.pk, run.parent_id, run.parent.parent_id if run.parent else None]
-    Run.objects.filter(pk__in=[pk for pk in lineage if pk]).update(
-        tree_cost_usd=F("tree_cost_usd") + cost
-    )
+    Run.objects.filter(pk__in=_lineage(run)).update(tree_cost_usd=F("tree_cost_usd") + cost)
     run = Run.objects.only(
         "steps", "input_tokens", "output_tokens", "cost_usd", "tree_cost_usd", "root_id"
     ).get(pk=run_id)
@@ -58,6 +54,22 @@ def usage_add(
         root_tree_output_tokens=root_out,
     )
     return cost
+
+
+def _lineage(run: Run) -> list[int]:
+    """The run and every ancestor up to its root. The parent came with the run; deeper
+    trees (RESEARCH_MAX_SUBAGENT_DEPTH above 2) cost one query per further generation."""
+    lineage = [run.pk]
+    if run.parent is None:
+        return lineage
+    lineage.append(run.parent.pk)
+    ancestor_id = run.parent.parent_id
+    while ancestor_id is not None:
+        lineage.append(ancestor_id)
+        if len(lineage) > run.depth:  # depth counts the ancestors: all found
+            break
+        ancestor_id = Run.objects.values_list("parent_id", flat=True).get(pk=ancestor_id)
+    return lineage
 
 
 def _tree_totals(root_id: int) -> tuple[Decimal, int, int]:

@@ -1,0 +1,244 @@
+"""The Django admin: every run and record browsable by staff, in a fixed number of queries."""
+
+import html
+import re
+
+import pytest
+from django.contrib import admin
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from research import services
+from research.models import (
+    Chunk,
+    Citation,
+    Dataset,
+    Document,
+    Event,
+    Profile,
+    Run,
+    RunState,
+    Source,
+    Status,
+    Step,
+    Worker,
+)
+
+RUNS = "/admin/research/run/"
+
+pytestmark = pytest.mark.django_db
+
+
+def _queries(client: Client, url: str) -> int:
+    client.get(url)  # warms per-process caches (content types) that a first request fills
+    with CaptureQueriesContext(connection) as queries:
+        response = client.get(url)
+    assert response.status_code == 200
+    return len(queries)
+
+
+def _busy_tree(tree_factory, **kwargs) -> Run:
+    """A tree whose agents have done a bit of everything the run page shows."""
+    root = tree_factory(**kwargs)
+    first, second, *_ = root.children.order_by("id")
+    services.run_claim(run_id=root.pk)
+    services.run_set_state(run_id=first.pk, state="searching", detail="tide tables")
+    services.message_record(from_run_id=first.pk, to_run_id=second.pk, text="check the moon")
+    services.usage_add(run_id=first.pk, input_tokens=100, output_tokens=50, latency_ms=12)
+    services.step_record(run_id=first.pk, kind="tool", tool="web_search", input={"q": "tides"})
+    return root
+
+
+def test_run_list_shows_roots_and_sub_agents(admin_client, tree_factory):
+    _busy_tree(tree_factory, children=("history", "semantics"))
+
+    response = admin_client.get(RUNS)
+
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "history" in page and "semantics" in page
+    assert "context managers and exceptions" in page
+    assert "Cancel selected runs" in page
+
+
+def test_run_list_runs_a_fixed_number_of_queries(
+    admin_client, settings, bob, tree_factory, run_factory
+):
+    settings.RESEARCH_MAX_WORKING_ROOTS = 100
+    _busy_tree(tree_factory, children=("a", "b"), grandchildren=())
+    few = _queries(admin_client, RUNS)
+    for _ in range(3):
+        _busy_tree(tree_factory, owner=bob, children=("c", "d"), grandchildren=())
+
+    many = _queries(admin_client, RUNS)
+
+    assert Run.objects.count() == 12
+    assert many == few
+    for params in ("?status__exact=queued", "?q=facet", "?depth=1&model=scripted"):
+        assert _queries(admin_client, RUNS + params) == few
+
+
+def test_run_page_shows_the_tree_and_records_in_a_fixed_number_of_queries(
+    admin_client, tree_factory
+):
+    small = _busy_tree(tree_factory, children=("a", "b"), grandchildren=())
+    big = _busy_tree(tree_factory, children=("a", "b", "c", "d", "e"), grandchildren=("x",))
+    first = big.children.order_by("id").first()
+    for index in range(5):
+        services.message_record(
+            from_run_id=first.pk, to_run_id=big.children.last().pk, text=f"note {index}"
+        )
+        services.step_record(run_id=first.pk, kind="model", output=f"turn {index}")
+
+    assert _queries(admin_client, f"{RUNS}{big.pk}/change/") == _queries(
+        admin_client, f"{RUNS}{small.pk}/change/"
+    )
+    page = admin_client.get(f"{RUNS}{first.pk}/change/").content.decode()
+    for text in ("check the moon", "note 4", "web_search", "turn 4", "Searching", "tide tables"):
+        assert text in page
+    root_page = admin_client.get(f"{RUNS}{big.pk}/change/").content.decode()
+    assert all(name in root_page for name in ("a", "b", "c", "d", "e"))
+
+
+def test_links_from_a_run_page_open_its_records(admin_client, tree_factory):
+    root = _busy_tree(tree_factory, children=("a", "b"), grandchildren=())
+    first = root.children.order_by("id").first()
+    page = admin_client.get(f"{RUNS}{first.pk}/change/").content.decode()
+    links = re.findall(r'href="(/admin/research/\w+/\?\w+__id__exact=\d+)"', page)
+
+    pages = {link: admin_client.get(html.unescape(link)) for link in links}
+
+    assert len(pages) == 7
+    assert {link: response.status_code for link, response in pages.items()} == dict.fromkeys(
+        pages, 200
+    )
+    transcript = next(r for link, r in pages.items() if "/step/" in link)
+    assert "web_search" in transcript.content.decode()
+
+
+def test_cancel_action_cancels_active_runs_and_says_how_many(admin_client, run_factory):
+    queued = run_factory()
+    working = run_factory()
+    services.run_claim(run_id=working.pk)
+    done = run_factory()
+    services.run_finish(run_id=done.pk, report="the report")
+
+    response = admin_client.post(
+        RUNS,
+        {"action": "cancel_runs", "_selected_action": [queued.pk, working.pk, done.pk]},
+        follow=True,
+    )
+
+    assert response.status_code == 200
+    assert "Cancelled 2 runs" in response.content.decode()
+    queued.refresh_from_db()
+    working.refresh_from_db()
+    done.refresh_from_db()
+    assert (queued.status, queued.error) == (Status.FAILED, "cancelled by the user")
+    assert working.status == Status.WORKING
+    assert (working.cancel_requested, working.cancel_reason) == (True, "cancelled by the user")
+    assert (done.status, done.error, done.cancel_requested) == (Status.DONE, "", False)
+
+
+def test_deleting_a_root_in_the_admin_removes_its_tree(admin_client, tree_factory):
+    root = _busy_tree(tree_factory)
+    tree_ids = list(Run.objects.filter(root=root).values_list("pk", flat=True))
+
+    confirm = admin_client.get(f"{RUNS}{root.pk}/delete/")
+    response = admin_client.post(f"{RUNS}{root.pk}/delete/", {"post": "yes"})
+
+    assert confirm.status_code == 200
+    assert response.status_code == 302
+    assert not Run.objects.filter(pk__in=tree_ids).exists()
+    assert not RunState.objects.filter(run_id__in=tree_ids).exists()
+    assert not Event.objects.filter(root_id=root.pk).exists()
+
+
+def test_runs_are_not_added_in_the_admin(admin_client):
+    assert admin_client.get(f"{RUNS}add/").status_code == 403
+
+
+def test_what_agents_write_is_read_only(admin_client, tree_factory):
+    root = _busy_tree(tree_factory)
+    step = Step.objects.first()
+
+    page = admin_client.get(f"{RUNS}{root.pk}/change/").content.decode()
+    step_edit = admin_client.post(f"/admin/research/step/{step.pk}/change/", {"output": "x"})
+
+    assert 'name="status"' not in page
+    assert 'name="report"' not in page
+    assert 'name="cost_usd"' not in page
+    assert 'name="topic"' in page
+    assert step_edit.status_code == 403
+    step.refresh_from_db()
+    assert step.output == ""
+
+
+def test_staff_only(client, alice, run_factory):
+    run_factory()
+    client.force_login(alice)
+
+    response = client.get(RUNS)
+
+    assert response.status_code == 302
+    assert response.url.startswith("/admin/login/")
+
+
+def _one_of_everything(owner, tree_factory) -> None:
+    root = _busy_tree(tree_factory, owner=owner)
+    child = root.children.first()
+    dataset = Dataset.objects.create(owner=owner, name="papers")
+    document = Document.objects.create(
+        dataset=dataset, title="Tides", text="The moon pulls.", sha256="0" * 64
+    )
+    Chunk.objects.create(document=document, dataset=dataset, position=0, text="The moon pulls.")
+    source = Source.objects.create(
+        run=child, root=root, kind="page", url="https://example.org/tides", title="Tides"
+    )
+    Citation.objects.create(run=root, url=source.url, verified=True, source=source)
+    Worker.objects.create(hostname="box", pid=42, heartbeat_at=timezone.now())
+    Profile.objects.create(user=owner)
+
+
+RESEARCH_MODELS = sorted(
+    model._meta.model_name for model in admin.site._registry if model._meta.app_label == "research"
+)
+
+
+@pytest.mark.parametrize("model_name", RESEARCH_MODELS)
+def test_every_research_list_and_change_page_loads(admin_client, alice, tree_factory, model_name):
+    _one_of_everything(alice, tree_factory)
+    model = next(m for m in admin.site._registry if m._meta.model_name == model_name)
+    obj = model.objects.order_by("pk").first()
+
+    listing = admin_client.get(f"/admin/research/{model_name}/")
+    change = admin_client.get(f"/admin/research/{model_name}/{obj.pk}/change/")
+
+    assert listing.status_code == 200
+    assert change.status_code == 200
+
+
+def test_every_research_list_page_runs_a_fixed_number_of_queries(
+    admin_client, alice, bob, charlie, tree_factory
+):
+    _one_of_everything(alice, tree_factory)
+    few = {name: _queries(admin_client, f"/admin/research/{name}/") for name in RESEARCH_MODELS}
+    _one_of_everything(bob, tree_factory)
+    _one_of_everything(charlie, tree_factory)
+
+    many = {name: _queries(admin_client, f"/admin/research/{name}/") for name in RESEARCH_MODELS}
+
+    assert many == few
+
+
+def test_document_list_counts_chunks(admin_client, alice):
+    dataset = Dataset.objects.create(owner=alice, name="papers")
+    document = Document.objects.create(dataset=dataset, title="Tides", text="t", sha256="0" * 64)
+    for position in range(3):
+        Chunk.objects.create(document=document, dataset=dataset, position=position, text="t")
+
+    page = admin_client.get("/admin/research/document/").content.decode()
+
+    assert f'?document__id__exact={document.pk}">3</a>' in page

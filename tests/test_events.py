@@ -1,0 +1,126 @@
+"""Stored events: numbered per tree without gaps, served after a number, safe under threads."""
+
+import threading
+
+import pytest
+from django.db import connection
+
+from research import services
+from research.models import Event
+
+URL = "/v1/gb/research"
+
+
+def _seqs(root_id: int) -> list[int]:
+    return list(Event.objects.filter(root_id=root_id).values_list("seq", flat=True))
+
+
+@pytest.mark.django_db
+def test_every_change_of_a_tree_is_an_event_numbered_from_one(tree_factory):
+    root = tree_factory(children=("a", "b"), grandchildren=())
+    a = root.children.get(name="a")
+    services.run_claim(run_id=root.pk)
+    services.run_set_state(run_id=root.pk, state="thinking")
+    services.run_finish(run_id=a.pk, report="a's report")
+
+    events = list(Event.objects.filter(root=root))
+
+    assert [event.seq for event in events] == list(range(1, len(events) + 1))
+    assert [event.type for event in events] == [
+        "run.created",
+        "run.created",
+        "run.created",
+        "run.state",
+        "run.state",
+        "run.report",
+        "run.finished",
+    ]
+    assert all(event.payload["seq"] == event.seq for event in events)
+    assert all(event.payload["type"] == event.type for event in events)
+
+
+@pytest.mark.django_db
+def test_trees_are_numbered_independently(tree_factory):
+    first = tree_factory(children=("a",), grandchildren=())
+    second = tree_factory(children=("a", "b"), grandchildren=())
+
+    assert _seqs(first.pk) == [1, 2]
+    assert _seqs(second.pk) == [1, 2, 3]
+
+
+@pytest.mark.django_db
+def test_events_after_n_come_back_in_order_with_none_missing(api, tree_factory):
+    root = tree_factory(children=("a", "b"), grandchildren=("x",))
+    for index in range(5):
+        services.run_set_state(run_id=root.pk, state="thinking", detail=f"round {index}")
+    total = Event.objects.filter(root=root).count()
+
+    everything = api.get(f"{URL}/{root.pk}/events").json()
+    after_three = api.get(f"{URL}/{root.pk}/events", {"after": 3}).json()
+    after_last = api.get(f"{URL}/{root.pk}/events", {"after": total}).json()
+
+    assert [event["seq"] for event in everything] == list(range(1, total + 1))
+    assert [event["seq"] for event in after_three] == list(range(4, total + 1))
+    assert after_three == everything[3:]
+    assert after_last == []
+    assert after_three[-1]["payload"]["detail"] == "round 4"
+
+
+@pytest.mark.django_db
+def test_a_sub_agents_events_are_its_trees(api, tree_factory):
+    root = tree_factory(children=("a",), grandchildren=("x",))
+    grandchild = root.children.get().children.get()
+
+    from_root = api.get(f"{URL}/{root.pk}/events").json()
+    from_grandchild = api.get(f"{URL}/{grandchild.pk}/events").json()
+
+    assert from_grandchild == from_root
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("after", ["abc", "-1", "2.5"])
+def test_bad_after_is_a_400_naming_it(api, run_factory, after):
+    root = run_factory()
+
+    response = api.get(f"{URL}/{root.pk}/events", {"after": after})
+
+    assert response.status_code == 400
+    assert "after" in response.json()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_publishers_on_many_threads_get_distinct_gapless_numbers(run_factory):
+    root = run_factory()
+    threads_count, per_thread = 6, 15
+    barrier = threading.Barrier(threads_count)
+    errors: list[BaseException] = []
+
+    def publish_many(thread: int) -> None:
+        try:
+            barrier.wait()
+            for index in range(per_thread):
+                services.publish(
+                    root_id=root.pk, type="run.state", run_id=root.pk, thread=thread, index=index
+                )
+        except BaseException as error:  # surfaced by the assertion below
+            errors.append(error)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=publish_many, args=(n,)) for n in range(threads_count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+
+    assert errors == []
+    seqs = _seqs(root.pk)
+    assert seqs == list(range(1, len(seqs) + 1))
+    ours = Event.objects.filter(root=root, payload__has_key="thread")
+    assert ours.count() == threads_count * per_thread
+    for thread in range(threads_count):
+        indexes = list(ours.filter(payload__thread=thread).values_list("payload__index", flat=True))
+        # Each thread's own events are numbered in the order it published them.
+        assert indexes == list(range(per_thread))
+    root.refresh_from_db()
+    assert root.event_seq == seqs[-1]

@@ -1,0 +1,220 @@
+"""The services, the one writer: names, limits, inheritance, usage roll-up, ending, races."""
+
+import threading
+from collections.abc import Callable
+from decimal import Decimal
+
+import pytest
+from django.db import IntegrityError, connection
+
+from research import services
+from research.models import Dataset, LLMCall, Run, Status, Worker
+from research.services import TooManyRuns
+
+# --- Sub-agents ------------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_a_second_sub_agent_with_the_same_name_under_one_parent_is_refused(
+    run_factory, subagent_factory
+):
+    root = run_factory()
+    subagent_factory(root, "history")
+
+    with pytest.raises(IntegrityError):
+        subagent_factory(root, "history")
+
+    assert list(root.children.values_list("name", flat=True)) == ["history"]
+
+
+@pytest.mark.django_db
+def test_the_same_name_under_different_parents_is_allowed(run_factory, subagent_factory):
+    root = run_factory()
+    first, second = subagent_factory(root, "a"), subagent_factory(root, "b")
+
+    subagent_factory(first, "examples")
+    subagent_factory(second, "examples")
+
+    assert Run.objects.filter(root=root, name="examples").count() == 2
+
+
+@pytest.mark.django_db
+def test_a_sub_agent_inherits_owner_model_dataset_and_worker(alice, run_factory, subagent_factory):
+    dataset = Dataset.objects.create(owner=alice, name="papers")
+    worker = Worker.objects.create(hostname="box", pid=1, heartbeat_at="2030-01-01T00:00Z")
+    root = run_factory(model="gpt-4o-mini", dataset_id=dataset.pk)
+    services.run_claim(run_id=root.pk, worker_id=worker.pk)
+
+    child = subagent_factory(root, "a", max_steps=3)
+    grandchild = subagent_factory(child, "b")
+
+    for run in (child, grandchild):
+        assert (run.owner, run.model, run.dataset, run.worker) == (
+            alice,
+            "gpt-4o-mini",
+            dataset,
+            worker,
+        )
+        assert run.root_id == root.pk
+        assert run.status == Status.QUEUED
+    assert (child.depth, grandchild.depth) == (1, 2)
+    assert child.max_steps == 3
+
+
+# --- Starting: the working-roots limit -----------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_fourth_start_raises_too_many_runs(run_factory):
+    for _ in range(3):
+        run_factory()
+
+    with pytest.raises(TooManyRuns, match="the limit is 3"):
+        run_factory()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_starts_at_the_same_moment_cannot_pass_the_limit_together(alice):
+    results = _at_once(8, lambda: services.run_start(owner=alice, topic="tides"))
+
+    started = [result for result in results if isinstance(result, Run)]
+    refused = [result for result in results if isinstance(result, TooManyRuns)]
+    assert (len(started), len(refused)) == (3, 5)
+    assert Run.objects.filter(owner=alice).count() == 3
+
+
+# --- Usage and ending ---------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_usage_rolls_the_cost_up_to_every_ancestor(tree_factory):
+    root = tree_factory(children=("a", "b"), grandchildren=("x",))
+    a = root.children.get(name="a")
+    x = a.children.get()
+    b = root.children.get(name="b")
+
+    # The scripted model costs 1 USD per million input tokens, 2 per million output tokens.
+    cost = services.usage_add(run_id=x.pk, input_tokens=1000, output_tokens=500, latency_ms=40)
+    services.usage_add(run_id=b.pk, input_tokens=2000, output_tokens=0, latency_ms=40)
+
+    assert cost == Decimal("0.002")
+    runs = {run.pk: run for run in Run.objects.filter(root=root)}
+    assert runs[x.pk].cost_usd == runs[x.pk].tree_cost_usd == Decimal("0.002")
+    assert (runs[x.pk].steps, runs[x.pk].input_tokens, runs[x.pk].output_tokens) == (1, 1000, 500)
+    assert runs[a.pk].cost_usd == 0
+    assert runs[a.pk].tree_cost_usd == Decimal("0.002")
+    assert runs[b.pk].tree_cost_usd == Decimal("0.002")
+    assert runs[root.pk].cost_usd == 0
+    assert runs[root.pk].tree_cost_usd == Decimal("0.004")
+    call = LLMCall.objects.get(run=x)
+    assert (call.parent_run_id, call.depth, call.model) == (a.pk, 2, "scripted")
+
+
+@pytest.mark.django_db
+def test_usage_reaches_the_root_in_deeper_trees(settings, run_factory, subagent_factory):
+    settings.RESEARCH_MAX_SUBAGENT_DEPTH = 3
+    root = run_factory()
+    lineage = [root]
+    for name in ("a", "b", "c"):
+        lineage.append(subagent_factory(lineage[-1], name))
+
+    services.usage_add(run_id=lineage[-1].pk, input_tokens=1000, output_tokens=0, latency_ms=1)
+
+    costs = [Run.objects.get(pk=run.pk).tree_cost_usd for run in lineage]
+    assert costs == [Decimal("0.001")] * 4
+
+
+@pytest.mark.django_db
+def test_a_finished_run_stays_finished(run_factory):
+    root = run_factory()
+    services.run_claim(run_id=root.pk)
+    services.run_finish(run_id=root.pk, report="the report")
+
+    services.run_finish(run_id=root.pk, error="late failure")
+    services.run_set_state(run_id=root.pk, state="thinking")
+    services.run_cancel(run=root)
+
+    root.refresh_from_db()
+    assert (root.status, root.state, root.report, root.error) == (
+        "done",
+        "ended",
+        "the report",
+        "",
+    )
+    assert not root.cancel_requested
+
+
+@pytest.mark.django_db
+def test_runs_fail_ends_children_before_parents(tree_factory):
+    root = tree_factory(children=("a",), grandchildren=("x",))
+    tree = list(Run.objects.filter(root=root).values_list("pk", flat=True))
+
+    count = services.runs_fail(run_ids=tree, error=services.INTERRUPTED)
+
+    assert count == 3
+    ended = Run.objects.filter(root=root).order_by("finished_at", "id")
+    assert [run.depth for run in ended] == [2, 1, 0]
+    assert {run.error for run in ended} == {services.INTERRUPTED}
+
+
+# --- Many agents of one tree writing at once ----------------------------------------------------
+
+
+@pytest.mark.django_db(transaction=True)
+def test_agents_of_one_tree_writing_at_once_never_deadlock(tree_factory):
+    """Every write of a tree also bumps the root's event counter: a grandchild's model call
+    (its row, then its ancestors') and its parent's state change (its row, then the root's)
+    must take their locks in one order, or PostgreSQL kills one of them as a deadlock."""
+    root = tree_factory(children=("a", "b"), grandchildren=("x",))
+    tree = list(Run.objects.filter(root=root).order_by("depth", "id"))
+    for run in tree:
+        services.run_claim(run_id=run.pk)
+    rounds = 10
+
+    def calls_the_model(run_id: int) -> Callable[[], None]:
+        def work() -> None:
+            for _ in range(rounds):
+                services.usage_add(run_id=run_id, input_tokens=10, output_tokens=10, latency_ms=1)
+
+        return work
+
+    def changes_state(run_id: int) -> Callable[[], None]:
+        def work() -> None:
+            for index in range(rounds):
+                services.run_set_state(run_id=run_id, state="thinking", detail=str(index))
+
+        return work
+
+    works = [calls_the_model(run.pk) for run in tree] + [changes_state(run.pk) for run in tree]
+    results = _at_once_each(works)
+
+    assert [result for result in results if isinstance(result, BaseException)] == []
+    root.refresh_from_db()
+    # 10 + 10 tokens at 1 and 2 USD per million, by every agent of the tree, every round.
+    assert root.tree_cost_usd == len(tree) * rounds * Decimal("0.00003")
+
+
+def _at_once(count: int, work: Callable[[], object]) -> list[object]:
+    return _at_once_each([work] * count)
+
+
+def _at_once_each(works: list[Callable[[], object]]) -> list[object]:
+    """Run each callable on its own thread, released together; their results or errors."""
+    barrier = threading.Barrier(len(works))
+    results: list[object] = [None] * len(works)
+
+    def call(index: int) -> None:
+        try:
+            barrier.wait()
+            results[index] = works[index]()
+        except BaseException as error:
+            results[index] = error
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=call, args=(index,)) for index in range(len(works))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    return results

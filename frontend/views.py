@@ -3,7 +3,6 @@
 Every query is scoped to the signed-in user; another user's run is a 404, never a 403.
 """
 
-from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
@@ -45,11 +44,9 @@ def runs(request: HttpRequest) -> HttpResponse:
 def _start(request: HttpRequest, form: StartResearchForm) -> Run | None:
     """Start the research; a refusal becomes an error on the form (None)."""
     data = form.cleaned_data
-    # The user itself, not request.user's lazy proxy: run_start locks type(owner)'s row.
-    owner = get_user_model().objects.get(pk=request.user.pk)
     try:
         return services.run_start(
-            owner=owner,
+            owner=request.user,
             topic=data["topic"],
             model=data["model"],
             max_steps=data["max_steps"],

@@ -19,12 +19,14 @@ from research.serializers import (
     EventSerializer,
     EventsFilterSerializer,
     MessageSerializer,
+    ReportSerializer,
     RunListFilterSerializer,
     RunOutputSerializer,
     RunStartSerializer,
     RunStateSerializer,
 )
 from research.services import InvalidInput, NotFound, ResearchError, TooManyRuns
+from research.services.citations import citations_for
 
 
 def exception_handler(exc, context):
@@ -118,6 +120,16 @@ def run_states(request: Request, run_id: int) -> Response:
 def run_messages(request: Request, run_id: int) -> Response:
     run = _run(request, run_id)
     return Response(MessageSerializer(selectors.run_messages(run=run), many=True).data)
+
+
+@extend_schema(responses=ReportSerializer)
+@api_view(["GET"])
+def run_report(request: Request, run_id: int) -> Response:
+    """The report with each URL it cites, verified (an agent of the tree saw it) or flagged."""
+    run = _run(request, run_id)
+    citations = citations_for(run_id=run.pk)
+    data = {"id": run.pk, "status": run.status, "report": run.report, "citations": citations}
+    return Response(ReportSerializer(data).data)
 
 
 @extend_schema(

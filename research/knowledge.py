@@ -32,6 +32,9 @@ _STOP_WORDS = frozenset(
 )
 _WORD = re.compile(r"[^\W_]+")
 
+# The dataset `make run` loads (load_starter_dataset) and the demo model reads by default.
+STARTER_DATASET = "Python reference"
+
 
 @dataclass(frozen=True)
 class ChunkHit:

@@ -2,7 +2,7 @@
 
 from rest_framework import serializers
 
-from research.models import Event, Message, Run, RunState
+from research.models import Citation, Event, Message, Run, RunState
 
 
 class RunOutputSerializer(serializers.ModelSerializer):
@@ -77,6 +77,26 @@ class MessageSerializer(serializers.ModelSerializer):
             "sent_at",
             "read_at",
         ]
+
+
+class CitationSerializer(serializers.ModelSerializer):
+    status = serializers.SerializerMethodField()
+    found_by = serializers.CharField(allow_null=True, read_only=True)
+    found_by_id = serializers.IntegerField(allow_null=True, read_only=True)
+
+    class Meta:
+        model = Citation
+        fields = ["url", "title", "verified", "status", "found_by", "found_by_id"]
+
+    def get_status(self, citation: Citation) -> str:
+        return "verified" if citation.verified else "flagged: not seen by any agent"
+
+
+class ReportSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    status = serializers.CharField()
+    report = serializers.CharField()
+    citations = CitationSerializer(many=True)
 
 
 class EventSerializer(serializers.ModelSerializer):

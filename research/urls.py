@@ -12,6 +12,7 @@ api_urls = [
     path("research/<int:run_id>/states", api.run_states, name="run-states"),
     path("research/<int:run_id>/messages", api.run_messages, name="run-messages"),
     path("research/<int:run_id>/events", api.run_events, name="run-events"),
+    path("research/<int:run_id>/report", api.run_report, name="run-report"),
     path("datasets", api_datasets.datasets, name="datasets"),
     path("datasets/<int:dataset_id>", api_datasets.dataset_detail, name="dataset-detail"),
     path(

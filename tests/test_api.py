@@ -317,9 +317,11 @@ def test_anonymous_requests_are_refused(run_factory):
     run = run_factory()
     client = APIClient()
 
-    assert client.get(URL).status_code == 403
-    assert client.post(URL, {"topic": "tides"}, format="json").status_code == 403
-    assert client.get(f"{URL}/{run.pk}").status_code == 403
+    listing = client.get(URL)
+    assert listing.status_code == 401
+    assert listing["WWW-Authenticate"] == "Token"
+    assert client.post(URL, {"topic": "tides"}, format="json").status_code == 401
+    assert client.get(f"{URL}/{run.pk}").status_code == 401
 
 
 def test_token_auth_works(alice, run_factory):
@@ -334,8 +336,7 @@ def test_token_auth_works(alice, run_factory):
 
     assert with_token.status_code == 200
     assert with_token.json()["id"] == run.pk
-    # DRF answers 403, not 401, because SessionAuthentication comes first in settings.
-    assert bad_token.status_code == 403
+    assert bad_token.status_code == 401
     assert bad_token.json() == {"detail": "Invalid token."}
 
 
@@ -471,3 +472,29 @@ def test_openapi_schema_describes_the_api(client):
     paths = response.json()["paths"]
     assert {"get", "post"} <= set(paths["/v1/gb/research"])
     assert "/v1/gb/research/{run_id}/events" in paths
+
+
+def test_report_endpoint_lists_citations_verified_or_flagged(api, run_factory):
+    from research.services import run_finish
+    from research.services.citations import citations_record
+    from research.services.sources import source_record
+
+    run = run_factory()
+    source_record(run_id=run.pk, kind="page", url="https://example.org/seen", title="Seen")
+    report = "See [seen](https://example.org/seen) and [invented](https://example.org/never)."
+    citations_record(run_id=run.pk, report=report)
+    run_finish(run_id=run.pk, report=report)
+
+    body = api.get(f"{URL}/{run.pk}/report").json()
+
+    assert body["report"] == report and body["status"] == "done"
+    assert [(c["url"], c["verified"], c["status"]) for c in body["citations"]] == [
+        ("https://example.org/seen", True, "verified"),
+        ("https://example.org/never", False, "flagged: not seen by any agent"),
+    ]
+    assert body["citations"][0]["found_by_id"] == run.pk
+
+
+def test_report_of_another_users_run_is_not_found(api_for, bob, run_factory):
+    run = run_factory()
+    assert api_for(bob).get(f"{URL}/{run.pk}/report").status_code == 404

@@ -85,3 +85,15 @@ def test_demo_answers_the_python_question_from_the_starter_dataset(agent_pool, a
     assert names == ["context", "exceptions"]
     assert "__exit__" in root.report or "with" in root.report
     assert root.report.count("kb://dataset/") >= 2
+
+
+def test_a_demo_run_started_without_a_dataset_reads_the_starter_one(api, alice):
+    call_command("load_starter_dataset", user="alice", stdout=StringIO())
+    response = api.post(
+        "/v1/gb/research",
+        {"topic": "What does the with statement do?", "model": "demo"},
+        format="json",
+    )
+    assert response.status_code == 201
+    run = Run.objects.get(pk=response.json()["id"])
+    assert run.dataset.name == "Python reference"

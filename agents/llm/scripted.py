@@ -45,6 +45,7 @@ assistant turn that called it. `ScriptedLLM.down_url()` is a base URL where noth
 import itertools
 import json
 import socket
+import sys
 import threading
 import time
 from collections import deque
@@ -301,6 +302,12 @@ class ScriptedLLM:
 
 
 class _Server(ThreadingHTTPServer):
+    def process_request_thread(self, request, client_address) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            _close_django_connections()
+
     # Every agent of a tree may connect at once; the default backlog of 5 would make the
     # kernel drop connections and the client wait a second to retry them.
     request_queue_size = 64
@@ -347,6 +354,14 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(data)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client timed out and left; the turn is spent, as with a real endpoint
+
+
+def _close_django_connections() -> None:
+    """A turn function may read the test's database from this request's thread: close that
+    thread's connection when the thread ends, or each request leaks one."""
+    django_db = sys.modules.get("django.db")
+    if django_db is not None:
+        django_db.connections.close_all()
 
 
 def task_of(messages: list[dict[str, Any]]) -> str:

@@ -9,7 +9,6 @@ import logging
 import threading
 from typing import Any
 
-from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db import transaction
 from django.db.models import F
@@ -72,25 +71,61 @@ def publish(*, root_id: int, type: str, run_id: int, **data: Any) -> Event:
 
 
 def broadcast(root_id: int, payload: dict) -> None:
-    """Send one event to the tree's group, from any thread."""
+    """Send one event to the tree's group, from any thread, without waiting for it."""
     layer = get_channel_layer()
     if layer is None:
         return
-    message = {**payload, "type": payload["type"]}
-    try:
-        loop = _server_loop
-        if loop is not None and loop.is_running():
+    send = layer.group_send(group_name(root_id), {**payload, "type": payload["type"]})
+    loop = _server_loop
+    if loop is not None and loop.is_running():
+        future = asyncio.run_coroutine_threadsafe(send, loop)
+        future.add_done_callback(lambda done: _log_failure(done, root_id, payload))
+    else:
+        _sender().put(root_id, payload, send)
+
+
+def _log_failure(done, root_id: int, payload: dict) -> None:
+    # A dropped push is recovered by the browser from the stored events.
+    if not done.cancelled() and done.exception() is not None:
+        log.error(
+            "could not push event %s of tree %s: %s", payload["seq"], root_id, done.exception()
+        )
+
+
+class _Sender:
+    """One event loop in a daemon thread that sends this process's events in order.
+
+    Without a server loop (a runagents worker, the CLI, tests), async_to_sync per event
+    would build a new loop, and with channels-redis a new connection, for every event.
+    """
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.queue: asyncio.Queue = asyncio.Queue()
+        threading.Thread(target=self._run, name="event-sender", daemon=True).start()
+
+    def put(self, root_id: int, payload: dict, send) -> None:
+        self.loop.call_soon_threadsafe(self.queue.put_nowait, (root_id, payload, send))
+
+    def _run(self) -> None:
+        asyncio.set_event_loop(self.loop)
+        self.loop.run_until_complete(self._drain())
+
+    async def _drain(self) -> None:
+        while True:
+            root_id, payload, send = await self.queue.get()
             try:
-                running = asyncio.get_running_loop()
-            except RuntimeError:
-                running = None
-            if running is loop:
-                loop.create_task(layer.group_send(group_name(root_id), message))
-            else:
-                asyncio.run_coroutine_threadsafe(
-                    layer.group_send(group_name(root_id), message), loop
-                )
-        else:
-            async_to_sync(layer.group_send)(group_name(root_id), message)
-    except Exception:  # a dropped push is recovered by the browser from the stored events
-        log.exception("could not push event %s of tree %s", payload.get("seq"), root_id)
+                await send
+            except Exception as error:
+                log.error("could not push event %s of tree %s: %s", payload["seq"], root_id, error)
+
+
+_sender_instance: _Sender | None = None
+
+
+def _sender() -> _Sender:
+    global _sender_instance
+    with _server_loop_lock:
+        if _sender_instance is None:
+            _sender_instance = _Sender()
+        return _sender_instance

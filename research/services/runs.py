@@ -9,10 +9,12 @@ from django.db.models import Q
 from django.utils import timezone
 
 from research import pricing
+from research.knowledge import STARTER_DATASET
 from research.models import ACTIVE_STATUSES, Dataset, Run, RunState, State, Status
 from research.services.errors import InvalidInput, TooManyRuns
 from research.services.events import publish, tree_lock
 
+DEMO_MODEL = "demo"
 INTERRUPTED = "interrupted: the server stopped while the agent worked"
 CANCELLED_BY_USER = "cancelled by the user"
 
@@ -83,10 +85,13 @@ def run_start(
         dataset = Dataset.objects.filter(owner=owner, pk=dataset_id).first()
         if dataset is None:
             raise InvalidInput(f"no dataset with id {dataset_id}.", field="dataset")
+    elif model == DEMO_MODEL:
+        # The offline demo model can only quote a knowledge base: give it the starter one.
+        dataset = Dataset.objects.filter(owner=owner, name=STARTER_DATASET).first()
 
     # Lock the owner's row so two starts at once cannot both pass the limit. NO KEY UPDATE
     # still lets the owner's agents insert sub-agents (which reference the row) meanwhile.
-    type(owner).objects.select_for_update(no_key=True).filter(pk=owner.pk).first()
+    owner._meta.model.objects.select_for_update(no_key=True).filter(pk=owner.pk).first()
     limit = settings.RESEARCH_MAX_WORKING_ROOTS
     working = Run.objects.filter(
         owner=owner, parent__isnull=True, status__in=ACTIVE_STATUSES

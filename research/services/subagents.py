@@ -5,6 +5,7 @@ from django.db import transaction
 
 from research.models import Run
 from research.services.errors import InvalidInput, LimitReached
+from research.services.events import tree_lock
 from research.services.runs import subagent_create
 
 
@@ -13,7 +14,7 @@ def subagent_spawn(*, parent_id: int, name: str, reason: str, topic: str, max_st
     """Check the name and the limits and record the sub-agent, holding the root's row lock so
     that agents of one tree spawning at once cannot pass the tree limit together."""
     parent = Run.objects.only("root_id", "depth").get(pk=parent_id)
-    Run.objects.select_for_update().filter(pk=parent.root_id).only("pk").first()
+    tree_lock(root_id=parent.root_id)
     siblings = list(
         Run.objects.filter(parent_id=parent_id).order_by("id").values_list("name", "pk")
     )

@@ -76,7 +76,7 @@ def root_claim_next(*, worker_id: int) -> int | None:
     """Take the oldest unclaimed queued root for this worker. SKIP LOCKED lets many workers
     claim at once without waiting on each other or taking the same run twice."""
     run = (
-        Run.objects.select_for_update(skip_locked=True)
+        Run.objects.select_for_update(skip_locked=True, no_key=True)
         .filter(status=Status.QUEUED, parent__isnull=True, worker__isnull=True)
         .order_by("created_at", "id")
         .only("pk")

@@ -11,10 +11,9 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
+from research.knowledge import STARTER_DATASET as STARTER_NAME
 from research.models import Dataset
 from research.services.knowledge import dataset_create, document_add
-
-STARTER_NAME = "Python reference"
 
 
 def starter_topics() -> dict[str, str]:

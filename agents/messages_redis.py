@@ -4,6 +4,11 @@ Same contract as MemoryMessenger: send never blocks and fails with NoInbox or In
 receive takes every message, waiting for the first one. An inbox is a list plus a marker key
 that says it is open; a Lua script checks both and pushes in one step, so no message lands in
 a closed or full inbox.
+
+An agent closes its inbox when it ends, but one killed with its process (kill -9, a lost
+machine) cannot: its keys expire instead. Only sub-agents have inboxes, and a sub-agent lives
+at most RESEARCH_SUBAGENT_TIMEOUT_SECONDS, so keys kept an hour longer than that outlive every
+live inbox.
 """
 
 import json
@@ -19,15 +24,27 @@ from agents.messages import InboxFull, InboxMessage, NoInbox
 _PUSH = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
 if redis.call('LLEN', KEYS[2]) >= tonumber(ARGV[2]) then return -2 end
-return redis.call('RPUSH', KEYS[2], ARGV[1])
+local length = redis.call('RPUSH', KEYS[2], ARGV[1])
+if ARGV[3] ~= '0' then redis.call('EXPIRE', KEYS[2], ARGV[3]) end
+return length
 """
+KEEP_AFTER_TIMEOUT_SECONDS = 3600
 
 
 class RedisMessenger:
-    def __init__(self, client: redis.Redis, *, size: int, prefix: str = "canopy:inbox"):
+    def __init__(
+        self,
+        client: redis.Redis,
+        *,
+        size: int,
+        prefix: str = "canopy:inbox",
+        ttl_seconds: int | None = None,
+    ):
         self.client = client
         self.size = size
         self.prefix = prefix
+        # None: keys never expire.
+        self.ttl_seconds = (ttl_seconds if ttl_seconds is not None else _default_ttl()) or None
         self._push = client.register_script(_PUSH)
 
     @classmethod
@@ -38,7 +55,8 @@ class RedisMessenger:
         return f"{self.prefix}:{run_id}:open", f"{self.prefix}:{run_id}"
 
     def open(self, run_id: int) -> None:
-        self.client.set(self._keys(run_id)[0], 1)
+        """Open the inbox, or keep it open: what was sent since the first open stays."""
+        self.client.set(self._keys(run_id)[0], 1, ex=self.ttl_seconds)
 
     def close(self, run_id: int) -> None:
         self.client.delete(*self._keys(run_id))
@@ -54,7 +72,10 @@ class RedisMessenger:
                 "record_id": message.record_id,
             }
         )
-        result = self._push(keys=list(self._keys(message.to_id)), args=[data, self.size])
+        result = self._push(
+            keys=list(self._keys(message.to_id)),
+            args=[data, self.size, self.ttl_seconds or 0],
+        )
         if result == -1:
             raise NoInbox(message.to_id)
         if result == -2:
@@ -86,6 +107,13 @@ class RedisMessenger:
             pipe.delete(inbox)
             opened, items, _ = pipe.execute()
         return bool(opened), [_decode(item) for item in items]
+
+
+def _default_ttl() -> int | None:
+    """An hour past the longest a sub-agent may live; no expiry when sub-agents have no
+    time limit (RESEARCH_SUBAGENT_TIMEOUT_SECONDS = 0)."""
+    timeout = settings.RESEARCH_SUBAGENT_TIMEOUT_SECONDS
+    return int(timeout) + KEEP_AFTER_TIMEOUT_SECONDS if timeout > 0 else None
 
 
 def _decode(raw: bytes) -> InboxMessage:

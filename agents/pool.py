@@ -204,10 +204,10 @@ class AgentPool:
             log.exception("agent of run %s crashed", run_id)
             services.run_finish(run_id=run_id, error="internal error: the agent crashed")
         finally:
-            self._log_end(run_id)
             with self._changed:
                 self._agents.pop(run_id, None)
                 self._changed.notify_all()
+            self._log_end(run_id)
             connections.close_all()
 
     def _log_end(self, run_id: int) -> None:
@@ -215,7 +215,11 @@ class AgentPool:
             if run_id not in self._claimed:
                 return
             self._claimed.discard(run_id)
-        row = Run.objects.filter(pk=run_id).values_list("status", "error").first()
+        try:
+            row = Run.objects.filter(pk=run_id).values_list("status", "error").first()
+        except Exception:  # the database is gone: the run's end is not ours to report
+            log.exception("worker %s: research %s ended", self.worker_id, run_id)
+            return
         status, error = row or ("deleted", "")
         log.info(
             "worker %s: research %s ended: %s%s",
@@ -297,8 +301,27 @@ class AgentPool:
         )
 
 
+def warm_up() -> None:
+    """Import what every agent needs before this process claims anything.
+
+    The tools and the model client take two to three seconds to import (trafilatura, the
+    openai package and its lazily loaded resources): without this the first run a fresh
+    worker claims waits for them, and looks stuck in `queued` meanwhile.
+    """
+    import agents.loop  # noqa: F401
+    import agents.tools.knowledge  # noqa: F401
+    import agents.tools.pages  # noqa: F401
+    import agents.tools.web  # noqa: F401
+    from agents.llm import DEMO_MODEL, chat_model_for
+
+    if settings.RESEARCH_MODEL != DEMO_MODEL:
+        chat_model_for(settings.RESEARCH_MODEL)
+        import openai.resources  # noqa: F401  (what the client loads on its first request)
+
+
 def _declared_dead(worker_id: int) -> bool:
-    return Worker.objects.filter(pk=worker_id, stopped_at__isnull=False).exists()
+    """Whether another process's sweep stopped this worker (or its row was deleted)."""
+    return not Worker.objects.filter(pk=worker_id, stopped_at__isnull=True).exists()
 
 
 _pool: AgentPool | None = None

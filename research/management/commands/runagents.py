@@ -15,7 +15,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connections
 
-from agents.pool import AgentPool, set_pool
+from agents.pool import AgentPool, set_pool, warm_up
 from research.services import INTERRUPTED
 
 log = logging.getLogger(__name__)
@@ -54,6 +54,7 @@ class Command(BaseCommand):
         stop = threading.Event()
         _on_stop_signals(stop)
 
+        warm_up()
         pool = AgentPool(max_active=max_agents, claim_roots=True).start()
         set_pool(pool)
         log.info(

@@ -25,6 +25,7 @@ from django.db import close_old_connections, connections
 from agents.context import CancelToken
 from research import services
 from research.models import Run, Worker
+from research.services import events
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +99,7 @@ class AgentPool:
         if self.worker_id is not None:
             try:
                 services.worker_stop(worker_id=self.worker_id, error=reason)
+                events.flush()
             finally:
                 connections.close_all()
 

@@ -82,11 +82,14 @@ def _database(url: str) -> dict:
         # the number the server sees bounded. The pool needs CONN_MAX_AGE = 0.
         config["CONN_MAX_AGE"] = 0
         config["OPTIONS"] = {
+            # A process frozen inside a transaction would hold its tree's lock for ever and
+            # block every other process's sweep; the server ends such a session instead.
+            "options": "-c idle_in_transaction_session_timeout=60000",
             "pool": {
                 "min_size": 1,
                 "max_size": envint("DATABASE_POOL_SIZE", 40),
                 "timeout": 30,
-            }
+            },
         }
     return config
 

@@ -91,3 +91,35 @@ def test_sigterm_to_daphne_interrupts_every_working_agent(scripted_llm, alice, s
     assert run.status == "failed", server.output()
     assert run.error == "interrupted: the server stopped while the agent worked"
     assert returncode == 0, server.output()
+
+
+def test_a_root_a_dead_process_claimed_but_never_started_goes_back_to_the_queue(alice):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    worker = Worker.objects.create(
+        hostname=os.uname().nodename, pid=dead.pid, heartbeat_at=timezone.now()
+    )
+    claimed = services.run_start(owner=alice, topic="claimed, never started")
+    assert services.root_claim(run_id=claimed.pk, worker_id=worker.pk)
+
+    assert services.workers_sweep(dead_after_seconds=30) == 0
+
+    claimed.refresh_from_db()
+    assert (claimed.status, claimed.worker_id) == ("queued", None)
+    assert services.root_claim_next(worker_id=worker.pk) == claimed.pk
+
+
+def test_a_worker_that_stopped_heartbeating_loses_its_runs(alice, settings):
+    from datetime import timedelta
+
+    worker = Worker.objects.create(
+        hostname="another-machine", pid=1, heartbeat_at=timezone.now() - timedelta(seconds=60)
+    )
+    run = services.run_start(owner=alice, topic="on a lost machine")
+    services.run_claim(run_id=run.pk, worker_id=worker.pk)
+
+    assert services.workers_sweep(dead_after_seconds=30) == 1
+
+    run.refresh_from_db()
+    assert run.status == "failed"
+    assert run.error == "interrupted: the worker running it stopped responding"

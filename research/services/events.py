@@ -116,11 +116,26 @@ class _Sender:
             root_id, payload, send = await self.queue.get()
             try:
                 await send
-            except Exception as error:
+            except Exception as error:  # the browser recovers it from the stored rows
                 log.error("could not push event %s of tree %s: %s", payload["seq"], root_id, error)
+            finally:
+                self.queue.task_done()
+
+    def flush(self, timeout: float) -> None:
+        done = asyncio.run_coroutine_threadsafe(self.queue.join(), self.loop)
+        try:
+            done.result(timeout)
+        except TimeoutError:
+            log.warning("%d events were not pushed before the timeout", self.queue.qsize())
 
 
 _sender_instance: _Sender | None = None
+
+
+def flush(timeout: float = 5.0) -> None:
+    """Wait until this process's pending pushes are sent (a worker about to exit)."""
+    if _sender_instance is not None:
+        _sender_instance.flush(timeout)
 
 
 def _sender() -> _Sender:

@@ -6,6 +6,7 @@ import socket
 from datetime import timedelta
 
 from django.db import transaction
+from django.db.models.functions import Now
 from django.utils import timezone
 
 from research.models import ACTIVE_STATUSES, Run, Status, Worker
@@ -15,47 +16,52 @@ WORKER_LOST = "interrupted: the worker running it stopped responding"
 
 
 def worker_register() -> Worker:
-    now = timezone.now()
-    return Worker.objects.create(hostname=socket.gethostname(), pid=os.getpid(), heartbeat_at=now)
+    return Worker.objects.create(
+        hostname=socket.gethostname(), pid=os.getpid(), heartbeat_at=timezone.now()
+    )
 
 
 def worker_heartbeat(*, worker_id: int) -> None:
-    Worker.objects.filter(pk=worker_id).update(heartbeat_at=timezone.now())
+    # The database's clock, not this machine's: a worker whose clock runs ahead must not
+    # make healthy workers look dead to the others.
+    Worker.objects.filter(pk=worker_id).update(heartbeat_at=Now())
 
 
 def worker_stop(*, worker_id: int, error: str = INTERRUPTED) -> int:
     """A clean stop: fail what the worker still runs, then mark it stopped."""
-    failed = _fail_runs_of(worker_id, error)
+    failed = _end_runs_of(worker_id, error)
     Worker.objects.filter(pk=worker_id).update(stopped_at=timezone.now())
     return failed
 
 
 def workers_sweep(*, dead_after_seconds: float) -> int:
-    """Fail the runs of workers that stopped heartbeating, or that were on this machine and
-    whose process is gone (so a restarted server cleans up at once). Returns runs failed."""
-    now = timezone.now()
+    """End the runs of dead workers: on this machine, those whose process is gone (so a
+    restarted server cleans up at once); anywhere, those that stopped heartbeating. Returns
+    the number of runs failed."""
     live = Worker.objects.filter(stopped_at__isnull=True)
-    stale = list(live.filter(heartbeat_at__lt=now - timedelta(seconds=dead_after_seconds)))
-    hostname = socket.gethostname()
-    stale += [
-        worker
-        for worker in live.filter(hostname=hostname).exclude(pk__in=[w.pk for w in stale])
+    dead: dict[int, str] = {
+        worker.pk: INTERRUPTED
+        for worker in live.filter(hostname=socket.gethostname())
         if not _pid_alive(worker.pid)
-    ]
+    }
+    silent = live.filter(heartbeat_at__lt=Now() - timedelta(seconds=dead_after_seconds))
+    for worker_id in silent.exclude(pk__in=dead).values_list("pk", flat=True):
+        dead[worker_id] = WORKER_LOST
     failed = 0
-    for worker in stale:
-        error = INTERRUPTED if worker.hostname == hostname else WORKER_LOST
-        failed += _fail_runs_of(worker.pk, error)
-        Worker.objects.filter(pk=worker.pk).update(stopped_at=now)
+    for worker_id, error in dead.items():
+        failed += _end_runs_of(worker_id, error)
+        Worker.objects.filter(pk=worker_id).update(stopped_at=timezone.now())
     return failed
 
 
-def _fail_runs_of(worker_id: int, error: str) -> int:
-    run_ids = list(
-        Run.objects.filter(worker_id=worker_id, status__in=ACTIVE_STATUSES).values_list(
-            "pk", flat=True
-        )
+def _end_runs_of(worker_id: int, error: str) -> int:
+    """Fail the runs a worker was running. A root it claimed but never started goes back to
+    the queue instead: nothing of it ran, so any other worker may take it."""
+    runs = Run.objects.filter(worker_id=worker_id, status__in=ACTIVE_STATUSES)
+    runs.filter(parent__isnull=True, status=Status.QUEUED, cancel_requested=False).update(
+        worker=None
     )
+    run_ids = list(runs.values_list("pk", flat=True))  # re-read: without the requeued
     return runs_fail(run_ids=run_ids, error=error)
 
 

@@ -5,9 +5,9 @@ from django import forms
 from django.conf import settings
 
 from research import pricing
+from research.knowledge import STARTER_DATASET
 from research.models import Dataset
-
-DEMO_MODEL = "demo"
+from research.pricing import DEMO_MODEL
 
 
 def model_choices() -> list[tuple[str, str]]:
@@ -53,4 +53,8 @@ class StartResearchForm(forms.Form):
         steps.initial = settings.RESEARCH_DEFAULT_MAX_STEPS
         steps.widget.attrs.update({"min": 1, "max": limit, "inputmode": "numeric"})
         steps.help_text = f"Model rounds per agent, from 1 to {limit}."
-        self.fields["dataset"].queryset = Dataset.objects.filter(owner=owner)
+        datasets = Dataset.objects.filter(owner=owner)
+        self.fields["dataset"].queryset = datasets
+        # The demo model can only quote a knowledge base: offer the starter one first.
+        if settings.RESEARCH_MODEL == DEMO_MODEL:
+            self.fields["dataset"].initial = datasets.filter(name=STARTER_DATASET).first()

@@ -11,10 +11,11 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 
 from frontend import selectors as page_selectors
-from frontend.forms import DEMO_MODEL, StartResearchForm
+from frontend.forms import StartResearchForm
 from frontend.rendering import render_report
 from research import selectors, services
 from research.models import Run
+from research.pricing import DEMO_MODEL
 from research.services import InvalidInput, NotFound, TooManyRuns
 
 RUNS_PER_PAGE = 25

@@ -10,9 +10,12 @@ from django.conf import settings
 
 MILLION = Decimal(1_000_000)
 
+# The offline demo model (agents.llm.demo): free, and what runs use with no LLM configured.
+DEMO_MODEL = "demo"
+
 # USD per million (input, output) tokens.
 BUILTIN_PRICES: dict[str, tuple[Decimal, Decimal]] = {
-    "demo": (Decimal("0"), Decimal("0")),
+    DEMO_MODEL: (Decimal("0"), Decimal("0")),
     "gpt-4o-mini": (Decimal("0.15"), Decimal("0.60")),
     "gpt-4o": (Decimal("2.50"), Decimal("10.00")),
     "gpt-4.1": (Decimal("2.00"), Decimal("8.00")),

@@ -280,3 +280,14 @@ def test_cited_urls_are_marked_verified_or_flagged(client, alice, run_factory):
     assert "seen by the root agent" in html
     assert '<span class="badge badge-flagged">flagged</span>' in html
     assert "no agent of this research saw this URL" in html
+
+
+def test_with_the_demo_model_the_form_offers_the_starter_dataset_first(client, alice, settings):
+    from research.services.knowledge import dataset_create
+
+    settings.RESEARCH_MODEL = "demo"
+    dataset_create(owner=alice, name="notes")
+    starter = dataset_create(owner=alice, name="Python reference")
+    client.force_login(alice)
+    page = client.get("/")
+    assert f'<option value="{starter.pk}" selected>' in page.content.decode()

@@ -5,10 +5,10 @@ import threading
 from django.conf import settings
 
 from agents.llm.base import ChatModel, ChatResponse, LLMError, ToolCall
+from research.pricing import DEMO_MODEL
 
 __all__ = ["ChatModel", "ChatResponse", "LLMError", "ToolCall", "chat_model_for", "reset_clients"]
 
-DEMO_MODEL = "demo"
 
 _lock = threading.Lock()
 _client: ChatModel | None = None

@@ -11,10 +11,10 @@ from django.utils import timezone
 from research import pricing
 from research.knowledge import STARTER_DATASET
 from research.models import ACTIVE_STATUSES, Dataset, Run, RunState, State, Status
+from research.pricing import DEMO_MODEL
 from research.services.errors import InvalidInput, TooManyRuns
 from research.services.events import publish, tree_lock
 
-DEMO_MODEL = "demo"
 INTERRUPTED = "interrupted: the server stopped while the agent worked"
 CANCELLED_BY_USER = "cancelled by the user"
 

@@ -97,3 +97,24 @@ def test_a_demo_run_started_without_a_dataset_reads_the_starter_one(api, alice):
     assert response.status_code == 201
     run = Run.objects.get(pk=response.json()["id"])
     assert run.dataset.name == "Python reference"
+
+
+@pytest.mark.parametrize(
+    ("text", "quote"),
+    [
+        (
+            "TARGET: SUITE is equivalent to: manager = (EXPRESSION) enter = type(manager). "
+            "The with statement wraps the execution of a block with a context manager.",
+            "The with statement wraps the execution of a block with a context manager.",
+        ),
+        (
+            "With Statement Context Managers ****************** A context manager is an "
+            "object that defines the runtime context of a with statement.",
+            "A context manager is an object that defines the runtime context of a with statement.",
+        ),
+    ],
+)
+def test_the_demo_quotes_prose_not_code_or_headings(text, quote):
+    from agents.llm.demo import first_sentence
+
+    assert first_sentence(text) == quote

@@ -211,9 +211,20 @@ STOPWORDS = {
 
 
 def first_sentence(text: str) -> str:
-    text = re.sub(r"\s+", " ", URL.sub("", text)).strip()
-    match = re.search(r"[A-Z][^.!?]{30,300}[.!?]", text)
-    return match.group(0) if match else text[:200]
+    """The first sentence that reads as prose: code, headings and grammar rules are skipped."""
+    text = re.sub(r"[*=~^-]{3,}", ". ", URL.sub("", text))  # heading underlines end a title
+    text = re.sub(r"\s+", " ", text).strip()
+    for match in re.finditer(r"[A-Z][^.!?]{30,300}[a-z0-9)\"'][.!?]", text):
+        if _is_prose(match.group(0)):
+            return match.group(0)
+    return text[:200]
+
+
+def _is_prose(sentence: str) -> bool:
+    letters = [c for c in sentence if c.isalpha()]
+    upper = sum(c.isupper() for c in letters)
+    symbols = sum(c in "=*()[]{}:|_" for c in sentence)
+    return upper <= len(letters) * 0.15 and symbols <= 3
 
 
 def _urls(results: list[str]) -> list[str]:

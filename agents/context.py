@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from django.conf import settings
 
 from research.models import Run
+from research.services.runs import CANCELLED_BY_USER, DELETED
 
 if TYPE_CHECKING:
     from agents.pool import AgentPool
@@ -61,9 +62,9 @@ class CancelToken:
                 .first()
             )
             if row is None:
-                self.cancel("cancelled: the run was deleted")
+                self.cancel(DELETED)
             elif row[0]:
-                self.cancel(row[1] or "cancelled by the user")
+                self.cancel(row[1] or CANCELLED_BY_USER)
         return self._event.is_set()
 
     def check(self) -> None:

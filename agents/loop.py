@@ -20,6 +20,7 @@ from agents.llm.base import ChatResponse, LLMError, ToolCall
 from agents.tools import Tool, ToolError, toolset
 from research import services
 from research.models import Run, State
+from research.services.citations import citations_record
 
 log = logging.getLogger(__name__)
 
@@ -48,16 +49,10 @@ def run_agent(*, run_id: int, token: CancelToken, pool) -> None:
         # A parent never finishes before its sub-agents: end them first.
         team.end_subagents(ctx)
     if report:
-        record_citations(run_id=run_id, report=report)
+        # The report is in: the agent checks what it cites against what the tree saw.
+        services.run_set_state(run_id=run_id, state=State.WRITING, detail="checking citations")
+        citations_record(run_id=run_id, report=report)
     services.run_finish(run_id=run_id, report=report, error=error)
-
-
-def record_citations(*, run_id: int, report: str) -> None:
-    try:
-        from research.services.citations import citations_record
-    except ImportError:  # the citations module lands with the research tools
-        return
-    citations_record(run_id=run_id, report=report)
 
 
 class Agent:

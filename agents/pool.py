@@ -15,7 +15,7 @@ import atexit
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -23,6 +23,7 @@ from django.conf import settings
 from django.db import close_old_connections, connections
 
 from agents.context import CancelToken
+from agents.messages import get_messenger
 from research import services
 from research.models import Run, Worker
 from research.services import events
@@ -60,6 +61,7 @@ class AgentPool:
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._unsubscribe: Callable[[], None] = lambda: None
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -69,7 +71,7 @@ class AgentPool:
         failed = services.workers_sweep(dead_after_seconds=settings.RESEARCH_WORKER_DEAD_SECONDS)
         if failed:
             log.warning("marked %d runs of a stopped process failed", failed)
-        services.on_root_queued(lambda run_id: self._wake.set())
+        self._unsubscribe = services.on_root_queued(lambda run_id: self._wake.set())
         for target in (self._claim_loop, self._heartbeat_loop):
             thread = threading.Thread(
                 target=self._background(target), name=f"pool-{target.__name__}", daemon=True
@@ -84,6 +86,7 @@ class AgentPool:
             return
         self._stop_reason = reason
         self._stopping.set()
+        self._unsubscribe()
         self._wake.set()
         # A claim in flight finishes first, so its agent is among those interrupted below
         # rather than started after them.
@@ -102,10 +105,6 @@ class AgentPool:
                 events.flush()
             finally:
                 connections.close_all()
-
-    @property
-    def stopping(self) -> bool:
-        return self._stopping.is_set()
 
     # --- agents ------------------------------------------------------------------------------
 
@@ -206,6 +205,8 @@ class AgentPool:
             log.exception("agent of run %s crashed", run_id)
             services.run_finish(run_id=run_id, error="internal error: the agent crashed")
         finally:
+            # Also for a sub-agent that never ran: siblings must hear it has ended.
+            get_messenger().close(run_id)
             with self._changed:
                 self._agents.pop(run_id, None)
                 self._changed.notify_all()
@@ -329,10 +330,6 @@ def _declared_dead(worker_id: int) -> bool:
 _pool: AgentPool | None = None
 
 
-def get_pool() -> AgentPool | None:
-    return _pool
-
-
 def start_in_web_process() -> AgentPool:
     """Start this process's pool once; interrupt its agents when the process exits.
 
@@ -344,9 +341,3 @@ def start_in_web_process() -> AgentPool:
         _pool = AgentPool().start()
         atexit.register(_pool.shutdown)
     return _pool
-
-
-def set_pool(pool: AgentPool | None) -> None:
-    """Install a pool for this process (tests, runagents)."""
-    global _pool
-    _pool = pool

@@ -5,17 +5,18 @@ system (agents.messages) only carries what it is given; who may message whom is 
 """
 
 import re
+import time
 from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
 
 from agents.context import AgentContext
 from agents.messages import InboxFull, InboxMessage, NoInbox, get_messenger, send_message
 from agents.tools.base import Tool, ToolError, object_schema
 from research import services
 from research.models import ACTIVE_STATUSES, Profile, Run, State, Status
+from research.services.messages import message_publish, message_store, message_withdraw
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
 PARENT_ENDED = "cancelled: the agent that spawned it ended"
@@ -70,7 +71,16 @@ def end_subagents(ctx: AgentContext) -> None:
     if not working:
         return
     with _yielded(ctx):
-        while _children(ctx).filter(pk__in=working, status__in=ACTIVE_STATUSES).exists():
+        while still := list(
+            _children(ctx)
+            .filter(pk__in=working, status__in=ACTIVE_STATUSES)
+            .values_list("pk", flat=True)
+        ):
+            # A child no thread of this process runs (it never started) cannot end by
+            # itself: end it here rather than wait for ever.
+            for run_id in still:
+                if ctx.pool is None or not ctx.pool.is_running(run_id):
+                    services.run_finish(run_id=run_id, error=PARENT_ENDED)
             _wait_for_change(ctx, 0.25)
 
 
@@ -121,7 +131,7 @@ def _wait_for_change(ctx: AgentContext, seconds: float) -> None:
 
 def spawn_subagent(ctx: AgentContext, args: dict[str, Any]) -> str:
     name, reason, task = args["name"], args.get("reason", "").strip(), args["task"].strip()
-    if not NAME_PATTERN.match(name):
+    if not NAME_PATTERN.fullmatch(name):
         raise ToolError(
             f"invalid name {name!r}: a name is 1 to 40 letters, digits, - or _ (no spaces)"
         )
@@ -133,18 +143,24 @@ def spawn_subagent(ctx: AgentContext, args: dict[str, Any]) -> str:
     if not task:
         raise ToolError("a task is required: what the sub-agent has to do and bring back")
     _refuse_repeated_task(ctx, task)
-    max_steps = args.get("max_steps", settings.RESEARCH_DEFAULT_MAX_STEPS)
+    if ctx.pool is None:
+        raise ToolError("sub-agents cannot run here: this agent has no pool")
     try:
         child = services.subagent_spawn(
-            parent_id=ctx.run_id, name=name, reason=reason, topic=task, max_steps=max_steps
+            parent_id=ctx.run_id,
+            name=name,
+            reason=reason,
+            topic=task,
+            max_steps=args.get("max_steps"),
         )
     except services.ResearchError as error:
         raise ToolError(error.message) from None
-    get_messenger().open(child.pk)
-    timeout = settings.RESEARCH_SUBAGENT_TIMEOUT_SECONDS
-    if ctx.pool is None:
-        raise ToolError("sub-agents cannot run here: this agent has no pool")
-    ctx.pool.submit(child.pk, timeout_seconds=timeout)
+    try:
+        get_messenger().open(child.pk)
+        ctx.pool.submit(child.pk, timeout_seconds=settings.RESEARCH_SUBAGENT_TIMEOUT_SECONDS)
+    except Exception as error:  # e.g. Redis unreachable: the child must not stay queued
+        services.run_finish(run_id=child.pk, error=f"could not start: {error}")
+        raise ToolError(f'sub-agent "{name}" (run {child.pk}) could not start: {error}') from None
     return (
         f'started sub-agent "{name}" (run {child.pk}): it works in the background on its task; '
         "call wait_subagents to collect its report."
@@ -230,7 +246,8 @@ SPAWN_SUBAGENT = Tool(
                 "description": "why this sub-agent has to exist, in one sentence",
             },
             "task": {"type": "string", "maxLength": 2000, "description": "what it has to do"},
-            "max_steps": {"type": "integer", "minimum": 1, "maximum": 40, "default": 10},
+            # The range is the server's (RESEARCH_MAX_STEPS_LIMIT), checked by the service.
+            "max_steps": {"type": "integer", "description": "default 10"},
         },
         required=["name", "task"],
     ),
@@ -243,10 +260,12 @@ SPAWN_SUBAGENT = Tool(
 # --- wait_subagents / cancel_subagent ---------------------------------------------------------
 
 
-def _named_children(ctx: AgentContext, names: list[str] | None) -> list[Run]:
+def _named_children(
+    ctx: AgentContext, names: list[str] | None, *, action: str = "wait for"
+) -> list[Run]:
     children = list(_children(ctx).only("pk", "name"))
     if not children:
-        raise ToolError("you have no sub-agents to wait for")
+        raise ToolError(f"you have no sub-agents to {action}")
     if not names:
         return children
     by_name = {child.name: child for child in children}
@@ -261,15 +280,13 @@ def _named_children(ctx: AgentContext, names: list[str] | None) -> list[Run]:
 
 def wait_subagents(ctx: AgentContext, args: dict[str, Any]) -> str:
     targets = [child.pk for child in _named_children(ctx, args.get("names"))]
-    deadline_slice = settings.RESEARCH_WAIT_SLICE_SECONDS
+    deadline = time.monotonic() + settings.RESEARCH_WAIT_SLICE_SECONDS
     with _yielded(ctx):
-        waited = 0.0
         while Run.objects.filter(pk__in=targets, status__in=ACTIVE_STATUSES).exists():
-            if waited >= deadline_slice:
+            if time.monotonic() >= deadline:
                 break
             ctx.cancel.check()
             _wait_for_change(ctx, 0.25)
-            waited += 0.25
     runs = Run.objects.filter(pk__in=targets).order_by("id")
     blocks = []
     for run in runs:
@@ -301,7 +318,7 @@ WAIT_SUBAGENTS = Tool(
 
 
 def cancel_subagent(ctx: AgentContext, args: dict[str, Any]) -> str:
-    (child,) = _named_children(ctx, [args["name"]])
+    (child,) = _named_children(ctx, [args["name"]], action="cancel")
     child = Run.objects.get(pk=child.pk)
     if child.status not in ACTIVE_STATUSES:
         raise ToolError(f'sub-agent "{child.name}" (run {child.pk}) has already ended')
@@ -379,31 +396,30 @@ def send_message_tool(ctx: AgentContext, args: dict[str, Any]) -> str:
             f"no sibling named {to!r}: you can message only the other sub-agents of your "
             f"parent; {_sibling_names(siblings)}"
         )
+    record = message_store(from_run_id=ctx.run_id, to_run_id=recipient.pk, text=text)
     try:
-        # The row and its event commit only if the message reached the inbox.
-        with transaction.atomic():
-            record = services.message_record(
-                from_run_id=ctx.run_id, to_run_id=recipient.pk, text=text
-            )
-            send_message(
-                get_messenger(),
-                InboxMessage(
-                    from_id=ctx.run_id,
-                    from_name=ctx.name,
-                    to_id=recipient.pk,
-                    text=text,
-                    record_id=record.pk,
-                ),
-            )
+        send_message(
+            get_messenger(),
+            InboxMessage(
+                from_id=ctx.run_id,
+                from_name=ctx.name,
+                to_id=recipient.pk,
+                text=text,
+                record_id=record.pk,
+            ),
+        )
     except NoInbox:
+        message_withdraw(message=record)
         raise ToolError(
             f'"{to}" has ended: its inbox is gone and the message was not delivered'
         ) from None
     except InboxFull:
+        message_withdraw(message=record)
         raise ToolError(
             f'the inbox of "{to}" is full ({settings.RESEARCH_INBOX_SIZE} unread messages): '
             "the message was not delivered"
         ) from None
+    message_publish(message=record)
     return f'message sent to "{to}" (run {recipient.pk}).'
 
 

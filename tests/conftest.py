@@ -128,7 +128,7 @@ def tree_factory(run_factory, subagent_factory) -> Callable[..., Run]:
 
 import time  # noqa: E402
 
-from agents.pool import AgentPool, set_pool  # noqa: E402
+from agents.pool import AgentPool  # noqa: E402
 from research.models import ACTIVE_STATUSES  # noqa: E402
 
 
@@ -137,10 +137,8 @@ def agent_pool(transactional_db, scripted_llm):
     """A started agent pool of this process over the scripted LLM. Agents are threads, so the
     tests that use it see committed rows only (transactional_db)."""
     pool = AgentPool(max_active=8).start()
-    set_pool(pool)
     yield pool
     pool.shutdown(timeout=10)
-    set_pool(None)
 
 
 def wait_for(predicate: Callable[[], object], *, timeout: float = 20, message: str = "") -> object:

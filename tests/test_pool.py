@@ -10,7 +10,7 @@ import pytest
 from django.utils import timezone
 
 from agents.llm.scripted import call, reply, slow
-from agents.pool import AgentPool, set_pool
+from agents.pool import AgentPool
 from research import services
 from research.models import Run, Worker
 from tests.conftest import wait_finished, wait_for
@@ -33,7 +33,6 @@ def test_parents_waiting_on_children_never_starve_them_of_slots(scripted_llm, al
         scripted_llm.script(f"{tree} left half", reply("left done"))
         scripted_llm.script(f"{tree} right half", reply("right done"))
     pool = AgentPool(max_active=2).start()
-    set_pool(pool)
     try:
         roots = [
             services.run_start(owner=alice, topic=f"{tree} research") for tree in ("oak", "elm")
@@ -41,7 +40,6 @@ def test_parents_waiting_on_children_never_starve_them_of_slots(scripted_llm, al
         roots = [wait_finished(root, timeout=30) for root in roots]
     finally:
         pool.shutdown()
-        set_pool(None)
     for root in roots:
         assert root.status == "done", root.error
         children = Run.objects.filter(parent=root)
@@ -123,3 +121,20 @@ def test_a_worker_that_stopped_heartbeating_loses_its_runs(alice, settings):
     run.refresh_from_db()
     assert run.status == "failed"
     assert run.error == "interrupted: the worker running it stopped responding"
+
+
+def test_a_row_with_our_own_pid_from_before_this_process_started_is_a_dead_process(alice):
+    """A restarted container often gets the same pid: its old row must not pass for alive."""
+    from datetime import timedelta
+
+    long_ago = timezone.now() - timedelta(days=1)
+    worker = Worker.objects.create(
+        hostname=os.uname().nodename, pid=os.getpid(), heartbeat_at=timezone.now()
+    )
+    Worker.objects.filter(pk=worker.pk).update(started_at=long_ago)
+    run = services.run_start(owner=alice, topic="left by the previous container")
+    services.run_claim(run_id=run.pk, worker_id=worker.pk)
+
+    assert services.workers_sweep(dead_after_seconds=30) == 1
+    run.refresh_from_db()
+    assert run.error == "interrupted: the server stopped while the agent worked"

@@ -24,7 +24,7 @@ from websockets.sync.client import connect
 
 from agents.llm.scripted import call, calls, reply, slow
 from agents.messages import get_messenger
-from agents.pool import AgentPool, set_pool
+from agents.pool import AgentPool
 from agents.team import PARENT_ENDED
 from research import services
 from research.models import ACTIVE_STATUSES, Event, Run, Worker
@@ -414,7 +414,6 @@ def test_a_pool_declared_dead_stops_its_agents_and_goes_on_under_a_new_worker_id
     endless(scripted_llm, "outlive the worker")
     scripted_llm.script("after the restart", reply("fresh report"))
     pool = AgentPool(max_active=2).start()
-    set_pool(pool)
     try:
         run = services.run_start(owner=alice, topic="outlive the worker")
         wait_for(lambda: Run.objects.get(pk=run.pk).steps >= 1, timeout=20)
@@ -429,7 +428,6 @@ def test_a_pool_declared_dead_stops_its_agents_and_goes_on_under_a_new_worker_id
         later = wait_finished(later, timeout=20)
     finally:
         pool.shutdown()
-        set_pool(None)
     run.refresh_from_db()
     assert (run.status, run.error) == ("failed", services.WORKER_LOST)
     assert len(scripted_llm.requests_for("outlive the worker")) == asked

@@ -507,3 +507,77 @@ def test_deleting_a_working_root_cancels_and_deletes_its_tree(agent_pool, script
     assert api.delete(f"/v1/gb/research/{root.pk}").status_code == 204
     assert not Run.objects.filter(root_id=root.pk).exists()
     wait_for(lambda: not agent_pool.is_running(root.pk), timeout=5)
+
+
+def test_an_orphan_child_no_thread_runs_is_ended_with_its_parent_instead_of_hanging_it(
+    agent_pool, scripted_llm, alice
+):
+    """A child recorded but never started (its start failed) must not keep its parent
+    waiting for ever when the parent ends."""
+
+    def answer_once_the_orphan_exists(messages):
+        orphan_exists = Run.objects.filter(name="orphan").exists()
+        return reply("done") if orphan_exists else slow(0.1, call("web_search", query="x"))
+
+    scripted_llm.script("orphaning research", *[answer_once_the_orphan_exists] * 30)
+    root = start(alice, "orphaning research")
+    wait_for(lambda: Run.objects.get(pk=root.pk).status == "working")
+    orphan = services.subagent_create(
+        parent_id=root.pk, name="orphan", reason="never started", topic="t", max_steps=3
+    )
+    root = wait_finished(root, timeout=10)
+    orphan.refresh_from_db()
+    assert root.status == "done"
+    assert (orphan.status, orphan.error) == ("failed", PARENT_ENDED)
+
+
+def test_a_sibling_cancelled_before_it_started_has_ended_for_messages(scripted_llm, alice):
+    """One slot: the root holds it while it spawns, so "late" is still waiting for a slot
+    when the root cancels it; its sibling must then hear that it has ended."""
+    from agents.pool import AgentPool
+
+    scripted_llm.script(
+        "one slot research",
+        calls(spawn("early", "early task"), spawn("late", "late task")),
+        call("cancel_subagent", name="late"),
+        call("wait_subagents"),
+        reply("root"),
+    )
+    scripted_llm.script(
+        "early task",
+        lambda m: (
+            wait_for(lambda: Run.objects.filter(name="late", status="failed").exists())
+            and call("send_message", to="late", text="are you there?")
+        ),
+        reply("early"),
+    )
+    pool = AgentPool(max_active=1).start()
+    try:
+        root = wait_finished(start(alice, "one slot research"))
+    finally:
+        pool.shutdown()
+    late = child(root, "late")
+    assert (late.status, late.error, late.steps) == ("failed", CANCELLED_BY_PARENT, 0)
+    assert results(scripted_llm, "early task", "send_message") == [
+        'error: "late" has ended: its inbox is gone and the message was not delivered'
+    ]
+    assert not Message.objects.exists()
+
+
+def test_a_name_with_a_newline_and_a_budget_over_the_limit_are_refused(
+    agent_pool, scripted_llm, alice, settings
+):
+    settings.RESEARCH_MAX_STEPS_LIMIT = 5
+    scripted_llm.script(
+        "bad spawns research",
+        calls(
+            spawn("alpha\n", "task one"),
+            spawn("beta", "task two", max_steps=6),
+        ),
+        reply("root"),
+    )
+    wait_finished(start(alice, "bad spawns research", max_steps=5))
+    newline, budget = results(scripted_llm, "bad spawns research", "spawn_subagent")
+    assert newline.startswith("error: invalid name 'alpha\\n'")
+    assert budget == "error: max_steps must be from 1 to 5, not 6."
+    assert not Run.objects.filter(parent__isnull=False).exists()

@@ -9,22 +9,25 @@ from django.db.models import Q
 from django.utils import timezone
 
 from research import pricing
-from research.knowledge import STARTER_DATASET
 from research.models import ACTIVE_STATUSES, Dataset, Run, RunState, State, Status
 from research.pricing import DEMO_MODEL
 from research.services.errors import InvalidInput, TooManyRuns
 from research.services.events import publish, tree_lock
+from research.services.starter import starter_dataset_load
 
 INTERRUPTED = "interrupted: the server stopped while the agent worked"
 CANCELLED_BY_USER = "cancelled by the user"
+DELETED = "cancelled: the run was deleted"
 
 # Set by the agent runtime of this process (agents.pool) so a new root starts at once;
 # without it a queued root waits for a worker to claim it.
 _on_root_queued: list[Callable[[int], None]] = []
 
 
-def on_root_queued(callback: Callable[[int], None]) -> None:
+def on_root_queued(callback: Callable[[int], None]) -> Callable[[], None]:
+    """Call `callback(run_id)` after a root is queued; returns the function that stops it."""
     _on_root_queued.append(callback)
+    return lambda: _on_root_queued.remove(callback)
 
 
 def run_json(run: Run) -> dict:
@@ -86,8 +89,9 @@ def run_start(
         if dataset is None:
             raise InvalidInput(f"no dataset with id {dataset_id}.", field="dataset")
     elif model == DEMO_MODEL:
-        # The offline demo model can only quote a knowledge base: give it the starter one.
-        dataset = Dataset.objects.filter(owner=owner, name=STARTER_DATASET).first()
+        # The offline demo model can only quote a knowledge base: give it the owner's starter
+        # one, loaded on their first demo run (a second or two, once).
+        dataset, _, _ = starter_dataset_load(owner=owner)
 
     # Lock the owner's row so two starts at once cannot both pass the limit. NO KEY UPDATE
     # still lets the owner's agents insert sub-agents (which reference the row) meanwhile.
@@ -175,14 +179,18 @@ def run_claim(*, run_id: int, worker_id: int | None = None) -> bool:
 @transaction.atomic
 def run_set_state(*, run_id: int, state: str, detail: str = "") -> None:
     detail = detail[:500]
-    run = Run.objects.filter(pk=run_id).only("root_id", "status").first()
-    if run is None or run.status not in ACTIVE_STATUSES:
+    root_id = _root_id(run_id)
+    if root_id is None:
         return
-    tree_lock(root_id=run.root_id)
+    tree_lock(root_id=root_id)
+    # Read under the lock: a sweep may have ended the run since.
+    run = Run.objects.filter(pk=run_id, status__in=ACTIVE_STATUSES).only("status").first()
+    if run is None:
+        return
     Run.objects.filter(pk=run_id).update(state=state)
     RunState.objects.create(run_id=run_id, state=state, detail=detail)
     publish(
-        root_id=run.root_id,
+        root_id=root_id,
         type="run.state",
         run_id=run_id,
         status=run.status,
@@ -249,7 +257,7 @@ def run_delete(*, run: Run) -> None:
     """
     tree_lock(root_id=run.root_id)
     if run.is_active:
-        run_cancel(run=run, reason="cancelled: the run was deleted")
+        run_cancel(run=run, reason=DELETED)
     Run.objects.filter(pk=run.pk).delete()
 
 

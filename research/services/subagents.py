@@ -6,13 +6,16 @@ from django.db import transaction
 from research.models import Run
 from research.services.errors import InvalidInput, LimitReached
 from research.services.events import tree_lock
-from research.services.runs import subagent_create
+from research.services.runs import subagent_create, validate_max_steps
 
 
 @transaction.atomic
-def subagent_spawn(*, parent_id: int, name: str, reason: str, topic: str, max_steps: int) -> Run:
+def subagent_spawn(
+    *, parent_id: int, name: str, reason: str, topic: str, max_steps: int | None = None
+) -> Run:
     """Check the name and the limits and record the sub-agent, holding the root's row lock so
     that agents of one tree spawning at once cannot pass the tree limit together."""
+    max_steps = validate_max_steps(max_steps)
     parent = Run.objects.only("root_id", "depth").get(pk=parent_id)
     tree_lock(root_id=parent.root_id)
     siblings = list(

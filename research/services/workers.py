@@ -42,7 +42,7 @@ def workers_sweep(*, dead_after_seconds: float) -> int:
     dead: dict[int, str] = {
         worker.pk: INTERRUPTED
         for worker in live.filter(hostname=socket.gethostname())
-        if not _pid_alive(worker.pid)
+        if not _process_alive(worker)
     }
     silent = live.filter(heartbeat_at__lt=Now() - timedelta(seconds=dead_after_seconds))
     for worker_id in silent.exclude(pk__in=dead).values_list("pk", flat=True):
@@ -65,11 +65,17 @@ def _end_runs_of(worker_id: int, error: str) -> int:
     return runs_fail(run_ids=run_ids, error=error)
 
 
-def _pid_alive(pid: int) -> bool:
-    if pid == os.getpid():
-        return True
+# Rows with this process's pid registered before it started are a dead process's: a
+# restarted container often gets the same pid again.
+_PROCESS_STARTED = timezone.now()
+
+
+def _process_alive(worker: Worker) -> bool:
+    """Whether the process of a worker of this machine still runs."""
+    if worker.pid == os.getpid():
+        return worker.started_at >= _PROCESS_STARTED
     try:
-        os.kill(pid, 0)
+        os.kill(worker.pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:

@@ -5,21 +5,11 @@ machine with no network and no upload.
 Idempotent: a second run adds only the topics that are missing (none, unless Python changed).
 """
 
-import platform
-
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
-from django.db import transaction
 
 from research.knowledge import STARTER_DATASET as STARTER_NAME
-from research.models import Dataset
-from research.services.knowledge import dataset_create, document_add
-
-
-def starter_topics() -> dict[str, str]:
-    from pydoc_data.topics import topics
-
-    return dict(sorted(topics.items()))
+from research.services.starter import starter_dataset_load
 
 
 class Command(BaseCommand):
@@ -42,38 +32,14 @@ class Command(BaseCommand):
             raise CommandError("no superuser to own the dataset: pass --user.")
         return owner
 
-    @transaction.atomic
     def handle(self, *args, user: str | None, **options):
         owner = self._owner(user)
-        dataset = Dataset.objects.filter(owner=owner, name=STARTER_NAME).first()
-        created = dataset is None
-        if created:
-            dataset = dataset_create(
-                owner=owner,
-                name=STARTER_NAME,
-                description=(
-                    f"The Python {platform.python_version()} language reference topics that "
-                    "ship with CPython (pydoc_data.topics), one document per topic."
-                ),
-            )
-        present = set(dataset.documents.values_list("title", flat=True))
-        added = 0
-        for topic, text in starter_topics().items():
-            if topic in present:
-                continue
-            document_add(
-                dataset=dataset,
-                title=topic,
-                data=text.encode(),
-                filename=f"{topic}.txt",
-                source=f"pydoc_data.topics[{topic!r}] (Python {platform.python_version()})",
-            )
-            added += 1
-        chunks = dataset.chunks.count()
+        dataset, created, added = starter_dataset_load(owner=owner)
         verb = "Created" if created else "Updated" if added else "Kept"
         self.stdout.write(
             self.style.SUCCESS(
                 f"{verb} dataset {STARTER_NAME!r} (id {dataset.pk}) of {owner.get_username()}: "
-                f"{added} topics added, {dataset.documents.count()} documents, {chunks} chunks."
+                f"{added} topics added, {dataset.documents.count()} documents, "
+                f"{dataset.chunks.count()} chunks."
             )
         )

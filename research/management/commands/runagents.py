@@ -15,7 +15,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connections
 
-from agents.pool import AgentPool, set_pool, warm_up
+from agents.pool import AgentPool, warm_up
 from research.services import INTERRUPTED
 
 log = logging.getLogger(__name__)
@@ -56,7 +56,6 @@ class Command(BaseCommand):
 
         warm_up()
         pool = AgentPool(max_active=max_agents, claim_roots=True).start()
-        set_pool(pool)
         log.info(
             "worker %s: running up to %d agents; SIGTERM or Ctrl-C stops it",
             pool.worker_id,
@@ -69,7 +68,6 @@ class Command(BaseCommand):
             log.info("worker %s: stopping; working agents are interrupted", pool.worker_id)
         finally:
             pool.shutdown(reason=INTERRUPTED, timeout=shutdown_timeout)
-            set_pool(None)
             _close_database()
         log.info("worker %s: stopped", pool.worker_id)
 

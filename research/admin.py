@@ -3,11 +3,13 @@
 Agents are the only writers of what they record (states, steps, usage, events), so those
 fields and models are read-only here; runs start through the API or the page (run_start
 does what a bare insert would not: limits, root, first state, event), so the admin never adds
-one. Deleting and cancelling go through the services, which cancel working agents first.
-Every list page joins what it shows (list_select_related) so it runs a fixed number of
-queries however many rows it holds.
+one, and what run_start fixed (owner, tree, model, task) stays as it set it. Documents are
+added through the knowledge service, as the API adds them. Deleting and cancelling go
+through the services, which cancel working agents first. Every list page joins what it shows
+(list_select_related) so it runs a fixed number of queries however many rows it holds.
 """
 
+from django import forms
 from django.contrib import admin, messages
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest
@@ -32,6 +34,7 @@ from research.models import (
     Step,
     Worker,
 )
+from research.services import knowledge
 
 
 def _short(text: str, length: int = 80) -> str:
@@ -141,9 +144,24 @@ class LLMCallInline(ReadOnlyInline):
     readonly_fields = fields
 
 
+# Fixed by run_start and subagent_create (and the worker by the claim), never edited by hand:
+# the events and messages endpoints trust root_id, the owner decides who sees the whole tree,
+# and pricing.cost raises for a model with no price.
+RUN_FIXED_FIELDS = [
+    "owner",
+    "name",
+    "reason",
+    "topic",
+    "model",
+    "dataset",
+    "max_steps",
+    "parent",
+    "root",
+    "depth",
+    "worker",
+]
 # Written by the services and the agents, never typed in by hand.
 RUN_AGENT_FIELDS = [
-    "depth",
     "status",
     "state",
     "steps",
@@ -181,8 +199,7 @@ class RunAdmin(admin.ModelAdmin):
     list_filter = ["status", "state", "model", "depth", "owner"]
     search_fields = ["topic", "name", "report"]
     list_select_related = ["owner"]
-    raw_id_fields = ["parent", "root", "owner", "dataset", "worker"]
-    readonly_fields = [*RUN_AGENT_FIELDS, "records"]
+    readonly_fields = [*RUN_FIXED_FIELDS, *RUN_AGENT_FIELDS, "records"]
     fieldsets = [
         (None, {"fields": ["owner", "name", "reason", "topic", "model", "dataset", "max_steps"]}),
         ("Tree", {"fields": ["parent", "root", "depth", "worker", "records"]}),
@@ -359,6 +376,40 @@ class DatasetAdmin(admin.ModelAdmin):
         return dataset.document_count
 
 
+class DocumentUploadForm(forms.ModelForm):
+    """A file for a dataset, added by knowledge.document_add as the API adds it (extraction,
+    sha256, chunks); what the service refuses shows on the form, on its field."""
+
+    title = forms.CharField(
+        required=False, max_length=500, help_text="Left empty: the file's name."
+    )
+    file = forms.FileField(help_text="A text, Markdown, HTML or PDF file.")
+
+    class Meta:
+        model = Document
+        fields = ["dataset", "title"]
+
+    def clean(self) -> dict:
+        data = super().clean()
+        upload, dataset = data.get("file"), data.get("dataset")
+        if upload is None or dataset is None:
+            return data
+        # The service is the check: only it knows which files it can read. The admin's add
+        # view runs in a transaction, so a page that fails after this adds nothing.
+        try:
+            knowledge.file_size_check(size=upload.size, filename=upload.name or "")
+            self.document = knowledge.document_add(
+                dataset=dataset,
+                title=data.get("title", ""),
+                data=upload.read(),
+                filename=upload.name or "",
+                content_type=upload.content_type,
+            )
+        except services.InvalidInput as error:
+            self.add_error(error.field if error.field in self.fields else "file", error.message)
+        return data
+
+
 @admin.register(Document)
 class DocumentAdmin(admin.ModelAdmin):
     list_display = [
@@ -374,14 +425,34 @@ class DocumentAdmin(admin.ModelAdmin):
     list_select_related = ["dataset", "remembered_by"]
     raw_id_fields = ["dataset", "remembered_by"]
     search_fields = ["title", "source"]
-    # The chunks and their search index are derived from the text when a document is
-    # imported into its dataset: edits here would leave them stale, and a document added
-    # here would have none, so text and dataset are fixed and imports go through the
-    # knowledge base.
+    # The chunks and their search index are derived from the text when the document is
+    # added: edits here would leave them stale, so text and dataset are fixed once added.
     readonly_fields = ["dataset", "text", "sha256", "remembered_by", "chunks", "created_at"]
+    add_fields = ["dataset", "title", "file"]
 
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
+    def get_fields(self, request: HttpRequest, obj: Document | None = None) -> list[str]:
+        return self.add_fields if obj is None else super().get_fields(request, obj)
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Document | None = None) -> list:
+        return [] if obj is None else super().get_readonly_fields(request, obj)
+
+    def get_form(self, request: HttpRequest, obj: Document | None = None, **kwargs):
+        if obj is None:
+            kwargs["form"] = DocumentUploadForm
+        return super().get_form(request, obj, **kwargs)
+
+    def save_form(self, request: HttpRequest, form: forms.ModelForm, change: bool) -> Document:
+        if change:
+            return super().save_form(request, form, change)
+        return form.document  # already stored, with its chunks, by the form's clean()
+
+    def save_model(self, request: HttpRequest, obj: Document, form, change: bool) -> None:
+        if change:
+            super().save_model(request, obj, form, change)
+
+    def save_related(self, request: HttpRequest, form, formsets, change: bool) -> None:
+        if change:
+            super().save_related(request, form, formsets, change)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Document]:
         return super().get_queryset(request).annotate(chunk_count=Count("chunks"))

@@ -12,6 +12,7 @@ from rest_framework.pagination import PageNumberPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from research.api_helpers import checked
 from research.knowledge import chunk_url, search_chunks
 from research.models import Dataset, Document
 from research.services import knowledge
@@ -75,12 +76,6 @@ class ChunkHitSerializer(serializers.Serializer):
     rank = serializers.FloatField()
 
 
-def _checked(serializer_class, data) -> dict:
-    serializer = serializer_class(data=data)
-    serializer.is_valid(raise_exception=True)
-    return serializer.validated_data
-
-
 def _dataset(request: Request, dataset_id: int) -> Dataset:
     return knowledge.dataset_get(owner=request.user, dataset_id=dataset_id)
 
@@ -92,7 +87,7 @@ def _dataset(request: Request, dataset_id: int) -> Dataset:
 @api_view(["GET", "POST"])
 def datasets(request: Request) -> Response:
     if request.method == "POST":
-        data = _checked(DatasetCreateSerializer, request.data)
+        data = checked(DatasetCreateSerializer, request.data)
         dataset = knowledge.dataset_create(
             owner=request.user, name=data["name"], description=data["description"]
         )
@@ -133,8 +128,11 @@ def dataset_documents(request: Request, dataset_id: int) -> Response:
 def document_upload(request: Request, dataset: Dataset) -> Response:
     if "file" not in request.FILES:
         raise InvalidInput("upload the document as the multipart field file.", field="file")
-    data = _checked(DocumentUploadSerializer, request.data)
+    data = checked(DocumentUploadSerializer, request.data)
     upload = data["file"]
+    # Refused before reading: a big upload sits in a temporary file until read() copies it
+    # all into memory.
+    knowledge.file_size_check(size=upload.size, filename=upload.name or "")
     document = knowledge.document_add(
         dataset=dataset,
         title=data["title"],
@@ -157,7 +155,7 @@ def document_upload(request: Request, dataset: Dataset) -> Response:
 def dataset_query(request: Request, dataset_id: int) -> Response:
     """The passages of the dataset that best answer `q`: the search the agents' query runs."""
     dataset = _dataset(request, dataset_id)
-    data = _checked(QueryInputSerializer, request.query_params)
+    data = checked(QueryInputSerializer, request.query_params)
     hits = search_chunks(dataset_id=dataset.pk, question=data["q"], limit=data.get("limit", 5))
     rows = [
         {

@@ -7,7 +7,7 @@ layer, and the offline demo model. Production sets DATABASE_URL, REDIS_URL and a
 import json
 import os
 import secrets
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 import dj_database_url
@@ -51,6 +51,18 @@ def envfloat(name: str, default: float) -> float:
         raise ImproperlyConfigured(f"{name} must be a number, not {value!r}") from None
 
 
+def envdecimal(name: str, default: str) -> Decimal:
+    """A Decimal (money): exact, unlike a float; "" or unset is the default."""
+    value = os.environ.get(name) or default
+    try:
+        number = Decimal(value)
+    except InvalidOperation:
+        raise ImproperlyConfigured(f"{name} must be a number, not {value!r}") from None
+    if not number.is_finite():
+        raise ImproperlyConfigured(f"{name} must be a finite number, not {value!r}")
+    return number
+
+
 def envlist(name: str, default: str = "") -> list[str]:
     return [item.strip() for item in env(name, default).split(",") if item.strip()]
 
@@ -61,9 +73,28 @@ def _secret_key() -> str:
         return key
     path = BASE_DIR / ".secret_key"
     if not path.exists():
-        path.write_text(secrets.token_urlsafe(50))
-        path.chmod(0o600)
+        _write_private(path, secrets.token_urlsafe(50))
     return path.read_text().strip()
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write `path` readable by its owner only from its first byte, unless it exists.
+
+    The key goes into a temporary file created with mode 0o600 (O_CREAT|O_EXCL), then is
+    linked into place: a chmod afterwards would leave a moment where others could read it,
+    and a process starting at the same moment sees either no file or the whole key, never
+    an empty one. The first link wins; the others read its key.
+    """
+    temporary = path.with_name(f"{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        with os.fdopen(fd, "w") as file:
+            file.write(text)
+        os.link(temporary, path)
+    except FileExistsError:
+        pass
+    finally:
+        temporary.unlink(missing_ok=True)
 
 
 def _database(url: str) -> dict:
@@ -253,7 +284,7 @@ RESEARCH_INBOX_SIZE = envint("RESEARCH_INBOX_SIZE", 64)
 RESEARCH_MESSAGE_MAX_CHARS = envint("RESEARCH_MESSAGE_MAX_CHARS", 10000)
 RESEARCH_WAIT_SLICE_SECONDS = envfloat("RESEARCH_WAIT_SLICE_SECONDS", 300.0)
 RESEARCH_SUBAGENT_TIMEOUT_SECONDS = envfloat("RESEARCH_SUBAGENT_TIMEOUT_SECONDS", 1800.0)
-RESEARCH_TREE_COST_CAP_USD = Decimal(env("RESEARCH_TREE_COST_CAP_USD", "0") or "0")
+RESEARCH_TREE_COST_CAP_USD = envdecimal("RESEARCH_TREE_COST_CAP_USD", "0")
 RESEARCH_DUPLICATE_TASK_SIMILARITY = envfloat("RESEARCH_DUPLICATE_TASK_SIMILARITY", 0.85)
 RESEARCH_MESSENGER = env("RESEARCH_MESSENGER", "redis" if REDIS_URL else "memory")
 

@@ -1,16 +1,19 @@
 """The Django admin: every run and record browsable by staff, in a fixed number of queries."""
 
+import hashlib
 import html
 import re
 
 import pytest
 from django.contrib import admin
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from research import services
+from research.knowledge import search_chunks
 from research.models import (
     Chunk,
     Citation,
@@ -25,6 +28,7 @@ from research.models import (
     Step,
     Worker,
 )
+from research.services import knowledge
 
 RUNS = "/admin/research/run/"
 
@@ -170,10 +174,69 @@ def test_what_agents_write_is_read_only(admin_client, tree_factory):
     assert 'name="status"' not in page
     assert 'name="report"' not in page
     assert 'name="cost_usd"' not in page
-    assert 'name="topic"' in page
+    assert 'name="topic"' not in page  # fixed by run_start too (see the test below)
     assert step_edit.status_code == 403
     step.refresh_from_db()
     assert step.output == ""
+
+
+def _form_data(page: str) -> dict[str, str]:
+    """What the browser would post back from an admin change page, as it was shown."""
+    data = {}
+    for tag in re.findall(r"<input\b[^>]*>", page):
+        attributes = dict(re.findall(r'(\w[\w-]*)="([^"]*)"', tag))
+        if "name" not in attributes or attributes.get("type") in ("submit", "button"):
+            continue
+        if attributes.get("type") == "checkbox" and "checked" not in tag:
+            continue
+        data[html.unescape(attributes["name"])] = html.unescape(attributes.get("value", ""))
+    return data
+
+
+FIXED_RUN_FIELDS = [
+    "owner",
+    "parent",
+    "root",
+    "model",
+    "dataset",
+    "depth",
+    "name",
+    "reason",
+    "topic",
+    "max_steps",
+]
+
+
+def test_what_run_start_fixed_cannot_be_changed_in_the_admin(
+    admin_client, bob, alice, tree_factory
+):
+    root = tree_factory(children=("history",), grandchildren=())
+    child = root.children.get()
+    other = tree_factory(owner=bob, children=(), grandchildren=())
+    dataset = Dataset.objects.create(owner=bob, name="bob's papers")
+    url = f"{RUNS}{child.pk}/change/"
+    page = admin_client.get(url).content.decode()
+    tampered = {
+        "owner": bob.pk,
+        "parent": other.pk,
+        "root": other.pk,
+        "model": "no-price-model",
+        "dataset": dataset.pk,
+        "depth": 7,
+        "name": "renamed",
+        "reason": "changed",
+        "topic": "another task",
+        "max_steps": 99,
+    }
+
+    response = admin_client.post(url, {**_form_data(page), **tampered})
+
+    assert response.status_code == 302, "the save went through"
+    assert [f for f in FIXED_RUN_FIELDS if f'name="{f}"' in page] == []
+    before = {field: getattr(child, field) for field in FIXED_RUN_FIELDS}
+    child.refresh_from_db()
+    assert {field: getattr(child, field) for field in FIXED_RUN_FIELDS} == before
+    assert (child.owner, child.root_id, child.model) == (alice, root.pk, "scripted")
 
 
 def test_staff_only(client, alice, run_factory):
@@ -242,3 +305,71 @@ def test_document_list_counts_chunks(admin_client, alice):
     page = admin_client.get("/admin/research/document/").content.decode()
 
     assert f'?document__id__exact={document.pk}">3</a>' in page
+
+
+DOCUMENT_ADD = "/admin/research/document/add/"
+
+
+def test_staff_upload_a_markdown_file_to_a_dataset_and_agents_find_it(admin_client, alice):
+    dataset = Dataset.objects.create(owner=alice, name="oceans")
+    markdown = b"# Tides\n\nThe **moon** pulls the oceans into two bulges every lunar day.\n"
+
+    form = admin_client.get(DOCUMENT_ADD)
+    response = admin_client.post(
+        DOCUMENT_ADD,
+        {
+            "dataset": dataset.pk,
+            "title": "",
+            # Browsers send .md as octet-stream: the extension decides, as in the API.
+            "file": SimpleUploadedFile("tides.md", markdown, "application/octet-stream"),
+        },
+    )
+
+    assert form.status_code == 200
+    assert 'enctype="multipart/form-data"' in form.content.decode()
+    assert response.status_code == 302
+    document = Document.objects.get(dataset=dataset)
+    assert (document.title, document.content_type, document.source) == (
+        "tides",
+        "text/markdown",
+        "tides.md",
+    )
+    assert document.sha256 == hashlib.sha256(markdown).hexdigest()
+    (hit,) = search_chunks(dataset_id=dataset.pk, question="lunar bulges")
+    assert hit.document_id == document.pk and "moon" in hit.text
+
+
+def test_an_unsupported_upload_in_the_admin_shows_the_reason_on_the_file_field(admin_client, alice):
+    dataset = Dataset.objects.create(owner=alice, name="oceans")
+
+    response = admin_client.post(
+        DOCUMENT_ADD,
+        {
+            "dataset": dataset.pk,
+            "title": "A program",
+            "file": SimpleUploadedFile("tides.exe", b"MZ\x90\x00", "application/x-msdownload"),
+        },
+    )
+
+    assert response.status_code == 200
+    errors = response.context["adminform"].form.errors
+    assert list(errors) == ["file"]
+    assert "tides.exe is not a supported type" in errors["file"][0]
+    assert "tides.exe is not a supported type" in response.content.decode()
+    assert not Document.objects.exists()
+
+
+def test_an_upload_over_the_limit_is_refused_in_the_admin(admin_client, alice, monkeypatch):
+    monkeypatch.setattr(knowledge, "MAX_FILE_BYTES", 10)
+    dataset = Dataset.objects.create(owner=alice, name="oceans")
+
+    response = admin_client.post(
+        DOCUMENT_ADD,
+        {"dataset": dataset.pk, "file": SimpleUploadedFile("big.txt", b"x" * 11, "text/plain")},
+    )
+
+    assert response.status_code == 200
+    assert response.context["adminform"].form.errors["file"] == [
+        "big.txt is 11 bytes; the limit is 10."
+    ]
+    assert not Document.objects.exists()

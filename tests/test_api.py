@@ -462,6 +462,40 @@ def test_messages_query_count_does_not_grow_with_messages(api, tree_factory):
     assert _queries(api, f"{URL}/{root.pk}/messages") == few
 
 
+# --- Events ------------------------------------------------------------------------------------
+
+
+def _add_events(root: Run, count: int) -> int:
+    """Append `count` stored events to the tree (as publish numbers them); the last seq."""
+    first = root.events.count() + 1
+    Event.objects.bulk_create(
+        Event(root=root, seq=seq, type="run.state", payload={"seq": seq, "type": "run.state"})
+        for seq in range(first, first + count)
+    )
+    return first + count - 1
+
+
+def test_events_after_n_are_all_returned_however_many(api, tree_factory):
+    root = tree_factory(children=("a",), grandchildren=())
+    child = root.children.get()
+    last = _add_events(root, 1500)
+
+    everything = api.get(f"{URL}/{root.pk}/events").json()
+    missed = api.get(f"{URL}/{child.pk}/events", {"after": 40}).json()
+
+    assert [event["seq"] for event in everything] == list(range(1, last + 1))
+    assert [event["seq"] for event in missed] == list(range(41, last + 1))
+    assert api.get(f"{URL}/{root.pk}/events", {"after": last}).json() == []
+
+
+def test_events_query_count_does_not_grow_with_events(api, run_factory):
+    run = run_factory()
+    few = _queries(api, f"{URL}/{run.pk}/events")
+    _add_events(run, 200)
+
+    assert _queries(api, f"{URL}/{run.pk}/events") == few
+
+
 # --- Schema ------------------------------------------------------------------------------------
 
 

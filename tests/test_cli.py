@@ -16,6 +16,7 @@ from django.core.management.base import CommandError
 from agents.llm.scripted import call, reply, slow
 from agents.pool import AgentPool
 from research import services
+from research.cli.render import watch_header
 from research.models import Citation, Event, LLMCall, Message, Run, RunState, Source, Step
 from research.services.citations import citations_record
 from tests.conftest import PROJECT, process_env, wait_finished, wait_for
@@ -319,6 +320,50 @@ def test_show_round_trips_the_run_its_agents_usage_and_report(db, alice, finishe
     assert usage[:4] == [root.model, "3", "600", "30"]
     assert Decimal(usage[4]) == sum(call.cost_usd for call in LLMCall.objects.all())
     assert out.split("report:\n", 1)[1].strip() == root.report
+
+
+def _demo_run(run_factory) -> Run:
+    run = run_factory(model="demo", topic="How do tides work?")
+    services.usage_add(run_id=run.pk, input_tokens=10, output_tokens=5, latency_ms=1)
+    services.run_finish(run_id=run.pk, report="# Tides\n\nThe moon pulls the sea.")
+    return run
+
+
+def test_on_a_terminal_show_and_list_say_a_demo_run_is_the_offline_demo_model(
+    db, alice, run_factory, monkeypatch
+):
+    monkeypatch.setenv("COLUMNS", "200")  # wide enough that no column is cut
+    demo = _demo_run(run_factory)
+
+    for args in (("show", str(demo.pk)), ("list",)):
+        terminal = Terminal()
+        call_command("research", *args, "--user", "alice", stdout=terminal)
+        assert "demo (offline demo model)" in terminal.getvalue(), args
+
+
+def test_plain_list_and_show_keep_the_demo_model_machine_readable(db, alice, run_factory):
+    demo = _demo_run(run_factory)
+
+    listed = research("list", "--user", "alice").splitlines()
+    shown = research("show", str(demo.pk), "--user", "alice")
+
+    header, row = listed[0].split("\t"), listed[1].split("\t")
+    assert row[header.index("model")] == "demo"
+    assert fields(shown)["model"] == "demo"
+    assert section(shown, "usage")[1][0] == "demo"
+    assert "offline demo model" not in "\n".join(listed) + shown
+
+
+def test_the_watch_header_names_the_demo_model_as_such(db, run_factory):
+    demo = run_factory(model="demo", topic="How do tides work?")
+    scripted = run_factory(topic="A question for a real model")
+
+    assert watch_header(demo) == (
+        f"research {demo.pk} on demo (offline demo model): How do tides work?"
+    )
+    assert watch_header(scripted) == (
+        f"research {scripted.pk} on scripted: A question for a real model"
+    )
 
 
 def test_export_json_holds_the_whole_tree(db, alice, finished_tree):

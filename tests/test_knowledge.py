@@ -6,10 +6,11 @@ import os
 import re
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.urls import reverse
 from rest_framework.test import APIClient
 
@@ -18,8 +19,10 @@ from agents.tools.base import ToolError
 from agents.tools.knowledge import QUERY, REMEMBER
 from research import services
 from research.knowledge import chunk_text, search_chunks
-from research.models import Chunk, Document, Source
+from research.models import Chunk, Dataset, Document, Source
+from research.services import knowledge
 from research.services.knowledge import dataset_create, document_add
+from tests.conftest import wait_for
 
 PROJECT = Path(__file__).resolve().parent.parent
 
@@ -207,6 +210,75 @@ def test_dataset_names_are_checked(alice):
     assert "q" in empty_query.json()
 
 
+def _waiting_on_a_lock() -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        )
+        return cursor.fetchone()[0] > 0
+
+
+def _in_thread(target, results: dict, key: str) -> threading.Thread:
+    def run() -> None:
+        try:
+            results[key] = target()
+        except Exception as error:  # the test reads it: a 500 raises in the test client
+            results[key] = error
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_dataset_name_created_by_two_requests_at_once_is_refused_not_a_500(alice):
+    inserted, release, results = threading.Event(), threading.Event(), {}
+
+    def first() -> Dataset:
+        # The other request's transaction: its row is written, not yet committed.
+        with transaction.atomic():
+            dataset = dataset_create(owner=alice, name="Notes")
+            inserted.set()
+            release.wait(10)
+        return dataset
+
+    first_thread = _in_thread(first, results, "first")
+    assert inserted.wait(10)
+    second = _in_thread(
+        lambda: client_for(alice).post(reverse("api:datasets"), {"name": "Notes"}),
+        results,
+        "second",
+    )
+    # The second has passed the name check (the first row is not visible to it) and waits
+    # on the unique index for the first to commit.
+    wait_for(_waiting_on_a_lock, timeout=10, message="the second insert never waited")
+    release.set()
+    first_thread.join(10)
+    second.join(10)
+
+    assert isinstance(results["first"], Dataset)
+    response = results["second"]
+    assert not isinstance(response, Exception), response
+    assert response.status_code == 400
+    assert response.json() == {"name": ["you already have a dataset named 'Notes'."]}
+    assert Dataset.objects.filter(owner=alice).count() == 1
+
+
+@pytest.mark.django_db
+def test_an_upload_over_the_size_limit_is_refused_naming_the_file_field(alice, monkeypatch):
+    monkeypatch.setattr(knowledge, "MAX_FILE_BYTES", 10)
+    dataset = dataset_create(owner=alice, name="Small")
+
+    response = upload(client_for(alice), dataset.pk, "notes.txt", b"x" * 11)
+
+    assert response.status_code == 400
+    assert response.json() == {"file": ["notes.txt is 11 bytes; the limit is 10."]}
+    assert Document.objects.count() == 0
+
+
 @pytest.mark.django_db
 def test_bob_cannot_see_query_or_delete_alices_dataset(alice, bob):
     dataset = dataset_create(owner=alice, name="Private")
@@ -296,7 +368,7 @@ result = {
 }
 pdf.delete()
 result["after_delete"] = titles("Zephyrine turbines")
-from django.db import connection
+from django.db import connection, transaction
 with connection.cursor() as cursor:  # fails when the index and research_chunk disagree
     cursor.execute("INSERT INTO chunk_fts(chunk_fts, rank) VALUES ('integrity-check', 1)")
 print(json.dumps(result))

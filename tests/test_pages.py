@@ -212,6 +212,24 @@ def test_the_demo_model_is_announced_by_a_banner(client, alice, run_factory):
     assert "Offline demo model." not in client.get(f"/runs/{scripted.pk}/").content.decode()
 
 
+def _row_text(html: str, run: Run) -> str:
+    """The visible text of a run's row in the researches list, spaces collapsed."""
+    row = re.search(rf'<tr data-run-id="{run.pk}">(.*?)</tr>', html, re.S)
+    assert row, f"run {run.pk} is listed"
+    return " ".join(re.sub(r"<[^>]+>", " ", row.group(1)).split())
+
+
+def test_the_list_says_a_demo_run_runs_on_the_offline_demo_model(client, alice, run_factory):
+    demo = run_factory(model="demo")
+    scripted = run_factory(topic="a question for a real model")
+    client.force_login(alice)
+
+    html = client.get("/").content.decode()
+
+    assert "demo (offline demo model)" in _row_text(html, demo)
+    assert "offline demo model" not in _row_text(html, scripted)
+
+
 # --- The agent panel ---------------------------------------------------------------------------
 
 

@@ -2,6 +2,8 @@
 
 Plain output is one record per line with tab-separated fields (tabs and newlines inside a
 value become spaces), a header line first; `key: value` lines for one run; the report as is.
+Plain values stay machine-readable (the model is its name); rich output is for people, so
+there the demo model says what it is.
 """
 
 from collections.abc import Callable, Iterable
@@ -15,6 +17,7 @@ from rich.table import Table
 from rich.text import Text
 
 from research.models import Run, Status
+from research.pricing import DEMO_MODEL
 
 Write = Callable[[str], None]
 
@@ -98,6 +101,16 @@ def money(value: Decimal | str | int) -> str:
     return f"${Decimal(value):.4f}"
 
 
+def model_label(model: str) -> str:
+    """A model as people read it: the demo model is not mistaken for a real one (DESIGN)."""
+    return f"{model} (offline demo model)" if model == DEMO_MODEL else model
+
+
+def watch_header(run: Run) -> str:
+    """The line a watch (`start --wait`, `tail`) opens with: what it follows, on which model."""
+    return f"research {run.pk} on {model_label(run.model)}: {one_line(run.topic)[:120]}"
+
+
 def agent_label(run: Run) -> str:
     return run.name or f"research {run.pk}"
 
@@ -169,7 +182,7 @@ def rich_list(runs: Iterable[Run], console: Console) -> None:
         console.print("No researches.")
         return
     table = Table(box=None, header_style="bold")
-    for heading in ("ID", "Parent", "Status", "Steps", "Cost", "Created", "Topic"):
+    for heading in ("ID", "Parent", "Status", "Steps", "Cost", "Model", "Created", "Topic"):
         table.add_column(heading, overflow="fold" if heading == "Topic" else "ellipsis")
     for run in runs:
         table.add_row(
@@ -178,6 +191,7 @@ def rich_list(runs: Iterable[Run], console: Console) -> None:
             status_text(run),
             f"{run.steps}/{run.max_steps}",
             money(run.tree_cost_usd),
+            model_label(run.model),
             run.created_at.strftime("%Y-%m-%d %H:%M"),
             (f"{run.name}: " if run.name else "") + one_line(run.topic)[:200],
         )
@@ -206,7 +220,7 @@ def rich_usage(rows: list[dict]) -> Table:
         table.add_column(heading, justify="left" if heading == "Model" else "right")
     for row in rows:
         table.add_row(
-            row["model"],
+            model_label(row["model"]),
             str(row["calls"]),
             str(row["input_tokens"]),
             str(row["output_tokens"]),
@@ -221,7 +235,7 @@ def rich_show(run: Run, tree: list[Run], usage: list[dict], console: Console) ->
     if run.parent_id:
         facts.add_row("Sub-agent", f"{run.name} of research {run.parent_id}: {run.reason}")
     facts.add_row("Status", status_text(run))
-    facts.add_row("Model", run.model)
+    facts.add_row("Model", model_label(run.model))
     facts.add_row("Steps", f"{run.steps}/{run.max_steps}")
     facts.add_row("Tokens", f"{run.input_tokens} in, {run.output_tokens} out")
     facts.add_row("Cost", f"{money(run.cost_usd)} (tree {money(run.tree_cost_usd)})")
@@ -237,6 +251,8 @@ def rich_show(run: Run, tree: list[Run], usage: list[dict], console: Console) ->
 
 def rich_report(run: Run, console: Console) -> None:
     if run.report:
-        console.print(Panel(Markdown(run.report), title="report", title_align="left"))
+        # `start --wait` on a terminal ends with this panel alone: it names the demo model too.
+        title = "report" if run.model != DEMO_MODEL else f"report by {model_label(run.model)}"
+        console.print(Panel(Markdown(run.report), title=title, title_align="left"))
     elif run.error:
         console.print(Text(f"no report: {run.error}", style="red"))

@@ -11,7 +11,7 @@ import re
 from pathlib import PurePath
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Count, QuerySet
 
 from research.knowledge import chunk_text, normalise_text
@@ -64,9 +64,16 @@ def dataset_create(*, owner: AbstractBaseUser, name: str, description: str = "")
         raise InvalidInput("name must not be empty.", field="name")
     if len(name) > _NAME_MAX:
         raise InvalidInput(f"name is longer than {_NAME_MAX} characters.", field="name")
+    taken = InvalidInput(f"you already have a dataset named {name!r}.", field="name")
     if Dataset.objects.filter(owner=owner, name=name).exists():
-        raise InvalidInput(f"you already have a dataset named {name!r}.", field="name")
-    return Dataset.objects.create(owner=owner, name=name, description=description or "")
+        raise taken
+    try:
+        # Two requests creating the same name at once both pass the check above; the unique
+        # constraint refuses the second, in a savepoint so the caller's transaction lives on.
+        with transaction.atomic():
+            return Dataset.objects.create(owner=owner, name=name, description=description or "")
+    except IntegrityError:
+        raise taken from None
 
 
 def dataset_delete(*, dataset: Dataset) -> None:
@@ -85,6 +92,16 @@ def document_list(*, dataset: Dataset) -> QuerySet[Document]:
         .annotate(chunk_count=Count("chunks"))
         .order_by("id")
     )
+
+
+def file_size_check(*, size: int | None, filename: str) -> None:
+    """Refuse a file over MAX_FILE_BYTES (`file`); callers with an upload check its declared
+    size with this before reading it into memory."""
+    if size is not None and size > MAX_FILE_BYTES:
+        raise InvalidInput(
+            f"{filename or 'the file'} is {size:,} bytes; the limit is {MAX_FILE_BYTES:,}.",
+            field="file",
+        )
 
 
 def file_type(filename: str, content_type: str | None = None) -> str | None:
@@ -184,10 +201,7 @@ def document_add(
     source: str = "",
 ) -> Document:
     """Add a file (text, Markdown, HTML or PDF) to a dataset: its text, hash and chunks."""
-    if len(data) > MAX_FILE_BYTES:
-        raise InvalidInput(
-            f"{filename} is {len(data):,} bytes; the limit is {MAX_FILE_BYTES:,}.", field="file"
-        )
+    file_size_check(size=len(data), filename=filename)
     text, kind = extract_text(data=data, filename=filename, content_type=content_type)
     title = (title or "").strip() or PurePath(filename or "").stem or "untitled"
     return _store(

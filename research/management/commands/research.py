@@ -194,6 +194,7 @@ class Command(BaseCommand):
             sink = RichSink(self.console, tree, types=types)
         else:
             sink = PlainSink(self.write, note=self.stderr.write, types=types)
+        sink.note(render.watch_header(run))
         if note:
             sink.note(note)
         watch = Watch(

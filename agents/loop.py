@@ -42,6 +42,9 @@ def run_agent(*, run_id: int, token: CancelToken, pool) -> None:
     except LLMError as failure:
         error = str(failure)
     except Exception as failure:
+        if not Run.objects.filter(pk=run_id).exists():
+            log.info("run %s was deleted while its agent worked", run_id)
+            return
         log.exception("agent of run %s failed", run_id)
         error = f"internal error: {type(failure).__name__}: {failure}"
     finally:

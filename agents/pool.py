@@ -202,8 +202,11 @@ class AgentPool:
             finally:
                 self._release()
         except Exception:
-            log.exception("agent of run %s crashed", run_id)
-            services.run_finish(run_id=run_id, error="internal error: the agent crashed")
+            if Run.objects.filter(pk=run_id).exists():
+                log.exception("agent of run %s crashed", run_id)
+                services.run_finish(run_id=run_id, error="internal error: the agent crashed")
+            else:
+                log.info("run %s was deleted while its agent worked", run_id)
         finally:
             # Also for a sub-agent that never ran: siblings must hear it has ended.
             get_messenger().close(run_id)

@@ -31,6 +31,12 @@ def results(llm, match: str, name: str | None = None) -> list[str]:
     return [m["content"] for m in llm.tool_results(match, name=name)]
 
 
+def working(name: str) -> bool:
+    """Whether that agent is still queued or working. A turn function waits on this rather
+    than on "ended", so that it also stops waiting when the test is over and its rows gone."""
+    return Run.objects.filter(name=name, status__in=["queued", "working"]).exists()
+
+
 def tool_names(request: dict) -> set[str]:
     return {tool["function"]["name"] for tool in request.get("tools") or []}
 
@@ -268,10 +274,7 @@ def test_the_65th_unread_message_is_refused(agent_pool, scripted_llm, alice):
     scripted_llm.script(
         "busy task",
         # One long model call: busy is alive, and reads nothing, while the flood comes in.
-        lambda m: (
-            wait_for(lambda: Run.objects.filter(name="flooder", status="done").exists(), timeout=30)
-            and reply("busy done")
-        ),
+        lambda m: wait_for(lambda: not working("flooder"), timeout=30) and reply("busy done"),
     )
     wait_finished(start(alice, "flood research"))
 
@@ -546,7 +549,7 @@ def test_a_sibling_cancelled_before_it_started_has_ended_for_messages(scripted_l
     scripted_llm.script(
         "early task",
         lambda m: (
-            wait_for(lambda: Run.objects.filter(name="late", status="failed").exists())
+            wait_for(lambda: not working("late"))
             and call("send_message", to="late", text="are you there?")
         ),
         reply("early"),

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 import httpx
 import pytest
 from django.contrib.auth.models import User
+from django.db import connections
 from django.test import Client
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
@@ -196,8 +197,15 @@ def test_twenty_roots_submitted_at_once_are_each_run_once_by_one_of_two_workers(
         )
 
     cluster.start(web=True, workers=2)
+
+    def submit_from_a_thread(task: str) -> Run:
+        try:
+            return cluster.submit(task)
+        finally:
+            connections.close_all()  # give the thread's connection back to the pool
+
     with ThreadPoolExecutor(max_workers=20) as submit:
-        roots = list(submit.map(cluster.submit, tasks))
+        roots = list(submit.map(submit_from_a_thread, tasks))
 
     for root in roots:
         wait_finished(root, timeout=40)

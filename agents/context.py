@@ -101,7 +101,11 @@ class AgentContext:
     def load(
         cls, run_id: int, cancel: CancelToken, pool: "AgentPool | None" = None
     ) -> "AgentContext":
-        run = Run.objects.get(pk=run_id)
+        return cls.of(Run.objects.get(pk=run_id), cancel, pool)
+
+    @classmethod
+    def of(cls, run: Run, cancel: CancelToken, pool: "AgentPool | None" = None) -> "AgentContext":
+        """The identifiers of a run already read; the thread keeps these, not the instance."""
         return cls(
             run_id=run.pk,
             root_id=run.root_id,

@@ -18,11 +18,14 @@ from agents.context import AgentContext, Cancelled, CancelToken
 from agents.llm import chat_model_for
 from agents.llm.base import ChatResponse, LLMError, ToolCall
 from agents.tools import Tool, ToolError, toolset
+from agents.tools.base import truncate
 from research import services
 from research.models import Run, State
 from research.services.citations import citations_record
 
 log = logging.getLogger(__name__)
+
+RESULT_SLACK = 1000
 
 FINAL_ROUND_NOTE = (
     "Your step budget is spent{why}. Write your final report now, in Markdown, from what you "
@@ -32,11 +35,12 @@ FINAL_ROUND_NOTE = (
 
 def run_agent(*, run_id: int, token: CancelToken, pool) -> None:
     """Run one agent to its end and finish its run, after its sub-agents."""
-    ctx = AgentContext.load(run_id, token, pool)
+    run = Run.objects.get(pk=run_id)
+    ctx = AgentContext.of(run, token, pool)
     team.open_inbox(ctx)
     report, error = "", ""
     try:
-        report = Agent(ctx).run()
+        report = Agent(ctx, run).run()
     except Cancelled as cancelled:
         error = cancelled.reason
     except LLMError as failure:
@@ -59,10 +63,8 @@ def run_agent(*, run_id: int, token: CancelToken, pool) -> None:
 
 
 class Agent:
-    def __init__(self, ctx: AgentContext):
+    def __init__(self, ctx: AgentContext, run: Run):
         self.ctx = ctx
-        run = Run.objects.get(pk=ctx.run_id)
-        self.topic = run.topic
         self.max_steps = run.max_steps
         self.tools = {tool.name: tool for tool in toolset(ctx)}
         self.model = chat_model_for(ctx.model)
@@ -145,7 +147,9 @@ class Agent:
         except Exception as error:
             log.exception("tool %s of run %s raised", call.name, self.ctx.run_id)
             output, is_error = f"error: {call.name} failed: {error}", True
-        output = _truncate(output)
+        # A backstop for tools that leave their output unbounded: one that cut its own text
+        # to the limit (read_page) adds a heading and a note, which the slack lets through.
+        output = truncate(output, settings.RESEARCH_TOOL_RESULT_MAX_CHARS + RESULT_SLACK)
         services.step_record(
             run_id=self.ctx.run_id,
             kind="tool",
@@ -181,13 +185,6 @@ class Agent:
                 + (f"{where}: {error.message}" if where else error.message)
             )
         return tool, arguments
-
-
-def _truncate(text: str) -> str:
-    limit = settings.RESEARCH_TOOL_RESULT_MAX_CHARS
-    if len(text) <= limit:
-        return text
-    return text[:limit] + f"\n[truncated: {len(text) - limit} more characters not shown]"
 
 
 def system_prompt(ctx: AgentContext, run: Run, tools: dict[str, Tool]) -> str:

@@ -11,7 +11,7 @@ from django.db.models import Count, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 
 from research import selectors
-from research.models import Event, Message, Run, RunState, Step
+from research.models import Message, Run, RunState, Step
 from research.serializers import RunOutputSerializer
 from research.services.citations import citations_for
 
@@ -83,9 +83,9 @@ def tree_snapshot(*, root: Run) -> dict[str, Any]:
 def events_after(*, root_id: int, after: int) -> list[dict[str, Any]] | None:
     """The stored events after `after`, or None when there are more than REPLAY_LIMIT."""
     events = list(
-        Event.objects.filter(root_id=root_id, seq__gt=after)
-        .order_by("seq")
-        .values_list("payload", flat=True)[: REPLAY_LIMIT + 1]
+        selectors.tree_events(root_id=root_id, after=after).values_list("payload", flat=True)[
+            : REPLAY_LIMIT + 1
+        ]
     )
     return None if len(events) > REPLAY_LIMIT else events
 

@@ -54,3 +54,15 @@ def test_a_failing_search_provider_gives_the_agent_a_readable_error(
     (result,) = [m["content"] for m in scripted_llm.tool_results("broken search")]
     assert result == "error: web_search: searxng answered 500"
     assert run.status == "done"
+
+
+def test_a_long_page_reaches_the_model_cut_once_with_its_note(
+    agent_pool, scripted_llm, web, alice, settings
+):
+    settings.READ_PAGE_MAX_BYTES = 256 * 1024
+    scripted_llm.script("long page", call("read_page", url=f"{web.url}/huge"), reply("ok"))
+    wait_finished(services.run_start(owner=alice, topic="long page research"))
+    (page,) = [m["content"] for m in scripted_llm.tool_results("long page")]
+    limit = settings.RESEARCH_TOOL_RESULT_MAX_CHARS
+    assert f"this shows the first {limit:,} of " in page.splitlines()[-1]
+    assert page.count("more characters cut") == 1

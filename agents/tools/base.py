@@ -45,6 +45,16 @@ class Tool:
         }
 
 
+def truncate(text: str, limit: int) -> str:
+    """At most `limit` characters of `text`, and a note saying how much was cut."""
+    if len(text) <= limit:
+        return text
+    return (
+        f"{text[:limit]}\n\n[{len(text) - limit:,} more characters cut: "
+        f"this shows the first {limit:,} of {len(text):,}.]"
+    )
+
+
 def object_schema(properties: dict[str, Any], required: list[str] | None = None) -> dict:
     return {
         "type": "object",

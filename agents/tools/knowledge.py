@@ -13,7 +13,7 @@ from research.knowledge import ChunkHit, chunk_url, search_chunks
 from research.models import Document, Source
 from research.services.errors import InvalidInput
 from research.services.knowledge import FACT_MAX_CHARS, fact_remember
-from research.services.sources import source_record
+from research.services.sources import sources_record
 
 QUERY_LIMIT = 5
 SNIPPET_CHARS = 300
@@ -62,18 +62,27 @@ def query(ctx: AgentContext, args: dict[str, Any]) -> str:
             "technical terms), or search the web."
         )
     facts = _fact_sources(hits)
-    parts = []
-    for number, hit in enumerate(hits, start=1):
-        url = chunk_url(dataset_id=dataset_id, document_id=hit.document_id, position=hit.position)
-        source_record(
-            run_id=ctx.run_id,
-            kind=Source.Kind.CHUNK,
-            url=url,
-            title=hit.document_title,
-            snippet=hit.text[:SNIPPET_CHARS],
-            text=hit.text,
-        )
-        parts.append(_format_hit(number, hit, url, facts.get(hit.document_id)))
+    urls = [
+        chunk_url(dataset_id=dataset_id, document_id=hit.document_id, position=hit.position)
+        for hit in hits
+    ]
+    sources_record(
+        run_id=ctx.run_id,
+        kind=Source.Kind.CHUNK,
+        items=[
+            {
+                "url": url,
+                "title": hit.document_title,
+                "snippet": hit.text[:SNIPPET_CHARS],
+                "text": hit.text,
+            }
+            for url, hit in zip(urls, hits, strict=True)
+        ],
+    )
+    parts = [
+        _format_hit(number, hit, url, facts.get(hit.document_id))
+        for number, (url, hit) in enumerate(zip(urls, hits, strict=True), start=1)
+    ]
     return (
         f"{len(hits)} passages of the dataset, best first. Cite a passage by its kb:// "
         "address.\n\n" + "\n\n".join(parts)

@@ -25,7 +25,7 @@ import pypdf
 import trafilatura
 from django.conf import settings
 
-from agents.tools.base import Tool, ToolError, object_schema
+from agents.tools.base import Tool, ToolError, object_schema, truncate
 from research.models import Source
 from research.services.sources import source_record
 
@@ -332,15 +332,6 @@ def extract(page: Fetched) -> tuple[str, str]:
 
 def _default_title(url: httpx.URL) -> str:
     return url.path.rstrip("/").rsplit("/", 1)[-1] or url.host
-
-
-def truncate(text: str, limit: int) -> str:
-    if len(text) <= limit:
-        return text
-    return (
-        f"{text[:limit]}\n\n[{len(text) - limit:,} more characters cut: "
-        f"this shows the first {limit:,} of {len(text):,}.]"
-    )
 
 
 def format_page(*, title: str, url: str, final_url: str, text: str, cut_note: str) -> str:

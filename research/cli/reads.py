@@ -53,8 +53,8 @@ def states(run: Run) -> QuerySet[RunState]:
 
 def citations(run: Run, *, subtree: bool = True) -> list[Citation]:
     """The citations of the run's report, and of its sub-agents' reports with `subtree`."""
-    members = selectors.run_subtree(run=run).only("pk") if subtree else [run]
-    return [citation for member in members for citation in citations_for(run_id=member.pk)]
+    members = selectors.run_subtree(run=run).values("pk") if subtree else [run.pk]
+    return list(citations_for(run_ids=members))
 
 
 def agent_process_alive() -> bool:

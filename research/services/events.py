@@ -40,6 +40,11 @@ def set_server_loop(loop: asyncio.AbstractEventLoop) -> None:
         _server_loop = loop
 
 
+def root_id_of(run_id: int) -> int | None:
+    """The root of a run's tree; None when the run is gone."""
+    return Run.objects.filter(pk=run_id).values_list("root_id", flat=True).first()
+
+
 def tree_lock(*, root_id: int) -> None:
     """Take the tree's write lock (its root row) until the caller's transaction ends.
 

@@ -12,7 +12,7 @@ from research import pricing
 from research.models import ACTIVE_STATUSES, Dataset, Run, RunState, State, Status
 from research.pricing import DEMO_MODEL
 from research.services.errors import InvalidInput, TooManyRuns
-from research.services.events import publish, tree_lock
+from research.services.events import publish, root_id_of, tree_lock
 from research.services.starter import starter_dataset_load
 
 INTERRUPTED = "interrupted: the server stopped while the agent worked"
@@ -152,7 +152,7 @@ def subagent_create(*, parent_id: int, name: str, reason: str, topic: str, max_s
 @transaction.atomic
 def run_claim(*, run_id: int, worker_id: int | None = None) -> bool:
     """Mark a queued run working. False when it is no longer queued (cancelled, claimed)."""
-    root_id = _root_id(run_id)
+    root_id = root_id_of(run_id)
     if root_id is None:
         return False
     tree_lock(root_id=root_id)
@@ -179,7 +179,7 @@ def run_claim(*, run_id: int, worker_id: int | None = None) -> bool:
 @transaction.atomic
 def run_set_state(*, run_id: int, state: str, detail: str = "") -> None:
     detail = detail[:500]
-    root_id = _root_id(run_id)
+    root_id = root_id_of(run_id)
     if root_id is None:
         return
     tree_lock(root_id=root_id)
@@ -202,7 +202,7 @@ def run_set_state(*, run_id: int, state: str, detail: str = "") -> None:
 @transaction.atomic
 def run_finish(*, run_id: int, report: str = "", error: str = "") -> None:
     """End a run: done with its report, or failed with its error. A finished run stays so."""
-    root_id = _root_id(run_id)
+    root_id = root_id_of(run_id)
     if root_id is None:
         return
     tree_lock(root_id=root_id)
@@ -259,10 +259,6 @@ def run_delete(*, run: Run) -> None:
     if run.is_active:
         run_cancel(run=run, reason=DELETED)
     Run.objects.filter(pk=run.pk).delete()
-
-
-def _root_id(run_id: int) -> int | None:
-    return Run.objects.filter(pk=run_id).values_list("root_id", flat=True).first()
 
 
 def runs_fail(*, run_ids: list[int], error: str) -> int:

@@ -3,15 +3,12 @@ checked against them. Rows are only added; a source is a fact about the past."""
 
 from collections.abc import Iterable, Mapping
 
-from research.models import Run, Source
+from research.models import Source
+from research.services.events import root_id_of
 
 # The model's column sizes: a longer value is cut rather than failing the tool call.
 _URL_MAX = Source._meta.get_field("url").max_length
 _TITLE_MAX = Source._meta.get_field("title").max_length
-
-
-def _root_id(run_id: int) -> int:
-    return Run.objects.values_list("root_id", flat=True).get(pk=run_id)
 
 
 def source_record(
@@ -28,7 +25,7 @@ def source_record(
     """Record one thing `run_id` saw; the tree (root) is taken from the run."""
     return Source.objects.create(
         run_id=run_id,
-        root_id=_root_id(run_id),
+        root_id=root_id_of(run_id),
         kind=kind,
         url=url[:_URL_MAX],
         final_url=final_url[:_URL_MAX],
@@ -39,18 +36,25 @@ def source_record(
     )
 
 
-def sources_record_search(*, run_id: int, results: Iterable[Mapping[str, str]]) -> list[Source]:
-    """Record the results of one web search (mappings with url, title, snippet) in one insert."""
-    root_id = _root_id(run_id)
+def sources_record(*, run_id: int, kind: str, items: Iterable[Mapping[str, str]]) -> list[Source]:
+    """Record several sources of one kind (mappings with url and optional title, snippet,
+    text) in one insert: a search's results, a query's passages."""
+    root_id = root_id_of(run_id)
     rows = [
         Source(
             run_id=run_id,
             root_id=root_id,
-            kind=Source.Kind.SEARCH,
-            url=result["url"][:_URL_MAX],
-            title=result.get("title", "")[:_TITLE_MAX],
-            snippet=result.get("snippet", ""),
+            kind=kind,
+            url=item["url"][:_URL_MAX],
+            title=item.get("title", "")[:_TITLE_MAX],
+            snippet=item.get("snippet", ""),
+            text=item.get("text", ""),
         )
-        for result in results
+        for item in items
     ]
     return Source.objects.bulk_create(rows)
+
+
+def sources_record_search(*, run_id: int, results: Iterable[Mapping[str, str]]) -> list[Source]:
+    """Record the results of one web search (mappings with url, title, snippet)."""
+    return sources_record(run_id=run_id, kind=Source.Kind.SEARCH, items=results)

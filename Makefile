@@ -27,6 +27,7 @@ services:
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
 
 test: install services lint
 	$(VENV)/bin/pytest

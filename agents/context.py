@@ -1,17 +1,16 @@
-"""What an agent thread knows about itself: identifiers only, never model instances."""
+"""What an agent thread knows about itself: identifiers only, never model instances; and
+what it may ask of the runtime that runs it (`Runtime`)."""
 
 import threading
 import time
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from django.conf import settings
 
 from research.models import Run
 from research.services.runs import CANCELLED_BY_USER, DELETED
-
-if TYPE_CHECKING:
-    from agents.pool import AgentPool
 
 
 class Cancelled(Exception):
@@ -81,6 +80,22 @@ class CancelToken:
         return self.is_set()
 
 
+class Runtime(Protocol):
+    """What an agent asks of the pool that runs it: start its sub-agents, cancel one, give its
+    slot back while it waits, and hear when some agent ends. `agents.pool.AgentPool` is the
+    implementation; tools see only this."""
+
+    def submit(self, run_id: int, *, timeout_seconds: float | None = None) -> None: ...
+
+    def cancel(self, run_id: int, reason: str) -> bool: ...
+
+    def is_running(self, run_id: int) -> bool: ...
+
+    def yielded(self, token: "CancelToken") -> AbstractContextManager[None]: ...
+
+    def wait_changed(self, timeout: float) -> None: ...
+
+
 @dataclass
 class AgentContext:
     run_id: int
@@ -93,18 +108,16 @@ class AgentContext:
     dataset_id: int | None
     cancel: CancelToken
     # The pool that runs this agent: it starts sub-agents and takes back a waiting agent's slot.
-    pool: "AgentPool | None" = None
+    pool: Runtime | None = None
     # Sub-agents whose reports this agent has read (wait_subagents); see agents.team.
     collected: set[int] = field(default_factory=set)
 
     @classmethod
-    def load(
-        cls, run_id: int, cancel: CancelToken, pool: "AgentPool | None" = None
-    ) -> "AgentContext":
+    def load(cls, run_id: int, cancel: CancelToken, pool: Runtime | None = None) -> "AgentContext":
         return cls.of(Run.objects.get(pk=run_id), cancel, pool)
 
     @classmethod
-    def of(cls, run: Run, cancel: CancelToken, pool: "AgentPool | None" = None) -> "AgentContext":
+    def of(cls, run: Run, cancel: CancelToken, pool: Runtime | None = None) -> "AgentContext":
         """The identifiers of a run already read; the thread keeps these, not the instance."""
         return cls(
             run_id=run.pk,

@@ -21,7 +21,6 @@ from agents.tools import Tool, ToolError, toolset
 from agents.tools.base import truncate
 from research import services
 from research.models import Run, State
-from research.services.citations import citations_record
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +57,7 @@ def run_agent(*, run_id: int, token: CancelToken, pool) -> None:
     if report:
         # The report is in: the agent checks what it cites against what the tree saw.
         services.run_set_state(run_id=run_id, state=State.WRITING, detail="checking citations")
-        citations_record(run_id=run_id, report=report)
+        services.citations_record(run_id=run_id, report=report)
     services.run_finish(run_id=run_id, report=report, error=error)
 
 

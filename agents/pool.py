@@ -24,9 +24,8 @@ from django.db import close_old_connections, connections
 
 from agents.context import CancelToken
 from agents.messages import get_messenger
-from research import services
+from research import events, services
 from research.models import Run, Worker
-from research.services import events
 
 log = logging.getLogger(__name__)
 

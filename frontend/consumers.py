@@ -7,18 +7,16 @@ forwarded: the browser drops the second copy by its sequence number, and nothing
 between the two.
 """
 
-import asyncio
 from typing import Any
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from frontend import selectors as page_selectors
 from research import selectors
+from research.errors import NotFound
+from research.events import group_name
 from research.models import Run
-from research.services import NotFound
-from research.services.events import group_name, set_server_loop
 
 # Close codes the page knows: stop reconnecting and say why.
 NOT_SIGNED_IN = 4401
@@ -31,8 +29,6 @@ class RunTreeConsumer(AsyncJsonWebsocketConsumer):
     sent_until = 0
 
     async def connect(self) -> None:
-        # Agent threads hand their sends to this loop (see events.set_server_loop).
-        set_server_loop(asyncio.get_running_loop())
         root = await self._root()
         if root is None:
             # Accept, then close with a code: a refused handshake looks like a network error
@@ -78,11 +74,11 @@ class RunTreeConsumer(AsyncJsonWebsocketConsumer):
         # A number beyond the tree's last event comes from another database (a reset, a
         # restore): only a snapshot can put that page right.
         if after is not None and after <= root.event_seq:
-            events = await database_sync_to_async(page_selectors.events_after)(
+            events = await database_sync_to_async(selectors.events_after)(
                 root_id=root.pk, after=after
             )
         if events is None:
-            snapshot = await database_sync_to_async(page_selectors.tree_snapshot)(root=root)
+            snapshot = await database_sync_to_async(selectors.tree_snapshot)(root=root)
             self.sent_until = snapshot["seq"]
             await self.send_json(snapshot)
             return

@@ -5,7 +5,7 @@ from django import forms
 from django.conf import settings
 
 from research import pricing
-from research.knowledge import STARTER_DATASET
+from research.fulltext import STARTER_DATASET
 from research.models import Dataset
 from research.pricing import DEMO_MODEL
 

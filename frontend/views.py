@@ -10,13 +10,12 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 
-from frontend import selectors as page_selectors
 from frontend.forms import StartResearchForm
 from frontend.rendering import render_report
 from research import selectors, services
+from research.errors import InvalidInput, NotFound, TooManyRuns
 from research.models import Run
 from research.pricing import DEMO_MODEL
-from research.services import InvalidInput, NotFound, TooManyRuns
 
 RUNS_PER_PAGE = 25
 
@@ -36,7 +35,7 @@ def runs(request: HttpRequest) -> HttpResponse:
         run = _start(request, form)
         if run is not None:
             return redirect("run", run_id=run.pk)
-    page = Paginator(page_selectors.roots_for(owner=request.user), RUNS_PER_PAGE).get_page(
+    page = Paginator(selectors.roots_for(owner=request.user), RUNS_PER_PAGE).get_page(
         request.GET.get("page")
     )
     return render(request, "runs.html", {"form": form, "page": page})
@@ -66,7 +65,7 @@ def run(request: HttpRequest, run_id: int) -> HttpResponse:
     run = _run_or_404(request, run_id)
     if not run.is_root:
         return redirect(f"{reverse('run', args=[run.root_id])}?agent={run.pk}")
-    snapshot = page_selectors.tree_snapshot(root=run)
+    snapshot = selectors.tree_snapshot(root=run)
     config = {
         "root": run.pk,
         "selected": _selected(request, snapshot),
@@ -93,7 +92,7 @@ def agent_panel(request: HttpRequest, root_id: int, run_id: int) -> HttpResponse
     run = _run_or_404(request, run_id)
     if run.root_id != root_id:
         raise Http404("no such agent in this research.")
-    panel = page_selectors.agent_panel(run=run)
+    panel = selectors.agent_panel(run=run)
     report_html = render_report(run.report, panel.citations) if run.report else ""
     context = {"panel": panel, "run": run, "report_html": report_html}
     return render(request, "agent_panel.html", context)

@@ -16,6 +16,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from research import selectors, services
 from research.api_helpers import checked
+from research.errors import InvalidInput, NotFound, ResearchError, TooManyRuns
 from research.serializers import (
     EventSerializer,
     EventsFilterSerializer,
@@ -26,8 +27,6 @@ from research.serializers import (
     RunStartSerializer,
     RunStateSerializer,
 )
-from research.services import InvalidInput, NotFound, ResearchError, TooManyRuns
-from research.services.citations import citations_for
 
 
 def exception_handler(exc, context):
@@ -122,7 +121,7 @@ def run_messages(request: Request, run_id: int) -> Response:
 def run_report(request: Request, run_id: int) -> Response:
     """The report with each URL it cites, verified (an agent of the tree saw it) or flagged."""
     run = _run(request, run_id)
-    citations = citations_for(run_id=run.pk)
+    citations = selectors.citations_for(run_id=run.pk)
     data = {"id": run.pk, "status": run.status, "report": run.report, "citations": citations}
     return Response(ReportSerializer(data).data)
 

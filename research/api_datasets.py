@@ -12,11 +12,11 @@ from rest_framework.pagination import PageNumberPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from research import selectors, services
 from research.api_helpers import checked
-from research.knowledge import chunk_url, search_chunks
+from research.errors import InvalidInput
+from research.fulltext import chunk_url, search_chunks
 from research.models import Dataset, Document
-from research.services import knowledge
-from research.services.errors import InvalidInput
 
 QUERY_MAX_LIMIT = 20
 
@@ -77,7 +77,7 @@ class ChunkHitSerializer(serializers.Serializer):
 
 
 def _dataset(request: Request, dataset_id: int) -> Dataset:
-    return knowledge.dataset_get(owner=request.user, dataset_id=dataset_id)
+    return selectors.dataset_get(owner=request.user, dataset_id=dataset_id)
 
 
 @extend_schema(methods=["GET"], responses=DatasetOutputSerializer(many=True))
@@ -88,13 +88,13 @@ def _dataset(request: Request, dataset_id: int) -> Dataset:
 def datasets(request: Request) -> Response:
     if request.method == "POST":
         data = checked(DatasetCreateSerializer, request.data)
-        dataset = knowledge.dataset_create(
+        dataset = services.dataset_create(
             owner=request.user, name=data["name"], description=data["description"]
         )
         dataset.document_count = 0
         return Response(DatasetOutputSerializer(dataset).data, status=status.HTTP_201_CREATED)
     paginator = PageNumberPagination()
-    page = paginator.paginate_queryset(knowledge.dataset_list(owner=request.user), request)
+    page = paginator.paginate_queryset(selectors.dataset_list(owner=request.user), request)
     return paginator.get_paginated_response(DatasetOutputSerializer(page, many=True).data)
 
 
@@ -104,7 +104,7 @@ def datasets(request: Request) -> Response:
 def dataset_detail(request: Request, dataset_id: int) -> Response:
     dataset = _dataset(request, dataset_id)
     if request.method == "DELETE":
-        knowledge.dataset_delete(dataset=dataset)
+        services.dataset_delete(dataset=dataset)
         return Response(status=status.HTTP_204_NO_CONTENT)
     return Response(DatasetOutputSerializer(dataset).data)
 
@@ -121,7 +121,7 @@ def dataset_documents(request: Request, dataset_id: int) -> Response:
     if request.method == "POST":
         return document_upload(request, dataset)
     paginator = PageNumberPagination()
-    page = paginator.paginate_queryset(knowledge.document_list(dataset=dataset), request)
+    page = paginator.paginate_queryset(selectors.document_list(dataset=dataset), request)
     return paginator.get_paginated_response(DocumentOutputSerializer(page, many=True).data)
 
 
@@ -132,8 +132,8 @@ def document_upload(request: Request, dataset: Dataset) -> Response:
     upload = data["file"]
     # Refused before reading: a big upload sits in a temporary file until read() copies it
     # all into memory.
-    knowledge.file_size_check(size=upload.size, filename=upload.name or "")
-    document = knowledge.document_add(
+    services.file_size_check(size=upload.size, filename=upload.name or "")
+    document = services.document_add(
         dataset=dataset,
         title=data["title"],
         data=upload.read(),

@@ -18,16 +18,19 @@ from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
 from frontend.routing import websocket_urlpatterns  # noqa: E402
+from research.events.transport import serve_on_server_loop  # noqa: E402
 
-application = ProtocolTypeRouter(
-    {
-        # Canopy's own few static files, served by daphne itself: no separate web server
-        # is needed for `make run`; a large deployment may put a CDN in front.
-        "http": ASGIStaticFilesHandler(django_asgi_app),
-        "websocket": AllowedHostsOriginValidator(
-            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
-        ),
-    }
+application = serve_on_server_loop(
+    ProtocolTypeRouter(
+        {
+            # Canopy's own few static files, served by daphne itself: no separate web server
+            # is needed for `make run`; a large deployment may put a CDN in front.
+            "http": ASGIStaticFilesHandler(django_asgi_app),
+            "websocket": AllowedHostsOriginValidator(
+                AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
+            ),
+        }
+    )
 )
 
 if settings.RESEARCH_AGENTS_IN_WEB:

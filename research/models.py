@@ -72,7 +72,7 @@ class Run(models.Model):
     worker = models.ForeignKey(
         "Worker", null=True, blank=True, on_delete=models.SET_NULL, related_name="runs"
     )
-    # Per-tree event counter, used on roots only (see services.publish).
+    # Per-tree event counter, used on roots only (see research.events.publish).
     event_seq = models.PositiveBigIntegerField(default=0)
 
     class Meta:
@@ -263,7 +263,7 @@ class Document(models.Model):
 
 
 class Chunk(models.Model):
-    """A piece of a document, ranked by full-text search (see research.knowledge)."""
+    """A piece of a document, ranked by full-text search (see research.fulltext)."""
 
     document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="chunks")
     dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="chunks")

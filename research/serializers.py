@@ -2,39 +2,24 @@
 
 from rest_framework import serializers
 
+from research.events.payloads import RUN_FIELDS, run_fields
 from research.models import Citation, Event, Message, Run, RunState
 
 
 class RunOutputSerializer(serializers.ModelSerializer):
+    """A run's JSON (DESIGN). The shape is built once, by `run_fields`, for the API, the
+    snapshot and the `run.created` event alike; the fields here describe it to the schema."""
+
     parent_id = serializers.IntegerField(read_only=True)
     root_id = serializers.IntegerField(read_only=True)
 
     class Meta:
         model = Run
-        fields = [
-            "id",
-            "parent_id",
-            "root_id",
-            "depth",
-            "name",
-            "reason",
-            "topic",
-            "model",
-            "status",
-            "state",
-            "max_steps",
-            "steps",
-            "input_tokens",
-            "output_tokens",
-            "cost_usd",
-            "tree_cost_usd",
-            "report",
-            "error",
-            "created_at",
-            "started_at",
-            "finished_at",
-        ]
+        fields = list(RUN_FIELDS)
         read_only_fields = fields
+
+    def to_representation(self, run: Run) -> dict:
+        return run_fields(run)
 
 
 class RunStartSerializer(serializers.Serializer):

@@ -88,14 +88,14 @@ def run_factory(alice) -> Callable[..., Run]:
 
 @pytest.fixture
 def subagent_factory() -> Callable[..., Run]:
-    """Record a sub-agent of a run through services.subagent_create, as agents.team does."""
+    """Record a sub-agent of a run through services.subagent_create, as subagent_spawn does."""
 
     def spawn(parent: Run, name: str, *, topic: str = "", max_steps: int = 5) -> Run:
         return services.subagent_create(
             parent_id=parent.pk,
             name=name,
             reason=f"{name} covers one facet",
-            topic=topic or f"the {name} facet of {parent.topic[:60]}",
+            task=topic or f"the {name} facet of {parent.topic[:60]}",
             max_steps=max_steps,
         )
 

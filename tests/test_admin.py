@@ -13,7 +13,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from research import services
-from research.knowledge import search_chunks
+from research.fulltext import search_chunks
 from research.models import (
     Chunk,
     Citation,
@@ -28,7 +28,7 @@ from research.models import (
     Step,
     Worker,
 )
-from research.services import knowledge
+from research.services import datasets
 
 RUNS = "/admin/research/run/"
 
@@ -360,7 +360,7 @@ def test_an_unsupported_upload_in_the_admin_shows_the_reason_on_the_file_field(a
 
 
 def test_an_upload_over_the_limit_is_refused_in_the_admin(admin_client, alice, monkeypatch):
-    monkeypatch.setattr(knowledge, "MAX_FILE_BYTES", 10)
+    monkeypatch.setattr(datasets, "MAX_FILE_BYTES", 10)
     dataset = Dataset.objects.create(owner=alice, name="oceans")
 
     response = admin_client.post(

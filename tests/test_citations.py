@@ -6,8 +6,9 @@ from agents.context import AgentContext, CancelToken
 from agents.tools.knowledge import QUERY
 from research import services
 from research.models import Citation
-from research.services.citations import citations_for, citations_record, cited_urls, url_key
-from research.services.knowledge import dataset_create, document_add
+from research.selectors import citations_for
+from research.services.citations import citations_record, cited_urls, url_key
+from research.services.datasets import dataset_create, document_add
 from research.services.sources import source_record
 
 
@@ -19,7 +20,7 @@ def alice(django_user_model):
 def tree(owner, dataset_id=None):
     root = services.run_start(owner=owner, topic="Tides", dataset_id=dataset_id)
     alpha = services.subagent_create(
-        parent_id=root.pk, name="alpha", reason="split", topic="tides", max_steps=5
+        parent_id=root.pk, name="alpha", reason="split", task="tides", max_steps=5
     )
     return root, alpha
 

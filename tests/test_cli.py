@@ -15,8 +15,8 @@ from django.core.management.base import CommandError
 
 from agents.llm.scripted import call, reply, slow
 from agents.pool import AgentPool
+from frontend.terminal.render import watch_header
 from research import services
-from research.cli.render import watch_header
 from research.models import Citation, Event, LLMCall, Message, Run, RunState, Source, Step
 from research.services.citations import citations_record
 from tests.conftest import PROJECT, process_env, wait_finished, wait_for

@@ -7,7 +7,7 @@ from django.core.management import call_command
 
 from research import services
 from research.models import Citation, Dataset, Message, Run
-from research.services.knowledge import dataset_create, document_add
+from research.services.datasets import dataset_create, document_add
 from tests.conftest import wait_finished
 
 pytestmark = pytest.mark.django_db(transaction=True)

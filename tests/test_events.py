@@ -5,7 +5,8 @@ import threading
 import pytest
 from django.db import connection
 
-from research import services
+from research import events, services
+from research.events import RunStateChanged
 from research.models import Event
 
 URL = "/v1/gb/research"
@@ -99,8 +100,12 @@ def test_publishers_on_many_threads_get_distinct_gapless_numbers(run_factory):
         try:
             barrier.wait()
             for index in range(per_thread):
-                services.publish(
-                    root_id=root.pk, type="run.state", run_id=root.pk, thread=thread, index=index
+                events.publish(
+                    root_id=root.pk,
+                    run_id=root.pk,
+                    payload=RunStateChanged(
+                        status="working", state="thinking", detail=f"{thread}/{index}"
+                    ),
                 )
         except BaseException as error:  # surfaced by the assertion below
             errors.append(error)
@@ -116,10 +121,11 @@ def test_publishers_on_many_threads_get_distinct_gapless_numbers(run_factory):
     assert errors == []
     seqs = _seqs(root.pk)
     assert seqs == list(range(1, len(seqs) + 1))
-    ours = Event.objects.filter(root=root, payload__has_key="thread")
-    assert ours.count() == threads_count * per_thread
+    payloads = Event.objects.filter(root=root, type="run.state").values_list("payload", flat=True)
+    details = [p["detail"].split("/") for p in payloads.order_by("seq") if "/" in p["detail"]]
+    assert len(details) == threads_count * per_thread
     for thread in range(threads_count):
-        indexes = list(ours.filter(payload__thread=thread).values_list("payload__index", flat=True))
+        indexes = [int(index) for who, index in details if who == str(thread)]
         # Each thread's own events are numbered in the order it published them.
         assert indexes == list(range(per_thread))
     root.refresh_from_db()

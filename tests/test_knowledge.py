@@ -18,10 +18,10 @@ from agents.context import AgentContext, CancelToken
 from agents.tools.base import ToolError
 from agents.tools.knowledge import QUERY, REMEMBER
 from research import services
-from research.knowledge import chunk_text, search_chunks
+from research.fulltext import chunk_text, search_chunks
 from research.models import Chunk, Dataset, Document, Source
-from research.services import knowledge
-from research.services.knowledge import dataset_create, document_add
+from research.services import datasets
+from research.services.datasets import dataset_create, document_add
 from tests.conftest import wait_for
 
 PROJECT = Path(__file__).resolve().parent.parent
@@ -269,7 +269,7 @@ def test_a_dataset_name_created_by_two_requests_at_once_is_refused_not_a_500(ali
 
 @pytest.mark.django_db
 def test_an_upload_over_the_size_limit_is_refused_naming_the_file_field(alice, monkeypatch):
-    monkeypatch.setattr(knowledge, "MAX_FILE_BYTES", 10)
+    monkeypatch.setattr(datasets, "MAX_FILE_BYTES", 10)
     dataset = dataset_create(owner=alice, name="Small")
 
     response = upload(client_for(alice), dataset.pk, "notes.txt", b"x" * 11)
@@ -334,7 +334,7 @@ def test_search_stays_inside_the_dataset(alice):
 def test_postgresql_search_uses_the_gin_index(alice):
     from django.contrib.postgres.search import SearchQuery
 
-    from research.knowledge import EnglishVector
+    from research.fulltext import EnglishVector
 
     query_ = SearchQuery("owl | night", search_type="raw", config="english")
     chunks = Chunk.objects.annotate(vector=EnglishVector("text")).filter(vector=query_)
@@ -352,8 +352,8 @@ django.setup()
 from django.core.management import call_command
 call_command("migrate", verbosity=0)
 from django.contrib.auth.models import User
-from research.knowledge import search_chunks
-from research.services.knowledge import dataset_create, document_add
+from research.fulltext import search_chunks
+from research.services.datasets import dataset_create, document_add
 from tests.test_knowledge import MARKDOWN, PDF_LINES, make_pdf
 owner = User.objects.create_user("alice")
 dataset = dataset_create(owner=owner, name="Archive")
@@ -402,7 +402,7 @@ def team(owner, dataset_id):
     root = services.run_start(owner=owner, topic="Lighthouses", dataset_id=dataset_id)
     siblings = [
         services.subagent_create(
-            parent_id=root.pk, name=name, reason="split", topic="keepers", max_steps=5
+            parent_id=root.pk, name=name, reason="split", task="keepers", max_steps=5
         )
         for name in ("alpha", "beta")
     ]

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-from research.knowledge import search_chunks
+from research.fulltext import search_chunks
 from research.models import Dataset, Document
 from tests.test_knowledge import MARKDOWN, PDF_LINES, make_pdf
 

@@ -13,7 +13,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from agents.messages import InboxFull, InboxMessage, MemoryMessenger, Messenger, NoInbox
-from agents.messages_redis import RedisMessenger
+from agents.messages.redis import RedisMessenger
 from tests.conftest import PROJECT
 
 SIZE = 64
@@ -217,7 +217,7 @@ def test_a_message_sent_from_another_process_reaches_the_inbox(redis_client, pre
     script = f"""
 import redis
 from agents.messages import InboxMessage
-from agents.messages_redis import RedisMessenger
+from agents.messages.redis import RedisMessenger
 there = RedisMessenger(redis.Redis.from_url({settings.REDIS_URL!r}), size={SIZE},
                        prefix={prefix!r})
 there.send(InboxMessage(from_id=3, from_name="sibling", to_id={INBOX}, text="from afar"))

@@ -301,7 +301,7 @@ def test_cited_urls_are_marked_verified_or_flagged(client, alice, run_factory):
 
 
 def test_with_the_demo_model_the_form_offers_the_starter_dataset_first(client, alice, settings):
-    from research.services.knowledge import dataset_create
+    from research.services.datasets import dataset_create
 
     settings.RESEARCH_MODEL = "demo"
     dataset_create(owner=alice, name="notes")

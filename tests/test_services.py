@@ -8,8 +8,8 @@ import pytest
 from django.db import IntegrityError, connection
 
 from research import services
+from research.errors import InvalidInput, TooManyRuns
 from research.models import Dataset, LLMCall, Run, Status, Worker
-from research.services import TooManyRuns
 
 # --- Sub-agents ------------------------------------------------------------------------------
 
@@ -25,6 +25,35 @@ def test_a_second_sub_agent_with_the_same_name_under_one_parent_is_refused(
         subagent_factory(root, "history")
 
     assert list(root.children.values_list("name", flat=True)) == ["history"]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("task", "message"),
+    [
+        ("   ", "task must not be empty."),
+        ("x" * 2001, "task is 2001 characters long; the limit is 2000."),
+    ],
+)
+def test_a_sub_agent_task_is_checked_like_a_topic_and_named_task(run_factory, task, message):
+    root = run_factory()
+
+    with pytest.raises(InvalidInput) as refused:
+        services.subagent_spawn(parent_id=root.pk, name="history", reason="split", task=task)
+
+    assert (refused.value.field, refused.value.message) == ("task", message)
+    assert not root.children.exists()
+
+
+@pytest.mark.django_db
+def test_a_spawned_sub_agent_keeps_its_task_as_its_topic(run_factory):
+    root = run_factory()
+
+    child = services.subagent_spawn(
+        parent_id=root.pk, name="history", reason="split", task="  the history of tides  "
+    )
+
+    assert child.topic == "the history of tides"
 
 
 @pytest.mark.django_db

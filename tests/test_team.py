@@ -526,7 +526,7 @@ def test_an_orphan_child_no_thread_runs_is_ended_with_its_parent_instead_of_hang
     root = start(alice, "orphaning research")
     wait_for(lambda: Run.objects.get(pk=root.pk).status == "working")
     orphan = services.subagent_create(
-        parent_id=root.pk, name="orphan", reason="never started", topic="t", max_steps=3
+        parent_id=root.pk, name="orphan", reason="never started", task="t", max_steps=3
     )
     root = wait_finished(root, timeout=10)
     orphan.refresh_from_db()

@@ -13,6 +13,7 @@ from itertools import count
 from typing import Any
 
 from agents.llm.base import ChatResponse, ToolCall
+from research.text import STOP_WORDS
 
 _ids = count(1)
 URL = re.compile(r"(?:https?|kb)://[^\s)\]>\"']+")
@@ -186,28 +187,8 @@ def plan_facets(topic: str) -> list[tuple[str, str]]:
     return facets[:3]
 
 
-STOPWORDS = {
-    "the",
-    "a",
-    "an",
-    "of",
-    "in",
-    "on",
-    "for",
-    "to",
-    "with",
-    "s",
-    "how",
-    "do",
-    "does",
-    "python",
-    "their",
-    "its",
-    "what",
-    "why",
-    "is",
-    "are",
-}
+# "python" tells nothing in the starter dataset, where every topic is about Python.
+STOPWORDS = STOP_WORDS | {"python"}
 
 
 def first_sentence(text: str) -> str:

@@ -49,68 +49,23 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
-from dataclasses import dataclass, replace
-from http import HTTPStatus
+from dataclasses import replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-Usage = tuple[int, int]
-DEFAULT_USAGE: Usage = (100, 20)
-NO_MORE_TURNS = "(scripted: no more turns for this agent)"
-NO_SCRIPT = "(scripted: no script matches this task)"
-
-
-@dataclass(frozen=True)
-class Turn:
-    """One answer of the server: an assistant message, or an HTTP error when `status` is set."""
-
-    content: str | None = None
-    tool_calls: tuple[tuple[str, str], ...] = ()  # (tool name, arguments text)
-    usage: Usage = DEFAULT_USAGE
-    status: int | None = None
-    error_message: str = ""
-    times: int = 1
-    delay: float = 0.0
-
-
-TurnSpec = Turn | Callable[[list[dict[str, Any]]], "Turn | str"]
-
-
-def reply(text: str, *, usage: Usage = DEFAULT_USAGE) -> Turn:
-    """A final answer: text and no tool calls."""
-    return Turn(content=text, usage=usage)
-
-
-def call(tool: str, /, *, usage: Usage = DEFAULT_USAGE, **arguments: Any) -> Turn:
-    """An assistant turn calling one tool with JSON-encoded `arguments`."""
-    return raw_call(tool, json.dumps(arguments), usage=usage)
-
-
-def raw_call(tool: str, arguments_text: str, *, usage: Usage = DEFAULT_USAGE) -> Turn:
-    """A tool call whose arguments text is sent as is (e.g. JSON the model got wrong)."""
-    return Turn(tool_calls=((tool, arguments_text),), usage=usage)
-
-
-def calls(*turns: Turn, text: str | None = None, usage: Usage = DEFAULT_USAGE) -> Turn:
-    """One assistant turn with the tool calls of several `call(...)`s, and optional text."""
-    return Turn(
-        content=text, tool_calls=tuple(c for turn in turns for c in turn.tool_calls), usage=usage
-    )
-
-
-def fail(status: int, times: int = 1, *, message: str | None = None) -> Turn:
-    """Answer `status` with an OpenAI-style error body for `times` requests."""
-    if times < 1:
-        raise ValueError("fail() needs times >= 1")
-    return Turn(status=status, error_message=message or _status_text(status), times=times)
-
-
-def slow(seconds: float, turn: TurnSpec) -> TurnSpec:
-    """`turn`, answered after `seconds`."""
-    if isinstance(turn, Turn):
-        return replace(turn, delay=seconds)
-    return lambda messages: replace(_as_turn(turn(messages)), delay=seconds)
+from agents.llm.turns import (  # noqa: F401  (the script helpers tests import from here)
+    NO_MORE_TURNS,
+    NO_SCRIPT,
+    Turn,
+    TurnSpec,
+    as_turn,
+    call,
+    calls,
+    fail,
+    raw_call,
+    reply,
+    slow,
+)
 
 
 class ScriptedLLM:
@@ -253,7 +208,7 @@ class ScriptedLLM:
         if isinstance(spec, Turn):
             return spec
         try:
-            turn = _as_turn(spec(messages))
+            turn = as_turn(spec(messages))
         except Exception as error:  # a bug in the test's function: end the run, say why
             text = f"(scripted: the turn function raised {type(error).__name__}: {error})"
             with self._lock:
@@ -380,23 +335,12 @@ def _text(content: Any) -> str:
 
 def _tool_names(messages: list[dict[str, Any]]) -> dict[str, str]:
     return {
-        call["id"]: call.get("function", {}).get("name", "")
+        tool_call["id"]: tool_call.get("function", {}).get("name", "")
         for message in messages
         if message.get("role") == "assistant"
-        for call in message.get("tool_calls") or []
-        if "id" in call
+        for tool_call in message.get("tool_calls") or []
+        if "id" in tool_call
     }
-
-
-def _as_turn(value: "Turn | str") -> Turn:
-    return reply(value) if isinstance(value, str) else value
-
-
-def _status_text(status: int) -> str:
-    try:
-        return f"scripted failure: {status} {HTTPStatus(status).phrase}"
-    except ValueError:
-        return f"scripted failure: {status}"
 
 
 def _error_body(turn: Turn) -> dict[str, Any]:

@@ -7,7 +7,7 @@ __all__ = ["Tool", "ToolError", "toolset"]
 
 
 def toolset(ctx: AgentContext) -> list[Tool]:
-    from agents import team
+    from agents.tools import team
     from agents.tools.knowledge import QUERY, REMEMBER
     from agents.tools.pages import READ_PAGE
     from agents.tools.web import WEB_SEARCH

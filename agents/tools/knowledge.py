@@ -9,10 +9,11 @@ from typing import Any
 
 from agents.context import AgentContext
 from agents.tools.base import Tool, ToolError, object_schema
-from research.knowledge import ChunkHit, chunk_url, search_chunks
-from research.models import Document, Source
-from research.services.errors import InvalidInput
-from research.services.knowledge import FACT_MAX_CHARS, fact_remember
+from research import selectors
+from research.errors import InvalidInput
+from research.fulltext import ChunkHit, chunk_url, search_chunks
+from research.models import Source
+from research.services.datasets import FACT_MAX_CHARS, fact_remember
 from research.services.sources import sources_record
 
 QUERY_LIMIT = 5
@@ -35,14 +36,6 @@ def _text_argument(args: dict[str, Any], name: str) -> str:
     return value.strip()
 
 
-def _fact_sources(hits: list[ChunkHit]) -> dict[int, tuple[str, str]]:
-    """For remembered facts among the hits: document id -> (its source, who remembered it)."""
-    rows = Document.objects.filter(
-        pk__in={hit.document_id for hit in hits}, remembered_by__isnull=False
-    ).values_list("pk", "source", "remembered_by__name")
-    return {pk: (source, name) for pk, source, name in rows}
-
-
 def _format_hit(number: int, hit: ChunkHit, url: str, fact: tuple[str, str] | None) -> str:
     head = f"[{number}] {hit.document_title} ({url})"
     if fact is not None:
@@ -61,7 +54,7 @@ def query(ctx: AgentContext, args: dict[str, Any]) -> str:
             f"No passage of the dataset matches {question!r}. Try other words (names, "
             "technical terms), or search the web."
         )
-    facts = _fact_sources(hits)
+    facts = selectors.remembered_facts(document_ids={hit.document_id for hit in hits})
     urls = [
         chunk_url(dataset_id=dataset_id, document_id=hit.document_id, position=hit.position)
         for hit in hits

@@ -11,23 +11,19 @@ reason. Hosts in settings.READ_PAGE_ALLOWED_HOSTS skip the address check (tests,
 """
 
 import hashlib
-import html
-import io
 import ipaddress
-import re
 import socket
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import httpx
-import pypdf
-import trafilatura
 from django.conf import settings
 
 from agents.tools.base import Tool, ToolError, object_schema, truncate
 from research.models import Source
 from research.services.sources import source_record
+from research.text import UnreadableFile, decode, html_text, pdf_text
 
 if TYPE_CHECKING:
     from agents.context import AgentContext
@@ -262,56 +258,14 @@ def fetch(ctx: "AgentContext", url: httpx.URL) -> Fetched:
 # --- Extraction ----------------------------------------------------------------------------
 
 
-def _decode(page: Fetched) -> str:
-    try:
-        return page.body.decode(page.charset or "utf-8", errors="replace")
-    except LookupError:  # a charset Python does not know
-        return page.body.decode("utf-8", errors="replace")
-
-
-def strip_tags(markup: str) -> str:
-    """A last resort for pages trafilatura finds no article in: every visible word."""
-    markup = re.sub(r"(?is)<(script|style|noscript|template)\b.*?</\1\s*>", " ", markup)
-    markup = re.sub(r"(?i)<(br|/p|/div|/li|/h[1-6]|/tr)\b[^>]*>", "\n", markup)
-    text = html.unescape(re.sub(r"<[^>]+>", " ", markup))
-    lines = (" ".join(line.split()) for line in text.splitlines())
-    return "\n".join(line for line in lines if line)
-
-
-def _html_title(markup: str) -> str:
-    found = re.search(r"(?is)<title[^>]*>(.*?)</title>", markup)
-    return " ".join(html.unescape(found.group(1)).split()) if found else ""
-
-
-def _field(document: Any, name: str) -> str:
-    # trafilatura 2 returns a Document, 1.x a dict.
-    value = document.get(name) if isinstance(document, dict) else getattr(document, name, None)
-    return str(value or "").strip()
-
-
-def extract_html(page: Fetched) -> tuple[str, str]:
-    document = trafilatura.bare_extraction(
-        page.body, url=str(page.url), with_metadata=True, include_comments=False
-    )
-    title, text = (_field(document, "title"), _field(document, "text")) if document else ("", "")
-    if not text or not title:
-        markup = _decode(page)
-        text = text or strip_tags(markup)
-        title = title or _html_title(markup)
-    return title, text
-
-
 def extract_pdf(page: Fetched) -> tuple[str, str]:
     try:
-        reader = pypdf.PdfReader(io.BytesIO(page.body))
-        text = "\n\n".join((pdf_page.extract_text() or "").strip() for pdf_page in reader.pages)
-        title = str((reader.metadata or {}).get("/Title") or "")
-    except Exception as error:  # noqa: BLE001 - pypdf raises many types on a damaged file
+        return pdf_text(page.body)
+    except UnreadableFile as error:
         cut = f" ({page.cut_note})" if page.cut_note else ""
         raise ToolError(
             f"read_page: the PDF at {page.url} could not be read{cut}: {error}"
         ) from None
-    return title.strip(), text.strip()
 
 
 def extract(page: Fetched) -> tuple[str, str]:
@@ -321,10 +275,10 @@ def extract(page: Fetched) -> tuple[str, str]:
         head = page.body[:1024].lstrip().lower()
         media = "application/pdf" if head.startswith(b"%pdf") else "text/html"
     if media in HTML_TYPES:
-        return extract_html(page)
+        return html_text(page.body, url=str(page.url), charset=page.charset)
     if media == "application/pdf":
         return extract_pdf(page)
-    return "", _decode(page).strip()
+    return "", decode(page.body, page.charset).strip()
 
 
 # --- The tool ------------------------------------------------------------------------------

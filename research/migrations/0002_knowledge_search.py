@@ -1,4 +1,4 @@
-"""Full-text search over chunks (see research.knowledge).
+"""Full-text search over chunks (see research.fulltext).
 
 PostgreSQL: a GIN index on to_tsvector('english', text), the expression the search uses.
 SQLite: an FTS5 table with external content (research_chunk) kept in step by triggers.

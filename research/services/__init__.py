@@ -1,18 +1,24 @@
 """The one writer of runs, states, messages, usage, sources and events (STYLE: services).
 
-Callers import from here; each name lives in the module of its entity.
+Callers import from here; each name lives in the module of its entity. Domain errors are in
+`research.errors`, events in `research.events`, reads in `research.selectors`.
 """
 
 from research.services.citations import citations_record
-from research.services.errors import (
-    InvalidInput,
-    LimitReached,
-    NotFound,
-    ResearchError,
-    TooManyRuns,
+from research.services.datasets import (
+    dataset_create,
+    dataset_delete,
+    document_add,
+    fact_remember,
+    file_size_check,
 )
-from research.services.events import publish
-from research.services.messages import message_record, messages_mark_read
+from research.services.messages import (
+    message_publish,
+    message_record,
+    message_store,
+    message_withdraw,
+    messages_mark_read,
+)
 from research.services.runs import (
     CANCELLED_BY_USER,
     INTERRUPTED,
@@ -43,16 +49,18 @@ __all__ = [
     "CANCELLED_BY_USER",
     "INTERRUPTED",
     "WORKER_LOST",
-    "InvalidInput",
-    "LimitReached",
-    "NotFound",
-    "ResearchError",
-    "TooManyRuns",
     "citations_record",
+    "dataset_create",
+    "dataset_delete",
+    "document_add",
+    "fact_remember",
+    "file_size_check",
+    "message_publish",
     "message_record",
+    "message_store",
+    "message_withdraw",
     "messages_mark_read",
     "on_root_queued",
-    "publish",
     "root_claim",
     "root_claim_next",
     "run_cancel",

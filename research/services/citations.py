@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit, urlunsplit
 
 from django.db import transaction
-from django.db.models import F, QuerySet
 
 from research.models import Citation, Run, Source
 
@@ -111,19 +110,3 @@ def citations_record(*, run_id: int, report: str) -> list[Citation]:
             )
         )
     return Citation.objects.bulk_create(rows)
-
-
-def citations_for(*, run_id: int | None = None, run_ids=None) -> QuerySet[Citation]:
-    """The citations of a run (or of several: `run_ids`, parents first), each in report order
-    with its source and `found_by`: the name of the agent whose source verified it ("" for
-    the root agent, None when flagged)."""
-    citations = (
-        Citation.objects.filter(run_id=run_id)
-        if run_ids is None
-        else (Citation.objects.filter(run_id__in=run_ids))
-    )
-    return (
-        citations.select_related("source")
-        .annotate(found_by=F("source__run__name"), found_by_id=F("source__run_id"))
-        .order_by("run__depth", "run_id", "id")
-    )

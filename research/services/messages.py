@@ -1,4 +1,4 @@
-"""The stored transcript of sibling messages (the inbox itself lives in agents.messages).
+"""The stored transcript of sibling messages (the inbox itself lives in the messenger).
 
 An agent's message is stored, then put in the inbox, then published: the row exists (so
 the reader can mark it read) before the message can be read, and the page draws an arrow
@@ -8,8 +8,8 @@ only for a message that reached its inbox. One the inbox refused is withdrawn.
 from django.db import transaction
 from django.utils import timezone
 
+from research.events import RunMessage, publish
 from research.models import Message, Run
-from research.services.events import publish
 
 
 def message_store(*, from_run_id: int, to_run_id: int, text: str) -> Message:
@@ -22,14 +22,8 @@ def message_publish(*, message: Message) -> None:
     recipient_name = Run.objects.values_list("name", flat=True).get(pk=message.to_run_id)
     publish(
         root_id=sender.root_id,
-        type="run.message",
         run_id=message.from_run_id,
-        id=message.pk,
-        to=message.to_run_id,
-        from_name=sender.name,
-        to_name=recipient_name,
-        text=message.text,
-        sent_at=message.sent_at.isoformat(),
+        payload=RunMessage.of(message, from_name=sender.name, to_name=recipient_name),
     )
 
 

@@ -9,10 +9,18 @@ from django.db.models import Q
 from django.utils import timezone
 
 from research import pricing
+from research.errors import InvalidInput, TooManyRuns
+from research.events import (
+    RunCreated,
+    RunFinished,
+    RunReport,
+    RunStateChanged,
+    publish,
+    root_id_of,
+    tree_lock,
+)
 from research.models import ACTIVE_STATUSES, Dataset, Run, RunState, State, Status
 from research.pricing import DEMO_MODEL
-from research.services.errors import InvalidInput, TooManyRuns
-from research.services.events import publish, root_id_of, tree_lock
 from research.services.starter import starter_dataset_load
 
 INTERRUPTED = "interrupted: the server stopped while the agent worked"
@@ -28,12 +36,6 @@ def on_root_queued(callback: Callable[[int], None]) -> Callable[[], None]:
     """Call `callback(run_id)` after a root is queued; returns the function that stops it."""
     _on_root_queued.append(callback)
     return lambda: _on_root_queued.remove(callback)
-
-
-def run_json(run: Run) -> dict:
-    from research.serializers import RunOutputSerializer
-
-    return dict(RunOutputSerializer(run).data)
 
 
 def validate_max_steps(max_steps: int | None, *, field: str = "max_steps") -> int:
@@ -119,14 +121,14 @@ def run_start(
 
 
 def _publish_created(run: Run) -> None:
-    publish(root_id=run.root_id, type="run.created", run_id=run.pk, data=run_json(run))
+    publish(root_id=run.root_id, run_id=run.pk, payload=RunCreated.of(run))
 
 
 @transaction.atomic
-def subagent_create(*, parent_id: int, name: str, reason: str, topic: str, max_steps: int) -> Run:
+def subagent_create(*, parent_id: int, name: str, reason: str, task: str, max_steps: int) -> Run:
     """Record a sub-agent of `parent_id`: same owner, model, dataset and worker (seed 001).
 
-    The caller (agents.team) has checked the input and the limits; the unique constraint
+    The caller (subagent_spawn) has checked the input and the limits; the unique constraint
     on (parent, name) is the last word on names.
     """
     parent = Run.objects.get(pk=parent_id)
@@ -138,7 +140,7 @@ def subagent_create(*, parent_id: int, name: str, reason: str, topic: str, max_s
         depth=parent.depth + 1,
         name=name,
         reason=reason,
-        topic=topic,
+        topic=task,
         model=parent.model,
         dataset_id=parent.dataset_id,
         max_steps=max_steps,
@@ -166,12 +168,10 @@ def run_claim(*, run_id: int, worker_id: int | None = None) -> bool:
     run = Run.objects.get(pk=run_id)
     publish(
         root_id=run.root_id,
-        type="run.state",
         run_id=run.pk,
-        status=run.status,
-        state=run.state,
-        detail="",
-        started_at=now.isoformat(),
+        payload=RunStateChanged(
+            status=run.status, state=run.state, detail="", started_at=now.isoformat()
+        ),
     )
     return True
 
@@ -191,11 +191,8 @@ def run_set_state(*, run_id: int, state: str, detail: str = "") -> None:
     RunState.objects.create(run_id=run_id, state=state, detail=detail)
     publish(
         root_id=root_id,
-        type="run.state",
         run_id=run_id,
-        status=run.status,
-        state=state,
-        detail=detail,
+        payload=RunStateChanged(status=run.status, state=state, detail=detail),
     )
 
 
@@ -218,15 +215,13 @@ def run_finish(*, run_id: int, report: str = "", error: str = "") -> None:
     run.save(update_fields=["status", "state", "report", "error", "finished_at"])
     RunState.objects.create(run=run, state=State.ENDED, detail=error[:500])
     if report:
-        publish(root_id=run.root_id, type="run.report", run_id=run.pk, report=report)
+        publish(root_id=run.root_id, run_id=run.pk, payload=RunReport(report=report))
     publish(
         root_id=run.root_id,
-        type="run.finished",
         run_id=run.pk,
-        status=run.status,
-        state=run.state,
-        error=error,
-        finished_at=now.isoformat(),
+        payload=RunFinished(
+            status=run.status, state=run.state, error=error, finished_at=now.isoformat()
+        ),
     )
 
 

@@ -3,8 +3,8 @@ checked against them. Rows are only added; a source is a fact about the past."""
 
 from collections.abc import Iterable, Mapping
 
+from research.events import root_id_of
 from research.models import Source
-from research.services.events import root_id_of
 
 # The model's column sizes: a longer value is cut rather than failing the tool call.
 _URL_MAX = Source._meta.get_field("url").max_length

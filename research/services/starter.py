@@ -9,9 +9,9 @@ import platform
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
-from research.knowledge import STARTER_DATASET
+from research.fulltext import STARTER_DATASET
 from research.models import Dataset
-from research.services.knowledge import dataset_create, document_add
+from research.services.datasets import dataset_create, document_add
 
 
 def starter_topics() -> dict[str, str]:

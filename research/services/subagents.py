@@ -3,18 +3,20 @@
 from django.conf import settings
 from django.db import transaction
 
+from research.errors import InvalidInput, LimitReached
+from research.events import tree_lock
 from research.models import Run
-from research.services.errors import InvalidInput, LimitReached
-from research.services.events import tree_lock
-from research.services.runs import subagent_create, validate_max_steps
+from research.services.runs import subagent_create, validate_max_steps, validate_topic
 
 
 @transaction.atomic
 def subagent_spawn(
-    *, parent_id: int, name: str, reason: str, topic: str, max_steps: int | None = None
+    *, parent_id: int, name: str, reason: str, task: str, max_steps: int | None = None
 ) -> Run:
-    """Check the name and the limits and record the sub-agent, holding the root's row lock so
-    that agents of one tree spawning at once cannot pass the tree limit together."""
+    """Check the task, the name and the limits and record the sub-agent (its task is its run's
+    topic), holding the root's row lock so that agents of one tree spawning at once cannot
+    pass the tree limit together."""
+    task = validate_topic(task, field="task")
     max_steps = validate_max_steps(max_steps)
     parent = Run.objects.only("root_id", "depth").get(pk=parent_id)
     tree_lock(root_id=parent.root_id)
@@ -48,5 +50,5 @@ def subagent_spawn(
             "generations deep, and yours would be one more."
         )
     return subagent_create(
-        parent_id=parent_id, name=name, reason=reason, topic=topic, max_steps=max_steps
+        parent_id=parent_id, name=name, reason=reason, task=task, max_steps=max_steps
     )

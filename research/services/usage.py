@@ -8,8 +8,8 @@ from django.db import transaction
 from django.db.models import F
 
 from research import pricing
+from research.events import RunUsage, publish, tree_lock
 from research.models import LLMCall, Run, Step
-from research.services.events import publish, tree_lock
 
 
 @transaction.atomic
@@ -42,16 +42,17 @@ def usage_add(*, run_id: int, input_tokens: int, output_tokens: int, latency_ms:
     root_cost, root_in, root_out = _tree_totals(run.root_id)
     publish(
         root_id=run.root_id,
-        type="run.usage",
         run_id=run_id,
-        steps=run.steps,
-        input_tokens=run.input_tokens,
-        output_tokens=run.output_tokens,
-        cost_usd=str(run.cost_usd),
-        tree_cost_usd=str(run.tree_cost_usd),
-        root_tree_cost_usd=str(root_cost),
-        root_tree_input_tokens=root_in,
-        root_tree_output_tokens=root_out,
+        payload=RunUsage(
+            steps=run.steps,
+            input_tokens=run.input_tokens,
+            output_tokens=run.output_tokens,
+            cost_usd=str(run.cost_usd),
+            tree_cost_usd=str(run.tree_cost_usd),
+            root_tree_cost_usd=str(root_cost),
+            root_tree_input_tokens=root_in,
+            root_tree_output_tokens=root_out,
+        ),
     )
     return cost
 

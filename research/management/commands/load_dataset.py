@@ -11,9 +11,9 @@ from pathlib import Path
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
+from research.errors import InvalidInput
 from research.models import Dataset, Document
-from research.services.errors import InvalidInput
-from research.services.knowledge import dataset_create, document_add, file_type
+from research.services.datasets import dataset_create, document_add, file_type
 
 
 def supported_files(folder: Path) -> list[Path]:

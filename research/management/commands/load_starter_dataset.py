@@ -8,7 +8,7 @@ Idempotent: a second run adds only the topics that are missing (none, unless Pyt
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from research.knowledge import STARTER_DATASET as STARTER_NAME
+from research.fulltext import STARTER_DATASET as STARTER_NAME
 from research.services.starter import starter_dataset_load
 
 

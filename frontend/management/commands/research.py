@@ -14,15 +14,24 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from rich.console import Console
 
+from frontend.terminal import render
+from frontend.terminal.export import export_json, export_markdown
+from frontend.terminal.runner import LOCAL_STOPPED, TreeRunner
+from frontend.terminal.tree import TreeModel
+from frontend.terminal.users import USER_HELP, resolve_user
+from frontend.terminal.watch import (
+    DONE,
+    FAILED,
+    HIGHLIGHTS,
+    INTERRUPTED,
+    PlainSink,
+    RichSink,
+    Watch,
+)
 from research import selectors, services
-from research.cli import reads, render
-from research.cli.agents import LOCAL_STOPPED, TreeRunner
-from research.cli.export import export_json, export_markdown
-from research.cli.tree import TreeModel
-from research.cli.users import USER_HELP, resolve_user
-from research.cli.watch import DONE, FAILED, HIGHLIGHTS, INTERRUPTED, PlainSink, RichSink, Watch
+from research.errors import InvalidInput, ResearchError
 from research.models import Run, Status
-from research.services import CANCELLED_BY_USER, InvalidInput, ResearchError
+from research.services import CANCELLED_BY_USER
 
 # The command-line spelling of a service's input field, for error messages.
 OPTION_OF_FIELD = {
@@ -154,7 +163,7 @@ class Command(BaseCommand):
 
     def do_show(self, user: AbstractBaseUser, options: dict) -> None:
         run = selectors.run_get(owner=user, run_id=options["id"])
-        tree, usage = reads.subtree(run), reads.usage_by_model(run)
+        tree, usage = selectors.subtree_runs(run=run), selectors.subtree_usage_by_model(run=run)
         if self.rich:
             render.rich_show(run, tree, usage, self.console)
         else:
@@ -189,7 +198,7 @@ class Command(BaseCommand):
     # --- watching ----------------------------------------------------------------------------
 
     def watch(self, run: Run, *, types, after: int = 0, note: str | None = None, **hooks) -> int:
-        tree = TreeModel(run, reads.subtree(run))
+        tree = TreeModel(run, selectors.subtree_runs(run=run))
         if self.rich:
             sink = RichSink(self.console, tree, types=types)
         else:
@@ -216,7 +225,7 @@ class Command(BaseCommand):
         if self.rich:
             render.rich_report(run, self.console)
         else:
-            render.plain_summary(run, reads.subtree(run), self.write)
+            render.plain_summary(run, selectors.subtree_runs(run=run), self.write)
 
     def exit_with(self, run: Run, status: int) -> None:
         """The exit status of a watch: 0 done, 1 failed, 130 interrupted (see EXIT_HELP)."""

@@ -12,7 +12,6 @@ from django.contrib.auth.models import AbstractBaseUser
 
 from agents.pool import AgentPool
 from research import selectors, services
-from research.cli import reads
 from research.models import Run, Status
 
 LOCAL_STOPPED = "cancelled: the command running its agents stopped"
@@ -38,7 +37,7 @@ class TreeRunner:
 
     def begin(self) -> str | None:
         """Run the tree here when no agent process is up; returns a note for the user."""
-        if self.may_run_here and not reads.agent_process_alive():
+        if self.may_run_here and not selectors.agent_process_alive():
             return self.run_here()
         return None
 

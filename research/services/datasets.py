@@ -1,22 +1,16 @@
-"""The knowledge base: datasets, their documents (text extracted, chunked for search) and the
-facts agents remember. Every write of a dataset, document or chunk goes through here.
-
-The few reads (`dataset_get`, `dataset_list`, `document_list`) live here too, next to the
-owner scoping they share with the writes.
-"""
+"""The knowledge base's writes: datasets, their documents (text extracted, chunked for search)
+and the facts agents remember. Reads are in `research.selectors.knowledge`."""
 
 import hashlib
-import io
-import re
 from pathlib import PurePath
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
-from django.db.models import Count, QuerySet
 
-from research.knowledge import chunk_text, normalise_text
+from research.errors import InvalidInput
+from research.fulltext import chunk_text, normalise_text
 from research.models import Chunk, Dataset, Document, Run
-from research.services.errors import InvalidInput, NotFound
+from research.text import UnreadableFile, decode, html_text, pdf_text
 
 MAX_FILE_BYTES = 25 * 1024 * 1024
 FACT_MAX_CHARS = 4000
@@ -38,24 +32,6 @@ _SOURCE_MAX = Document._meta.get_field("source").max_length
 
 
 # --- Datasets --------------------------------------------------------------------------------
-
-
-def dataset_list(*, owner: AbstractBaseUser) -> QuerySet[Dataset]:
-    """The owner's datasets, each with `document_count`, in one query."""
-    # GROUP BY drops Meta.ordering: order again, or pages could repeat or skip datasets.
-    return (
-        Dataset.objects.filter(owner=owner)
-        .annotate(document_count=Count("documents"))
-        .order_by("name", "id")
-    )
-
-
-def dataset_get(*, owner: AbstractBaseUser, dataset_id: int) -> Dataset:
-    """One of the owner's datasets with `document_count`; another user's is not found."""
-    dataset = dataset_list(owner=owner).filter(pk=dataset_id).first()
-    if dataset is None:
-        raise NotFound(f"no dataset with id {dataset_id}.")
-    return dataset
 
 
 def dataset_create(*, owner: AbstractBaseUser, name: str, description: str = "") -> Dataset:
@@ -84,16 +60,6 @@ def dataset_delete(*, dataset: Dataset) -> None:
 # --- Documents -------------------------------------------------------------------------------
 
 
-def document_list(*, dataset: Dataset) -> QuerySet[Document]:
-    """The dataset's documents with `chunk_count`, without their text (it can be megabytes)."""
-    return (
-        Document.objects.filter(dataset=dataset)
-        .defer("text")
-        .annotate(chunk_count=Count("chunks"))
-        .order_by("id")
-    )
-
-
 def file_size_check(*, size: int | None, filename: str) -> None:
     """Refuse a file over MAX_FILE_BYTES (`file`); callers with an upload check its declared
     size with this before reading it into memory."""
@@ -113,51 +79,6 @@ def file_type(filename: str, content_type: str | None = None) -> str | None:
     return declared if declared in SUPPORTED_TYPES else None
 
 
-def _decode(data: bytes) -> str:
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        # Not UTF-8: Latin-1 maps every byte, so the text is readable rather than refused.
-        return data.decode("latin-1")
-
-
-def _visible_text(html: str) -> str:
-    """Every visible text of an HTML page or fragment, scripts and styles left out."""
-    import lxml.html
-    from lxml.etree import ParserError
-
-    try:
-        tree = lxml.html.fromstring(html)
-    except (ParserError, ValueError):
-        return ""
-    for element in tree.xpath("//script|//style|//noscript|//template"):
-        element.drop_tree()
-    return tree.text_content()
-
-
-def _html_text(data: bytes) -> str:
-    import trafilatura
-
-    html = _decode(data)
-    if not re.search(r"<(html|body)\b", html, re.IGNORECASE):
-        return _visible_text(html)  # a fragment: trafilatura finds no page in it
-    # trafilatura keeps the main text and drops menus and footers; on a page too small for it
-    # to find a "main" part it returns None, and then every visible text is better than none.
-    text = trafilatura.extract(html, include_comments=False, include_tables=True)
-    return text or _visible_text(html)
-
-
-def _pdf_text(data: bytes, filename: str) -> str:
-    from pypdf import PdfReader
-    from pypdf.errors import PyPdfError
-
-    try:
-        reader = PdfReader(io.BytesIO(data))
-        return "\n\n".join(page.extract_text() or "" for page in reader.pages)
-    except (PyPdfError, ValueError, KeyError, TypeError) as error:
-        raise InvalidInput(f"{filename} is not a readable PDF ({error}).", field="file") from None
-
-
 def extract_text(*, data: bytes, filename: str, content_type: str | None = None) -> tuple[str, str]:
     """The text of a file and its type; unsupported or empty files are refused (`file`)."""
     kind = PDF if data.startswith(b"%PDF-") else file_type(filename, content_type)
@@ -168,11 +89,16 @@ def extract_text(*, data: bytes, filename: str, content_type: str | None = None)
             field="file",
         )
     if kind == PDF:
-        text = _pdf_text(data, filename)
+        try:
+            _, text = pdf_text(data)
+        except UnreadableFile as error:
+            raise InvalidInput(
+                f"{filename} is not a readable PDF ({error}).", field="file"
+            ) from None
     elif kind == HTML:
-        text = _html_text(data)
+        _, text = html_text(data)
     else:
-        text = _decode(data)
+        text = decode(data)
     text = normalise_text(text)
     if not text:
         raise InvalidInput(f"{filename or 'the file'} has no text to search.", field="file")

@@ -1,11 +1,12 @@
-"""Reads shared by the API, the admin, the page and the CLI, with their joins applied."""
+"""Reads of runs: one run for its owner, lists with their filters, a subtree, a timeline."""
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
-from django.db.models import Q, QuerySet
+from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
+from django.db.models.functions import Coalesce
 
-from research.models import Event, Message, Run, RunState
-from research.services.errors import NotFound
+from research.errors import NotFound
+from research.models import Message, Run, RunState
 
 
 def runs_for(*, owner: AbstractBaseUser) -> QuerySet[Run]:
@@ -39,6 +40,20 @@ def run_list(
     return runs
 
 
+def roots_for(*, owner: AbstractBaseUser) -> QuerySet[Run]:
+    """The owner's researches (roots), newest first, each with its number of agents."""
+    agents = (
+        Run.objects.filter(root_id=OuterRef("pk"))
+        .order_by()
+        .values("root_id")
+        .annotate(count=Count("pk"))
+        .values("count")
+    )
+    return run_list(owner=owner, roots_only=True).annotate(
+        agent_count=Coalesce(Subquery(agents), 1)
+    )
+
+
 def run_subtree(*, run: Run) -> QuerySet[Run]:
     """The run and every descendant, parents before children.
 
@@ -67,7 +82,3 @@ def run_messages(*, run: Run) -> QuerySet[Message]:
     else:
         messages = Message.objects.filter(Q(from_run=run) | Q(to_run=run))
     return messages.select_related("from_run", "to_run").order_by("id")
-
-
-def tree_events(*, root_id: int, after: int = 0) -> QuerySet[Event]:
-    return Event.objects.filter(root_id=root_id, seq__gt=after).order_by("seq")

@@ -10,9 +10,8 @@ import json
 from django.utils import timezone
 from rest_framework import serializers
 
+from frontend.terminal.render import money, one_line
 from research import selectors
-from research.cli import reads
-from research.cli.render import money, one_line
 from research.models import LLMCall, Run, Step
 from research.serializers import (
     EventSerializer,
@@ -70,17 +69,17 @@ class ExportRunSerializer(RunOutputSerializer):
 
 
 def export_json(run: Run, *, events: bool = False) -> str:
-    tree = reads.subtree(run)
+    tree = selectors.subtree_runs(run=run)
     document = {
         "format": EXPORT_FORMAT,
         "exported_at": serializers.DateTimeField().to_representation(timezone.now()),
         "run_id": run.pk,
         "runs": ExportRunSerializer(tree, many=True).data,
-        "states": RunStateSerializer(reads.states(run), many=True).data,
+        "states": RunStateSerializer(selectors.subtree_states(run=run), many=True).data,
         "messages": MessageSerializer(_messages(run, tree), many=True).data,
-        "usage": LLMCallSerializer(reads.llm_calls(run), many=True).data,
-        "steps": StepSerializer(reads.steps(run), many=True).data,
-        "citations": CitationSerializer(reads.citations(run), many=True).data,
+        "usage": LLMCallSerializer(selectors.subtree_llm_calls(run=run), many=True).data,
+        "steps": StepSerializer(selectors.subtree_steps(run=run), many=True).data,
+        "citations": CitationSerializer(selectors.subtree_citations(run=run), many=True).data,
     }
     if events:
         scoped = selectors.tree_events(root_id=run.root_id)
@@ -109,7 +108,7 @@ def export_markdown(run: Run) -> str:
     if not run.report.lstrip().startswith("#"):
         parts.append(f"# {one_line(run.topic)[:200]}")
     parts.append(run.report.strip())
-    citations = reads.citations(run, subtree=False)
+    citations = selectors.subtree_citations(run=run, subtree=False)
     if citations:
         sources = [
             f"{number}. [{one_line(citation.title) or citation.url}]({citation.url}): "
@@ -118,8 +117,9 @@ def export_markdown(run: Run) -> str:
         ]
         parts.append("## Sources checked\n\n" + "\n".join(sources))
     finished = run.finished_at.strftime("%Y-%m-%d %H:%M UTC") if run.finished_at else run.status
+    agents = len(selectors.subtree_runs(run=run))
     parts.append(
-        f"---\n*Canopy research {run.pk}, model {run.model}, {len(reads.subtree(run))} agents, "
+        f"---\n*Canopy research {run.pk}, model {run.model}, {agents} agents, "
         f"cost {money(run.tree_cost_usd)}, {finished}.*"
     )
     return "\n\n".join(parts) + "\n"

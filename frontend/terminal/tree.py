@@ -11,7 +11,7 @@ from decimal import Decimal
 from rich.table import Table
 from rich.text import Text
 
-from research.cli.render import STATUS_STYLE, field, money, one_line
+from frontend.terminal.render import STATUS_STYLE, field, money, one_line
 from research.models import Run, Status
 
 

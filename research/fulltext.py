@@ -16,6 +16,7 @@ from django.db import connection
 from django.db.models import F, Func
 
 from research.models import Chunk, Document
+from research.text import STOP_WORDS
 
 CHUNK_CHARS = 1200
 CHUNK_OVERLAP = 200
@@ -23,13 +24,6 @@ FTS_CONFIG = "english"
 # The SQLite full-text table (migration 0002). Only exists on SQLite.
 SQLITE_FTS_TABLE = "chunk_fts"
 
-# FTS5 has no stop words; these carry no meaning in a question and only slow the match.
-_STOP_WORDS = frozenset(
-    (  # noqa: SIM905 (a word list reads better as a sentence)
-        "a an and are as at be by can do does did for from how i in is it its of on or s so "
-        "that the their there these this to was what when where which who why will with you"
-    ).split()
-)
 _WORD = re.compile(r"[^\W_]+")
 
 # The dataset `make run` loads (load_starter_dataset) and the demo model reads by default.
@@ -173,7 +167,7 @@ def _search_postgresql(dataset_id: int, words: list[str], limit: int) -> list[Ch
 
 def _fts_match(words: list[str]) -> str:
     """An FTS5 query: each word a quoted string (so never an operator), joined by OR."""
-    meaningful = [word for word in words if word not in _STOP_WORDS] or words
+    meaningful = [word for word in words if word not in STOP_WORDS] or words
     return " OR ".join('"{}"'.format(word.replace('"', '""')) for word in meaningful)
 
 

@@ -17,10 +17,9 @@ from rich.live import Live
 from rich.prompt import Confirm, Prompt
 from rich.text import Text
 
+from frontend.terminal.render import STATUS_STYLE, Write, tsv
+from frontend.terminal.tree import TreeModel, describe
 from research import selectors, services
-from research.cli import reads
-from research.cli.render import STATUS_STYLE, Write, tsv
-from research.cli.tree import TreeModel, describe
 from research.models import Run, Status
 
 POLL_SECONDS = 0.3
@@ -184,7 +183,7 @@ class Watch:
         while True:
             # Ended first, events second: every event of a finished tree is committed by
             # the time its end is visible, so none is left behind.
-            ended = not reads.subtree_active(self.scope)
+            ended = not selectors.subtree_active(run=self.scope)
             events = list(
                 selectors.tree_events(root_id=self.scope.root_id, after=self.after)[:BATCH]
             )

@@ -19,7 +19,7 @@ from datetime import datetime
 import redis
 from django.conf import settings
 
-from agents.messages import InboxFull, InboxMessage, NoInbox
+from agents.messages.base import InboxFull, InboxMessage, NoInbox
 
 _PUSH = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end

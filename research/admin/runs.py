@@ -1,0 +1,299 @@
+"""The admin of runs and what agents record about them: states, messages, steps, usage,
+events, workers, and the per-user switches (Profiles)."""
+
+from django.contrib import admin, messages
+from django.db.models import Count, QuerySet
+from django.http import HttpRequest
+from django.utils.html import format_html_join
+
+from research import services
+from research.admin.base import ReadOnlyAdmin, ReadOnlyInline, changelist_url, short
+from research.models import (
+    ACTIVE_STATUSES,
+    Citation,
+    Event,
+    LLMCall,
+    Message,
+    Profile,
+    Run,
+    RunState,
+    Source,
+    Step,
+    Worker,
+)
+
+
+class ChildInline(ReadOnlyInline):
+    model = Run
+    fk_name = "parent"
+    verbose_name = "sub-agent"
+    verbose_name_plural = "sub-agents"
+    fields = ["name", "status", "state", "steps", "cost_usd", "tree_cost_usd", "reason"]
+    readonly_fields = fields
+    ordering = ["id"]
+
+
+class RunStateInline(ReadOnlyInline):
+    model = RunState
+    fields = ["state", "detail", "at"]
+    readonly_fields = fields
+    show_change_link = False
+
+
+class SentMessageInline(ReadOnlyInline):
+    model = Message
+    fk_name = "from_run"
+    verbose_name = "message sent"
+    verbose_name_plural = "messages sent"
+    fields = ["to_run", "text", "sent_at", "read_at"]
+    readonly_fields = fields
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Message]:
+        return super().get_queryset(request).select_related("to_run")
+
+
+class ReceivedMessageInline(ReadOnlyInline):
+    model = Message
+    fk_name = "to_run"
+    verbose_name = "message received"
+    verbose_name_plural = "messages received"
+    fields = ["from_run", "text", "sent_at", "read_at"]
+    readonly_fields = fields
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Message]:
+        return super().get_queryset(request).select_related("from_run")
+
+
+class StepInline(ReadOnlyInline):
+    model = Step
+    verbose_name = "step"
+    verbose_name_plural = "transcript"
+    fields = ["kind", "tool", "input", "output_excerpt", "is_error", "at"]
+    readonly_fields = fields
+
+    @admin.display(description="output")
+    def output_excerpt(self, step: Step) -> str:
+        return short(step.output, 300)
+
+
+class LLMCallInline(ReadOnlyInline):
+    model = LLMCall
+    fk_name = "run"
+    verbose_name = "LLM call"
+    verbose_name_plural = "LLM calls"
+    fields = ["model", "input_tokens", "output_tokens", "cost_usd", "latency_ms", "at"]
+    readonly_fields = fields
+
+
+# Fixed by run_start and subagent_create (and the worker by the claim), never edited by hand:
+# the events and messages endpoints trust root_id, the owner decides who sees the whole tree,
+# and pricing.cost raises for a model with no price.
+RUN_FIXED_FIELDS = [
+    "owner",
+    "name",
+    "reason",
+    "topic",
+    "model",
+    "dataset",
+    "max_steps",
+    "parent",
+    "root",
+    "depth",
+    "worker",
+]
+# Written by the services and the agents, never typed in by hand.
+RUN_AGENT_FIELDS = [
+    "status",
+    "state",
+    "steps",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+    "tree_cost_usd",
+    "report",
+    "error",
+    "created_at",
+    "started_at",
+    "finished_at",
+    "cancel_requested",
+    "cancel_reason",
+    "event_seq",
+]
+
+
+@admin.register(Run)
+class RunAdmin(admin.ModelAdmin):
+    list_display = [
+        "id",
+        "label",
+        "owner",
+        "status",
+        "state",
+        "depth",
+        "model",
+        "steps",
+        "cost_usd",
+        "tree_cost_usd",
+        "created_at",
+    ]
+    list_display_links = ["id", "label"]
+    list_filter = ["status", "state", "model", "depth", "owner"]
+    search_fields = ["topic", "name", "report"]
+    list_select_related = ["owner"]
+    readonly_fields = [*RUN_FIXED_FIELDS, *RUN_AGENT_FIELDS, "records"]
+    fieldsets = [
+        (None, {"fields": ["owner", "name", "reason", "topic", "model", "dataset", "max_steps"]}),
+        ("Tree", {"fields": ["parent", "root", "depth", "worker", "records"]}),
+        (
+            "Progress",
+            {
+                "fields": [
+                    "status",
+                    "state",
+                    "steps",
+                    "input_tokens",
+                    "output_tokens",
+                    "cost_usd",
+                    "tree_cost_usd",
+                    "cancel_requested",
+                    "cancel_reason",
+                    "event_seq",
+                ]
+            },
+        ),
+        ("Result", {"fields": ["report", "error"]}),
+        ("Times", {"fields": ["created_at", "started_at", "finished_at"]}),
+    ]
+    inlines = [
+        ChildInline,
+        RunStateInline,
+        SentMessageInline,
+        ReceivedMessageInline,
+        StepInline,
+        LLMCallInline,
+    ]
+    actions = ["cancel_runs"]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    @admin.display(description="name / topic")
+    def label(self, run: Run) -> str:
+        return run.name or short(run.topic, 60)
+
+    @admin.display(description="records")
+    def records(self, run: Run) -> str:
+        """Links to the full lists (the inlines show a run's own rows; events are per tree)."""
+        if run.pk is None:
+            return "-"
+        links = [
+            ("sub-agents", changelist_url(Run, parent__id__exact=run.pk)),
+            ("whole tree", changelist_url(Run, root__id__exact=run.root_id or run.pk)),
+            ("events of the tree", changelist_url(Event, root__id__exact=run.root_id or run.pk)),
+            ("transcript", changelist_url(Step, run__id__exact=run.pk)),
+            ("LLM calls", changelist_url(LLMCall, run__id__exact=run.pk)),
+            ("sources", changelist_url(Source, run__id__exact=run.pk)),
+            ("citations", changelist_url(Citation, run__id__exact=run.pk)),
+        ]
+        return format_html_join(" · ", '<a href="{}">{}</a>', ((u, t) for t, u in links))
+
+    @admin.action(description="Cancel selected runs")
+    def cancel_runs(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:
+        active = list(queryset.filter(status__in=ACTIVE_STATUSES))
+        for run in active:
+            services.run_cancel(run=run)
+        self.message_user(
+            request,
+            f"Cancelled {len(active)} run{'s' if len(active) != 1 else ''}; "
+            "working agents stop within a second.",
+            messages.SUCCESS,
+        )
+
+    def delete_model(self, request: HttpRequest, obj: Run) -> None:
+        services.run_delete(run=obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:
+        for run in queryset:
+            services.run_delete(run=run)
+
+
+@admin.register(RunState)
+class RunStateAdmin(ReadOnlyAdmin):
+    list_display = ["id", "run", "state", "detail", "at"]
+    list_filter = ["state"]
+    list_select_related = ["run"]
+    raw_id_fields = ["run"]
+    search_fields = ["detail"]
+
+
+@admin.register(Message)
+class MessageAdmin(ReadOnlyAdmin):
+    list_display = ["id", "from_run", "to_run", "excerpt", "sent_at", "read_at"]
+    list_select_related = ["from_run", "to_run"]
+    raw_id_fields = ["from_run", "to_run"]
+    search_fields = ["text"]
+
+    @admin.display(description="text")
+    def excerpt(self, message: Message) -> str:
+        return short(message.text)
+
+
+@admin.register(LLMCall)
+class LLMCallAdmin(ReadOnlyAdmin):
+    list_display = [
+        "id",
+        "run",
+        "model",
+        "depth",
+        "input_tokens",
+        "output_tokens",
+        "cost_usd",
+        "latency_ms",
+        "at",
+    ]
+    list_filter = ["model", "depth"]
+    list_select_related = ["run"]
+    raw_id_fields = ["run", "parent_run"]
+
+
+@admin.register(Step)
+class StepAdmin(ReadOnlyAdmin):
+    list_display = ["id", "run", "kind", "tool", "is_error", "excerpt", "at"]
+    list_filter = ["kind", "tool", "is_error"]
+    list_select_related = ["run"]
+    raw_id_fields = ["run"]
+    search_fields = ["output"]
+
+    @admin.display(description="output")
+    def excerpt(self, step: Step) -> str:
+        return short(step.output)
+
+
+@admin.register(Event)
+class EventAdmin(ReadOnlyAdmin):
+    list_display = ["id", "root", "seq", "type", "at"]
+    list_filter = ["type"]
+    list_select_related = ["root"]
+    raw_id_fields = ["root"]
+
+
+@admin.register(Worker)
+class WorkerAdmin(ReadOnlyAdmin):
+    list_display = ["id", "hostname", "pid", "started_at", "heartbeat_at", "stopped_at", "runs"]
+    list_filter = ["hostname"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Worker]:
+        return super().get_queryset(request).annotate(run_count=Count("runs"))
+
+    @admin.display(description="runs", ordering="run_count")
+    def runs(self, worker: Worker) -> int:
+        return worker.run_count
+
+
+@admin.register(Profile)
+class ProfileAdmin(admin.ModelAdmin):
+    list_display = ["id", "user", "subagents_enabled"]
+    list_filter = ["subagents_enabled"]
+    list_select_related = ["user"]
+    raw_id_fields = ["user"]
+    search_fields = ["user__username"]

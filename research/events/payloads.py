@@ -1,0 +1,242 @@
+"""The events of a tree: one typed payload per type, and the run and message shapes they carry.
+
+Every event is an envelope `{"seq", "type", "run", "at"}` plus the fields of its payload class.
+The services build payloads here, the websocket snapshot and the REST API reuse `run_fields`
+and `message_fields`, and `schema(type)` gives the JSON Schema a test checks each event
+against: one place says what an event looks like.
+"""
+
+import dataclasses
+import types
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from typing import Any, ClassVar, Union, get_args, get_origin, get_type_hints
+
+from research.models import Message, Run
+
+_MONEY_PLACES = Decimal(1).scaleb(-Run._meta.get_field("cost_usd").decimal_places)
+
+
+def iso(moment: datetime | None) -> str | None:
+    """A time as the REST API writes it: ISO 8601, UTC as `Z`."""
+    if moment is None:
+        return None
+    text = moment.isoformat()
+    return text[:-6] + "Z" if text.endswith("+00:00") else text
+
+
+def money(value: Decimal) -> str:
+    """A cost as the REST API writes it: a string with the column's eight decimals."""
+    return str(Decimal(value).quantize(_MONEY_PLACES))
+
+
+RUN_FIELDS = (
+    "id",
+    "parent_id",
+    "root_id",
+    "depth",
+    "name",
+    "reason",
+    "topic",
+    "model",
+    "status",
+    "state",
+    "max_steps",
+    "steps",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+    "tree_cost_usd",
+    "report",
+    "error",
+    "created_at",
+    "started_at",
+    "finished_at",
+)
+
+
+def run_fields(run: Run) -> dict[str, Any]:
+    """A run as the REST API, the snapshot and `run.created` show it (DESIGN: a run's JSON)."""
+    return {
+        "id": run.pk,
+        "parent_id": run.parent_id,
+        "root_id": run.root_id,
+        "depth": run.depth,
+        "name": run.name,
+        "reason": run.reason,
+        "topic": run.topic,
+        "model": run.model,
+        "status": run.status,
+        "state": run.state,
+        "max_steps": run.max_steps,
+        "steps": run.steps,
+        "input_tokens": run.input_tokens,
+        "output_tokens": run.output_tokens,
+        "cost_usd": money(run.cost_usd),
+        "tree_cost_usd": money(run.tree_cost_usd),
+        "report": run.report,
+        "error": run.error,
+        "created_at": iso(run.created_at),
+        "started_at": iso(run.started_at),
+        "finished_at": iso(run.finished_at),
+    }
+
+
+# --- One class per event type ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Payload:
+    """The fields an event adds to the envelope. `None` fields marked optional are left out."""
+
+    type: ClassVar[str]
+    optional: ClassVar[frozenset[str]] = frozenset()
+
+    def fields(self) -> dict[str, Any]:
+        return {
+            key: value
+            for key, value in dataclasses.asdict(self).items()
+            if not (value is None and key in self.optional)
+        }
+
+
+@dataclass(frozen=True)
+class RunCreated(Payload):
+    """A node joins the tree: the run as its JSON, name, reason and parent included."""
+
+    type: ClassVar[str] = "run.created"
+    data: dict[str, Any]
+
+    @classmethod
+    def of(cls, run: Run) -> "RunCreated":
+        return cls(data=run_fields(run))
+
+
+@dataclass(frozen=True)
+class RunStateChanged(Payload):
+    """The run's status and state, with the detail shown beside it (a query, a URL)."""
+
+    type: ClassVar[str] = "run.state"
+    optional: ClassVar[frozenset[str]] = frozenset({"started_at"})
+    status: str
+    state: str
+    detail: str
+    # Only when the run starts working.
+    started_at: str | None = None
+
+
+@dataclass(frozen=True)
+class RunUsage(Payload):
+    """Steps, tokens and cost after a model call: the run's own, its subtree's, the tree's."""
+
+    type: ClassVar[str] = "run.usage"
+    steps: int
+    input_tokens: int
+    output_tokens: int
+    cost_usd: str
+    tree_cost_usd: str
+    root_tree_cost_usd: str
+    root_tree_input_tokens: int
+    root_tree_output_tokens: int
+
+
+@dataclass(frozen=True)
+class RunMessage(Payload):
+    """A message between siblings (`run` in the envelope is the sender)."""
+
+    type: ClassVar[str] = "run.message"
+    id: int
+    to: int
+    from_name: str
+    to_name: str
+    text: str
+    sent_at: str
+
+    @classmethod
+    def of(cls, message: Message, *, from_name: str, to_name: str) -> "RunMessage":
+        return cls(
+            id=message.pk,
+            to=message.to_run_id,
+            from_name=from_name,
+            to_name=to_name,
+            text=message.text,
+            sent_at=message.sent_at.isoformat(),
+        )
+
+
+@dataclass(frozen=True)
+class RunFinished(Payload):
+    type: ClassVar[str] = "run.finished"
+    status: str
+    state: str
+    error: str
+    finished_at: str
+
+
+@dataclass(frozen=True)
+class RunReport(Payload):
+    type: ClassVar[str] = "run.report"
+    report: str
+
+
+PAYLOADS: dict[str, type[Payload]] = {
+    cls.type: cls
+    for cls in (RunCreated, RunStateChanged, RunUsage, RunMessage, RunFinished, RunReport)
+}
+EVENT_TYPES = tuple(PAYLOADS)
+
+
+def envelope(*, seq: int, run_id: int, at: datetime, payload: Payload) -> dict[str, Any]:
+    """The event as stored, served and pushed."""
+    return {
+        "seq": seq,
+        "type": payload.type,
+        "run": run_id,
+        "at": at.isoformat(),
+        **payload.fields(),
+    }
+
+
+def message_fields(message: Message) -> dict[str, Any]:
+    """A stored message in the shape of its `run.message` event, for the snapshot.
+
+    Needs `from_run` and `to_run` loaded (selectors.run_messages selects them).
+    """
+    payload = RunMessage.of(message, from_name=message.from_run.name, to_name=message.to_run.name)
+    return {"run": message.from_run_id, **payload.fields()}
+
+
+# --- JSON Schema, from the classes above ---------------------------------------------------
+
+_JSON_TYPES = {int: "integer", str: "string", bool: "boolean", dict: "object"}
+
+
+def _json_type(hint: Any) -> str | list[str]:
+    origin = get_origin(hint)
+    if origin in (Union, types.UnionType):
+        return [_json_type(arg) for arg in get_args(hint) if arg is not type(None)] + ["null"]
+    return _JSON_TYPES[origin or hint]
+
+
+def schema(event_type: str) -> dict[str, Any]:
+    """The JSON Schema of one event type: envelope and payload, no other key."""
+    cls = PAYLOADS[event_type]
+    hints = get_type_hints(cls)
+    properties: dict[str, Any] = {
+        "seq": {"type": "integer", "minimum": 1},
+        "type": {"const": event_type},
+        "run": {"type": "integer"},
+        "at": {"type": "string", "format": "date-time"},
+    }
+    required = ["seq", "type", "run", "at"]
+    for field in dataclasses.fields(cls):
+        properties[field.name] = {"type": _json_type(hints[field.name])}
+        if field.name not in cls.optional:
+            required.append(field.name)
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": required,
+        "additionalProperties": False,
+    }

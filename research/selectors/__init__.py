@@ -1,0 +1,65 @@
+"""The one read layer: every read the API, the admin, the pages, the terminal and the agents
+share, with its joins applied. Writes are in `research.services`."""
+
+from research.selectors.citations import citations_for, subtree_citations
+from research.selectors.events import REPLAY_LIMIT, events_after, tree_events
+from research.selectors.knowledge import (
+    dataset_get,
+    dataset_list,
+    document_list,
+    remembered_facts,
+)
+from research.selectors.runs import (
+    roots_for,
+    run_get,
+    run_list,
+    run_messages,
+    run_states,
+    run_subtree,
+    runs_for,
+)
+from research.selectors.trees import (
+    TRANSCRIPT_LIMIT,
+    AgentPanel,
+    agent_panel,
+    subtree_active,
+    subtree_llm_calls,
+    subtree_runs,
+    subtree_states,
+    subtree_steps,
+    subtree_usage_by_model,
+    tree_runs,
+    tree_snapshot,
+)
+from research.selectors.workers import agent_process_alive
+
+__all__ = [
+    "REPLAY_LIMIT",
+    "TRANSCRIPT_LIMIT",
+    "AgentPanel",
+    "agent_panel",
+    "agent_process_alive",
+    "citations_for",
+    "dataset_get",
+    "dataset_list",
+    "document_list",
+    "events_after",
+    "remembered_facts",
+    "roots_for",
+    "run_get",
+    "run_list",
+    "run_messages",
+    "run_states",
+    "run_subtree",
+    "runs_for",
+    "subtree_active",
+    "subtree_citations",
+    "subtree_llm_calls",
+    "subtree_runs",
+    "subtree_states",
+    "subtree_steps",
+    "subtree_usage_by_model",
+    "tree_events",
+    "tree_runs",
+    "tree_snapshot",
+]

@@ -1,0 +1,44 @@
+"""Reads of the knowledge base: an owner's datasets and a dataset's documents."""
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db.models import Count, QuerySet
+
+from research.errors import NotFound
+from research.models import Dataset, Document
+
+
+def dataset_list(*, owner: AbstractBaseUser) -> QuerySet[Dataset]:
+    """The owner's datasets, each with `document_count`, in one query."""
+    # GROUP BY drops Meta.ordering: order again, or pages could repeat or skip datasets.
+    return (
+        Dataset.objects.filter(owner=owner)
+        .annotate(document_count=Count("documents"))
+        .order_by("name", "id")
+    )
+
+
+def dataset_get(*, owner: AbstractBaseUser, dataset_id: int) -> Dataset:
+    """One of the owner's datasets with `document_count`; another user's is not found."""
+    dataset = dataset_list(owner=owner).filter(pk=dataset_id).first()
+    if dataset is None:
+        raise NotFound(f"no dataset with id {dataset_id}.")
+    return dataset
+
+
+def document_list(*, dataset: Dataset) -> QuerySet[Document]:
+    """The dataset's documents with `chunk_count`, without their text (it can be megabytes)."""
+    return (
+        Document.objects.filter(dataset=dataset)
+        .defer("text")
+        .annotate(chunk_count=Count("chunks"))
+        .order_by("id")
+    )
+
+
+def remembered_facts(*, document_ids: set[int]) -> dict[int, tuple[str, str]]:
+    """Which of these documents are facts an agent remembered: id -> (its source, the name
+    of the agent that remembered it)."""
+    rows = Document.objects.filter(pk__in=document_ids, remembered_by__isnull=False).values_list(
+        "pk", "source", "remembered_by__name"
+    )
+    return {pk: (source, name) for pk, source, name in rows}

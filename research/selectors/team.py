@@ -1,0 +1,56 @@
+"""The reads an agent makes about its team: its sub-agents, its siblings, its tree's cost.
+
+Each takes identifiers (an agent thread knows its ids, never model instances) and reads only
+the fields the team tools show.
+"""
+
+from decimal import Decimal
+
+from django.db.models import QuerySet
+
+from research.models import ACTIVE_STATUSES, Profile, Run
+
+
+def run_by_id(*, run_id: int) -> Run:
+    """A run of the agent's own tree (no owner scoping: agents act only inside their tree)."""
+    return Run.objects.get(pk=run_id)
+
+
+def children_of(*, run_id: int) -> QuerySet[Run]:
+    """The run's sub-agents, oldest first."""
+    return Run.objects.filter(parent_id=run_id).order_by("id")
+
+
+def working_children_ids(*, run_id: int, among: list[int] | None = None) -> list[int]:
+    children = children_of(run_id=run_id).filter(status__in=ACTIVE_STATUSES)
+    if among is not None:
+        children = children.filter(pk__in=among)
+    return list(children.values_list("pk", flat=True))
+
+
+def runs_by_ids(*, run_ids: list[int]) -> list[Run]:
+    return list(Run.objects.filter(pk__in=run_ids).order_by("id"))
+
+
+def any_working(*, run_ids: list[int]) -> bool:
+    return Run.objects.filter(pk__in=run_ids, status__in=ACTIVE_STATUSES).exists()
+
+
+def siblings_of(*, run_id: int, parent_id: int | None) -> list[Run]:
+    """The other sub-agents of the run's parent, with what list_siblings shows."""
+    return list(
+        Run.objects.filter(parent_id=parent_id)
+        .exclude(pk=run_id)
+        .only("pk", "name", "reason", "status")
+        .order_by("id")
+    )
+
+
+def tree_cost(*, root_id: int) -> Decimal:
+    return Run.objects.values_list("tree_cost_usd", flat=True).get(pk=root_id)
+
+
+def subagents_allowed_for(*, owner_id: int) -> bool:
+    """The per-user switch (admin, Profiles): on unless turned off."""
+    profile = Profile.objects.filter(user_id=owner_id).only("subagents_enabled").first()
+    return profile is None or profile.subagents_enabled

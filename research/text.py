@@ -1,0 +1,96 @@
+"""Text from files and pages: HTML and PDF extraction, decoding, and the one stop-word list.
+
+`read_page` (a page an agent reads) and dataset uploads (a file an analyst adds) both turn
+bytes into (title, text) here, so a page and the same page uploaded read alike.
+"""
+
+import html
+import io
+import re
+from typing import Any
+
+# Words that carry no meaning in a question or a task: full-text queries leave them out
+# (FTS5 has no stop words of its own), and task similarity compares what remains.
+STOP_WORDS = frozenset(
+    (  # noqa: SIM905 (a word list reads better as a sentence)
+        "a an and are as at be by can did do does for from how i in into is it its of on or s "
+        "so that the their them there these this those to was were what when where which who "
+        "why will with you"
+    ).split()
+)
+_WORD = re.compile(r"\w+")
+
+
+class UnreadableFile(Exception):
+    """A file whose text could not be extracted (a damaged PDF); the message says why."""
+
+
+def content_words(text: str) -> set[str]:
+    """The words of `text` that carry meaning: lower-case, stop words left out."""
+    return {word for word in _WORD.findall(text.lower()) if word not in STOP_WORDS}
+
+
+def decode(data: bytes, charset: str = "") -> str:
+    """Bytes as text: by the declared charset, else UTF-8, else Latin-1 (which maps every
+    byte, so a file in an older encoding is readable rather than refused)."""
+    if charset:
+        try:
+            return data.decode(charset, errors="replace")
+        except LookupError:  # a charset Python does not know
+            pass
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return data.decode("latin-1")
+
+
+def visible_text(markup: str) -> str:
+    """Every visible word of an HTML page or fragment, one block per line; scripts and
+    styles left out. The fallback for markup trafilatura finds no article in."""
+    markup = re.sub(r"(?is)<(script|style|noscript|template)\b.*?</\1\s*>", " ", markup)
+    markup = re.sub(r"(?i)<(br|/p|/div|/li|/h[1-6]|/tr)\b[^>]*>", "\n", markup)
+    text = html.unescape(re.sub(r"<[^>]+>", " ", markup))
+    lines = (" ".join(line.split()) for line in text.splitlines())
+    return "\n".join(line for line in lines if line)
+
+
+def html_title(markup: str) -> str:
+    found = re.search(r"(?is)<title[^>]*>(.*?)</title>", markup)
+    return " ".join(html.unescape(found.group(1)).split()) if found else ""
+
+
+def _field(document: Any, name: str) -> str:
+    # trafilatura 2 returns a Document, 1.x a dict.
+    value = document.get(name) if isinstance(document, dict) else getattr(document, name, None)
+    return str(value or "").strip()
+
+
+def html_text(data: bytes, *, url: str = "", charset: str = "") -> tuple[str, str]:
+    """(title, main text) of an HTML page or fragment.
+
+    trafilatura keeps the main text and drops menus and footers; on a fragment or a page too
+    small for it to find a main part it finds nothing, and every visible word is better.
+    """
+    import trafilatura
+
+    markup = decode(data, charset)
+    document = None
+    if re.search(r"<(html|body)\b", markup, re.IGNORECASE):
+        document = trafilatura.bare_extraction(
+            markup, url=url or None, with_metadata=True, include_comments=False
+        )
+    title, text = (_field(document, "title"), _field(document, "text")) if document else ("", "")
+    return title or html_title(markup), text or visible_text(markup)
+
+
+def pdf_text(data: bytes) -> tuple[str, str]:
+    """(title, text) of a PDF, pages separated by a blank line; UnreadableFile if damaged."""
+    import pypdf
+
+    try:
+        reader = pypdf.PdfReader(io.BytesIO(data))
+        text = "\n\n".join((page.extract_text() or "").strip() for page in reader.pages)
+        title = str((reader.metadata or {}).get("/Title") or "")
+    except Exception as error:  # noqa: BLE001 - pypdf raises many types on a damaged file
+        raise UnreadableFile(str(error) or type(error).__name__) from None
+    return title.strip(), text.strip()

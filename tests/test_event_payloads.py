@@ -1,0 +1,79 @@
+"""Every event type has a schema, and every event the services store, serve and push fits it."""
+
+import jsonschema
+import pytest
+
+from research import selectors, services
+from research.events.payloads import EVENT_TYPES, schema
+from research.models import Event
+
+URL = "/v1/gb/research"
+
+
+@pytest.fixture
+def busy_tree(tree_factory):
+    """A tree whose history holds every event type once at least."""
+    root = tree_factory(children=("a", "b"), grandchildren=())
+    a, b = root.children.get(name="a"), root.children.get(name="b")
+    services.run_claim(run_id=root.pk)
+    services.run_claim(run_id=a.pk)
+    services.run_set_state(run_id=a.pk, state="searching", detail="tides")
+    services.usage_add(run_id=a.pk, input_tokens=1200, output_tokens=300, latency_ms=40)
+    services.message_record(from_run_id=a.pk, to_run_id=b.pk, text="I take the moon")
+    services.run_finish(run_id=a.pk, report="Tides follow the moon.")
+    services.run_finish(run_id=b.pk, error="cancelled by the user")
+    return root
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("event_type", EVENT_TYPES)
+def test_every_stored_event_of_a_type_fits_its_schema(busy_tree, event_type):
+    payloads = list(
+        Event.objects.filter(root=busy_tree, type=event_type).values_list("payload", flat=True)
+    )
+
+    assert payloads, f"the tree has no {event_type} event"
+    for payload in payloads:
+        jsonschema.validate(payload, schema(event_type))
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("event_type", EVENT_TYPES)
+def test_a_schema_refuses_an_event_with_a_missing_or_extra_key(busy_tree, event_type):
+    payload = Event.objects.filter(root=busy_tree, type=event_type).first().payload
+    missing = {key: value for key, value in payload.items() if key != "run"}
+
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(missing, schema(event_type))
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({**payload, "surprise": 1}, schema(event_type))
+
+
+@pytest.mark.django_db
+def test_the_events_endpoint_serves_the_stored_payloads_unchanged(api, busy_tree):
+    served = api.get(f"{URL}/{busy_tree.pk}/events").json()
+
+    stored = list(Event.objects.filter(root=busy_tree).order_by("seq"))
+    assert [event["payload"] for event in served] == [event.payload for event in stored]
+
+
+@pytest.mark.django_db
+def test_run_created_carries_the_run_exactly_as_the_api_shows_it(api, busy_tree):
+    child = busy_tree.children.get(name="a")
+    created = Event.objects.get(root=busy_tree, type="run.created", payload__run=child.pk)
+    shown = api.get(f"{URL}/{child.pk}").json()
+
+    # The same fields, and the same values for those that have not changed since.
+    assert created.payload["data"].keys() == shown.keys()
+    for key in ("id", "parent_id", "root_id", "depth", "name", "reason", "topic", "created_at"):
+        assert created.payload["data"][key] == shown[key]
+
+
+@pytest.mark.django_db
+def test_a_snapshot_message_is_the_run_message_event_without_its_envelope(busy_tree):
+    event = Event.objects.get(root=busy_tree, type="run.message").payload
+    snapshot = selectors.tree_snapshot(root=busy_tree)
+
+    (message,) = snapshot["messages"]
+    envelope = {"seq", "type", "at"}
+    assert message == {key: value for key, value in event.items() if key not in envelope}

@@ -5,7 +5,7 @@ STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test lint install services screenshot clean
+.PHONY: run test lint install services screenshot bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -31,6 +31,10 @@ lint: install
 
 test: install services lint
 	$(VENV)/bin/pytest
+
+bench: install services
+	$(PY) bench/step_cost.py --database sqlite
+	$(PY) bench/step_cost.py --database postgres
 
 screenshot: install services
 	$(PY) scripts/screenshot.py docs/run-page.png

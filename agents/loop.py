@@ -8,6 +8,7 @@ above the budget (seed 001). Everything the agent does is written through resear
 import json
 import logging
 import time
+from dataclasses import dataclass, field
 from typing import Any
 
 import jsonschema
@@ -19,8 +20,9 @@ from agents.llm import chat_model_for
 from agents.llm.base import ChatResponse, LLMError, ToolCall
 from agents.tools import Tool, ToolError, toolset
 from agents.tools.base import truncate
-from research import services
+from research import selectors, services
 from research.models import Run, State
+from research.services import NextState
 
 log = logging.getLogger(__name__)
 
@@ -61,9 +63,27 @@ def run_agent(*, run_id: int, token: CancelToken, pool) -> None:
     services.run_finish(run_id=run_id, report=report, error=error)
 
 
+@dataclass
+class PlannedCall:
+    """A tool call of the model's turn, parsed and checked before any of them runs, so that
+    the state each one shows can be recorded with the write before it."""
+
+    call: ToolCall
+    tool: Tool | None = None
+    arguments: dict[str, Any] = field(default_factory=dict)
+    error: str = ""
+
+    @property
+    def state(self) -> NextState | None:
+        if self.tool is None:
+            return None  # a call the model must fix: the agent stays as it is meanwhile
+        return NextState(self.tool.state, self.tool.detail(self.arguments))
+
+
 class Agent:
     def __init__(self, ctx: AgentContext, run: Run):
         self.ctx = ctx
+        self.facts = selectors.run_facts(run=run)
         self.max_steps = run.max_steps
         self.tools = {tool.name: tool for tool in toolset(ctx)}
         self.model = chat_model_for(ctx.model)
@@ -72,6 +92,8 @@ class Agent:
             {"role": "user", "content": run.topic},
         ]
         self.answers_refused = 0
+        # The state the last write recorded: a write that would record it again is skipped.
+        self.shown: NextState | None = None
 
     def run(self) -> str:
         steps = 0
@@ -80,11 +102,10 @@ class Agent:
             final_why = self._final_round_reason(steps)
             if final_why is not None:
                 return self._final_round(final_why)
-            response = self._call_model(tools=list(self.tools.values()))
+            response, planned = self._call_model(tools=list(self.tools.values()))
             steps += 1
-            if response.tool_calls:
-                for call in response.tool_calls:
-                    self.messages.append(self._tool_result(call))
+            if planned:
+                self._run_tools(planned, after=self._round_state(steps))
                 continue
             refusal = team.answer_refusal(self.ctx) if not self.answers_refused else None
             if refusal is None:
@@ -100,64 +121,103 @@ class Agent:
             return f" (the research reached its cost cap of ${cap})"
         return None
 
+    def _round_state(self, steps: int) -> NextState:
+        """The state of the model call that follows `steps` calls: thinking, or writing."""
+        final = self._final_round_reason(steps) is not None
+        return NextState(State.WRITING if final else State.THINKING)
+
     def _final_round(self, why: str) -> str:
         self.messages.append({"role": "user", "content": FINAL_ROUND_NOTE.format(why=why)})
-        response = self._call_model(tools=[], state=State.WRITING)
+        response, _ = self._call_model(tools=[], state=State.WRITING)
         return response.content.strip() or "(the agent wrote no report)"
 
-    def _call_model(self, *, tools: list[Tool], state: str = State.THINKING) -> ChatResponse:
-        services.run_set_state(run_id=self.ctx.run_id, state=state)
+    def _show(self, state: NextState) -> None:
+        if state != self.shown:
+            services.run_set_state(
+                run_id=self.ctx.run_id, state=state.state, detail=state.detail, facts=self.facts
+            )
+            self.shown = state
+
+    def _call_model(
+        self, *, tools: list[Tool], state: str = State.THINKING
+    ) -> tuple[ChatResponse, list[PlannedCall]]:
+        self._show(NextState(state))
         started = time.monotonic()
         response = self.model.chat(
             model=self.ctx.model,
             messages=self.messages,
             tools=[tool.schema() for tool in tools],
         )
-        services.usage_add(
-            run_id=self.ctx.run_id,
+        if not tools:
+            response.tool_calls = []  # a model that calls tools in the last round is ignored
+        planned = [self._plan(call) for call in response.tool_calls]
+        next_state = planned[0].state if planned else None
+        services.model_call_record(
+            facts=self.facts,
             input_tokens=response.input_tokens,
             output_tokens=response.output_tokens,
             latency_ms=int((time.monotonic() - started) * 1000),
+            step={
+                "kind": "model",
+                "input": {
+                    "tool_calls": [[call.name, call.arguments] for call in response.tool_calls]
+                },
+                "output": response.content or "",
+            },
+            next_state=next_state,
         )
-        if not tools:
-            response.tool_calls = []  # a model that calls tools in the last round is ignored
-        services.step_record(
-            run_id=self.ctx.run_id,
-            kind="model",
-            input={"tool_calls": [[call.name, call.arguments] for call in response.tool_calls]},
-            output=response.content or "",
-        )
+        self.shown = next_state or self.shown
         self.messages.append(response.as_message())
-        return response
+        return response, planned
 
-    def _tool_result(self, call: ToolCall) -> dict[str, Any]:
-        self.ctx.cancel.check()
-        arguments: dict[str, Any] = {}
+    def _plan(self, call: ToolCall) -> PlannedCall:
         try:
             tool, arguments = self._parse_call(call)
-            services.run_set_state(
-                run_id=self.ctx.run_id, state=tool.state, detail=tool.detail(arguments)
-            )
-            output, is_error = tool.handler(self.ctx, arguments), False
         except ToolError as error:
-            output, is_error = f"error: {error}", True
-        except Cancelled:
-            raise
-        except Exception as error:
-            log.exception("tool %s of run %s raised", call.name, self.ctx.run_id)
-            output, is_error = f"error: {call.name} failed: {error}", True
+            return PlannedCall(call, error=str(error))
+        return PlannedCall(call, tool, arguments)
+
+    def _run_tools(self, planned: list[PlannedCall], *, after: NextState) -> None:
+        """Run the turn's tool calls in order; each one's record carries the next one's state
+        (the last one's, the state of the model call that follows)."""
+        following = [item.state for item in planned[1:]] + [after]
+        for item, next_state in zip(planned, following, strict=True):
+            self.messages.append(self._tool_result(item, next_state))
+
+    def _tool_result(self, item: PlannedCall, next_state: NextState | None) -> dict[str, Any]:
+        self.ctx.cancel.check()
+        call = item.call
+        if item.tool is None:
+            output, is_error = f"error: {item.error}", True
+        else:
+            output, is_error = self._handle(item)
         # A backstop for tools that leave their output unbounded: one that cut its own text
         # to the limit (read_page) adds a heading and a note, which the slack lets through.
         output = truncate(output, settings.RESEARCH_TOOL_RESULT_MAX_CHARS + RESULT_SLACK)
-        services.step_record(
-            run_id=self.ctx.run_id,
-            kind="tool",
-            tool=call.name,
-            input=arguments or {"raw": call.arguments},
-            output=output,
-            is_error=is_error,
+        services.tool_call_record(
+            facts=self.facts,
+            step={
+                "kind": "tool",
+                "tool": call.name,
+                "input": item.arguments or {"raw": call.arguments},
+                "output": output,
+                "is_error": is_error,
+            },
+            next_state=next_state,
         )
+        self.shown = next_state or self.shown
         return {"role": "tool", "tool_call_id": call.id, "content": output}
+
+    def _handle(self, item: PlannedCall) -> tuple[str, bool]:
+        try:
+            return item.tool.handler(self.ctx, item.arguments), False
+        except ToolError as error:
+            return f"error: {error}", True
+        except Cancelled:
+            raise
+        except Exception as error:
+            log.exception("tool %s of run %s raised", item.call.name, self.ctx.run_id)
+            return f"error: {item.call.name} failed: {error}", True
 
     def _parse_call(self, call: ToolCall) -> tuple[Tool, dict[str, Any]]:
         tool = self.tools.get(call.name)

@@ -61,6 +61,10 @@ class Run(models.Model):
     cost_usd = models.DecimalField(max_digits=14, decimal_places=8, default=Decimal(0))
     # Its own cost plus its whole subtree's, kept by services.usage_add on every call.
     tree_cost_usd = models.DecimalField(max_digits=14, decimal_places=8, default=Decimal(0))
+    # Its own tokens plus its whole subtree's, kept with tree_cost_usd: a root holds its
+    # tree's totals, so no write has to add up the tree.
+    tree_input_tokens = models.PositiveBigIntegerField(default=0)
+    tree_output_tokens = models.PositiveBigIntegerField(default=0)
     report = models.TextField(blank=True, default="")
     error = models.TextField(blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)

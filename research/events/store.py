@@ -4,13 +4,18 @@ The database is the source of truth; the websocket only tells browsers what chan
 browser that missed something asks for the events after the last number it saw.
 """
 
-from django.db import transaction
-from django.db.models import F
+from collections.abc import Sequence
+
+from django.db import connection, transaction
 from django.utils import timezone
 
 from research.events.payloads import Payload, envelope
 from research.events.transport import broadcast
 from research.models import Event, Run
+
+_ALLOCATE = (
+    f"UPDATE {Run._meta.db_table} SET event_seq = event_seq + %s WHERE id = %s RETURNING event_seq"
+)
 
 
 def root_id_of(run_id: int) -> int | None:
@@ -27,19 +32,44 @@ def tree_lock(*, root_id: int) -> None:
     parent's state change (its row, then the root) take the same locks in opposite orders,
     and PostgreSQL kills one of them as a deadlock. FOR NO KEY UPDATE is the lock a plain
     UPDATE takes, so it does not block inserts that reference the run (states, steps, calls).
+
+    A service that publishes first (`allocate_seqs` as its first statement) needs no other
+    lock: that UPDATE is the same lock.
     """
     Run.objects.select_for_update(no_key=True).filter(pk=root_id).values_list("pk").first()
 
 
-def publish(*, root_id: int, run_id: int, payload: Payload) -> Event:
-    """Store an event of the tree and push it to the tree's group once the transaction commits.
+def allocate_seqs(*, root_id: int, count: int) -> int:
+    """Reserve `count` sequence numbers of the tree in one statement; returns the first.
 
-    The counter on the root row is incremented in the caller's transaction: on PostgreSQL the
-    row lock orders concurrent publishers, so sequence numbers commit in order.
+    The UPDATE locks the root row until the transaction ends (the tree lock), so numbers are
+    committed in the order they are given, and a rollback gives them back: no gap.
     """
+    with connection.cursor() as cursor:
+        cursor.execute(_ALLOCATE, [count, root_id])
+        last = cursor.fetchone()[0]
+    return last - count + 1
+
+
+def publish_all(*, root_id: int, events: Sequence[tuple[int, Payload]], first_seq: int) -> None:
+    """Store events (run id, payload) numbered from `first_seq` in one insert, and push them
+    in that order once the transaction commits."""
+    at = timezone.now()
+    rows = [
+        envelope(seq=first_seq + offset, run_id=run_id, at=at, payload=payload)
+        for offset, (run_id, payload) in enumerate(events)
+    ]
+    Event.objects.bulk_create(
+        Event(root_id=root_id, seq=row["seq"], type=row["type"], payload=row, at=at) for row in rows
+    )
+    transaction.on_commit(lambda: [broadcast(root_id, row) for row in rows])
+
+
+def publish(*, root_id: int, run_id: int, payload: Payload) -> Event:
+    """Store one event of the tree and push it to the tree's group once the transaction
+    commits. Its number comes from the root row's counter, in the caller's transaction."""
     with transaction.atomic():
-        Run.objects.filter(pk=root_id).update(event_seq=F("event_seq") + 1)
-        seq = Run.objects.filter(pk=root_id).values_list("event_seq", flat=True).get()
+        seq = allocate_seqs(root_id=root_id, count=1)
         at = timezone.now()
         data = envelope(seq=seq, run_id=run_id, at=at, payload=payload)
         event = Event.objects.create(

@@ -10,7 +10,9 @@ from research.selectors.knowledge import (
     remembered_facts,
 )
 from research.selectors.runs import (
+    RunFacts,
     roots_for,
+    run_facts,
     run_get,
     run_list,
     run_messages,
@@ -37,6 +39,7 @@ __all__ = [
     "REPLAY_LIMIT",
     "TRANSCRIPT_LIMIT",
     "AgentPanel",
+    "RunFacts",
     "agent_panel",
     "agent_process_alive",
     "citations_for",
@@ -47,6 +50,7 @@ __all__ = [
     "remembered_facts",
     "roots_for",
     "run_get",
+    "run_facts",
     "run_list",
     "run_messages",
     "run_states",

@@ -1,5 +1,7 @@
 """Reads of runs: one run for its owner, lists with their filters, a subtree, a timeline."""
 
+from dataclasses import dataclass
+
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
@@ -82,3 +84,36 @@ def run_messages(*, run: Run) -> QuerySet[Message]:
     else:
         messages = Message.objects.filter(Q(from_run=run) | Q(to_run=run))
     return messages.select_related("from_run", "to_run").order_by("id")
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What never changes about a run once it exists: read once per agent, passed to every
+    write of its hot path so none of them reads it again."""
+
+    run_id: int
+    root_id: int
+    parent_id: int | None
+    depth: int
+    model: str
+    # The run, its parent, ... up to its root: the rows a model call's cost rolls up to.
+    lineage: tuple[int, ...]
+
+
+def run_facts(*, run: Run) -> RunFacts:
+    """The facts of a run already read: one query per generation above its parent."""
+    lineage = [run.pk]
+    parent_id = run.parent_id
+    while parent_id is not None:
+        lineage.append(parent_id)
+        if parent_id == run.root_id:
+            break
+        parent_id = Run.objects.values_list("parent_id", flat=True).get(pk=parent_id)
+    return RunFacts(
+        run_id=run.pk,
+        root_id=run.root_id,
+        parent_id=run.parent_id,
+        depth=run.depth,
+        model=run.model,
+        lineage=tuple(lineage),
+    )

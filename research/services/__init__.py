@@ -33,8 +33,14 @@ from research.services.runs import (
     subagent_create,
 )
 from research.services.sources import source_record, sources_record_search
+from research.services.steps import (
+    NextState,
+    model_call_record,
+    step_record,
+    tool_call_record,
+    usage_add,
+)
 from research.services.subagents import subagent_spawn
-from research.services.usage import step_record, usage_add
 from research.services.workers import (
     WORKER_LOST,
     root_claim,
@@ -47,6 +53,7 @@ from research.services.workers import (
 
 __all__ = [
     "CANCELLED_BY_USER",
+    "NextState",
     "INTERRUPTED",
     "WORKER_LOST",
     "citations_record",
@@ -56,6 +63,7 @@ __all__ = [
     "fact_remember",
     "file_size_check",
     "message_publish",
+    "model_call_record",
     "message_record",
     "message_store",
     "message_withdraw",
@@ -75,6 +83,7 @@ __all__ = [
     "step_record",
     "subagent_create",
     "subagent_spawn",
+    "tool_call_record",
     "usage_add",
     "worker_heartbeat",
     "worker_register",

@@ -21,7 +21,9 @@ from research.events import (
 )
 from research.models import ACTIVE_STATUSES, Dataset, Run, RunState, State, Status
 from research.pricing import DEMO_MODEL
+from research.selectors.runs import RunFacts, run_facts
 from research.services.starter import starter_dataset_load
+from research.services.steps import state_record
 
 INTERRUPTED = "interrupted: the server stopped while the agent worked"
 CANCELLED_BY_USER = "cancelled by the user"
@@ -176,24 +178,17 @@ def run_claim(*, run_id: int, worker_id: int | None = None) -> bool:
     return True
 
 
-@transaction.atomic
-def run_set_state(*, run_id: int, state: str, detail: str = "") -> None:
-    detail = detail[:500]
-    root_id = root_id_of(run_id)
-    if root_id is None:
-        return
-    tree_lock(root_id=root_id)
-    # Read under the lock: a sweep may have ended the run since.
-    run = Run.objects.filter(pk=run_id, status__in=ACTIVE_STATUSES).only("status").first()
-    if run is None:
-        return
-    Run.objects.filter(pk=run_id).update(state=state)
-    RunState.objects.create(run_id=run_id, state=state, detail=detail)
-    publish(
-        root_id=root_id,
-        run_id=run_id,
-        payload=RunStateChanged(status=run.status, state=state, detail=detail),
-    )
+def run_set_state(
+    *, run_id: int, state: str, detail: str = "", facts: RunFacts | None = None
+) -> None:
+    """Move a working run to `state`; nothing when it has ended (a sweep may have ended it).
+    An agent passes the `facts` it read once; anyone else lets them be read here."""
+    if facts is None:
+        run = Run.objects.filter(pk=run_id).first()
+        if run is None:
+            return
+        facts = run_facts(run=run)
+    state_record(facts=facts, state=state, detail=detail)
 
 
 @transaction.atomic

@@ -1,0 +1,112 @@
+"""The agent's hot path: a model call and a tool call, each recorded in one transaction."""
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from research import selectors, services
+from research.models import Event, LLMCall, Run, RunState, Step
+from research.services import NextState
+
+
+def _events(root: Run) -> list[Event]:
+    return list(Event.objects.filter(root=root).order_by("seq"))
+
+
+@pytest.fixture
+def working_child(tree_factory):
+    root = tree_factory(children=("tides",), grandchildren=())
+    child = root.children.get(name="tides")
+    services.run_claim(run_id=root.pk)
+    services.run_claim(run_id=child.pk)
+    return child
+
+
+@pytest.mark.django_db
+def test_a_model_call_records_usage_step_and_next_state_with_consecutive_events(working_child):
+    facts = selectors.run_facts(run=working_child)
+    before = _events(working_child.root)[-1].seq
+
+    services.model_call_record(
+        facts=facts,
+        input_tokens=1000,
+        output_tokens=200,
+        latency_ms=12,
+        step={"kind": "model", "input": {"tool_calls": [["web_search", "{}"]]}, "output": ""},
+        next_state=NextState("searching", "moon tides"),
+    )
+
+    child = Run.objects.get(pk=working_child.pk)
+    assert (child.steps, child.state, child.input_tokens) == (1, "searching", 1000)
+    assert LLMCall.objects.filter(run=child).count() == 1
+    assert Step.objects.get(run=child).kind == "model"
+    assert RunState.objects.filter(run=child).last().detail == "moon tides"
+    usage, state = _events(child.root)[-2:]
+    assert (usage.seq, state.seq) == (before + 1, before + 2)
+    assert (usage.type, state.type) == ("run.usage", "run.state")
+
+
+@pytest.mark.django_db
+def test_usage_reaches_the_root_row_and_its_event_without_adding_up_the_tree(working_child):
+    root = working_child.root
+    facts = selectors.run_facts(run=working_child)
+    services.model_call_record(facts=facts, input_tokens=1000, output_tokens=200, latency_ms=1)
+    services.usage_add(run_id=root.pk, input_tokens=10, output_tokens=2, latency_ms=1)
+
+    root.refresh_from_db()
+    assert (root.tree_input_tokens, root.tree_output_tokens) == (1010, 202)
+    last = _events(root)[-1].payload
+    assert (last["root_tree_input_tokens"], last["root_tree_output_tokens"]) == (1010, 202)
+    assert last["root_tree_cost_usd"] == str(root.tree_cost_usd)
+
+
+@pytest.mark.django_db
+def test_a_record_for_a_run_ended_meanwhile_keeps_the_usage_and_leaves_no_gap(working_child):
+    facts = selectors.run_facts(run=working_child)
+    services.run_finish(run_id=working_child.pk, error="interrupted: the server stopped")
+
+    services.model_call_record(
+        facts=facts,
+        input_tokens=50,
+        output_tokens=5,
+        latency_ms=1,
+        next_state=NextState("thinking"),
+    )
+    services.tool_call_record(
+        facts=facts,
+        step={"kind": "tool", "tool": "web_search", "output": "late"},
+        next_state=NextState("thinking"),
+    )
+
+    child = Run.objects.get(pk=working_child.pk)
+    assert (child.status, child.state, child.input_tokens) == ("failed", "ended", 50)
+    assert Step.objects.filter(run=child, tool="web_search").exists()
+    seqs = [event.seq for event in _events(child.root)]
+    assert seqs == list(range(1, len(seqs) + 1))
+    assert _events(child.root)[-1].type == "run.usage"
+
+
+@pytest.mark.django_db
+def test_a_model_call_and_a_tool_call_cost_a_fixed_number_of_statements(working_child):
+    facts = selectors.run_facts(run=working_child)
+    with CaptureQueriesContext(connection) as model_call:
+        services.model_call_record(
+            facts=facts,
+            input_tokens=10,
+            output_tokens=2,
+            latency_ms=1,
+            step={"kind": "model", "output": ""},
+            next_state=NextState("searching", "q"),
+        )
+    with CaptureQueriesContext(connection) as tool_call:
+        services.tool_call_record(
+            facts=facts,
+            step={"kind": "tool", "tool": "web_search", "output": "results"},
+            next_state=NextState("thinking"),
+        )
+
+    # Seqs, ledger row, run counters, lineage roll-up, the event's read, step, state, state
+    # row, events; then seqs, step, state, state row, event. (pytest-django's test
+    # transaction makes each `atomic` a savepoint: two statements more each.)
+    assert len(model_call) == 9 + 2
+    assert len(tool_call) == 5 + 2

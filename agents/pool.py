@@ -320,8 +320,7 @@ def warm_up() -> None:
     from agents.llm import DEMO_MODEL, chat_model_for
 
     if settings.RESEARCH_MODEL != DEMO_MODEL:
-        chat_model_for(settings.RESEARCH_MODEL)
-        import openai.resources  # noqa: F401  (what the client loads on its first request)
+        chat_model_for(settings.RESEARCH_MODEL)  # builds the client and its chat resource
 
 
 def _declared_dead(worker_id: int) -> bool:
@@ -340,6 +339,9 @@ def start_in_web_process() -> AgentPool:
     """
     global _pool
     if _pool is None:
+        # Beside the server's start, not before it: pages are served meanwhile, and the first
+        # research no longer waits for imports (see warm_up).
+        threading.Thread(target=warm_up, name="agents-warm-up", daemon=True).start()
         _pool = AgentPool().start()
         atexit.register(_pool.shutdown)
     return _pool

@@ -35,6 +35,9 @@ class OpenAIChat:
             timeout=timeout,
             max_retries=max_retries,
         )
+        # The client builds its chat resource (modules and pydantic models, about 0.8 s) on
+        # first use: here, at the pool's warm-up, rather than in the first research's call.
+        self._completions = self._client.chat.completions
 
     def chat(
         self, *, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
@@ -43,7 +46,7 @@ class OpenAIChat:
         if tools:
             request["tools"] = tools
         try:
-            completion = self._client.chat.completions.create(**request)
+            completion = self._completions.create(**request)
         except openai.APIError as error:
             raise LLMError(self._describe(error)) from error
         return _chat_response(completion, host=_host(self._client.base_url))

@@ -44,6 +44,15 @@ def decode(data: bytes, charset: str = "") -> str:
         return data.decode("latin-1")
 
 
+_META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]+)""", re.I)
+
+
+def declared_charset(data: bytes) -> str:
+    """The charset an HTML page declares in a <meta> of its first 2 KB, or ""."""
+    found = _META_CHARSET.search(data[:2048])
+    return found.group(1).decode("ascii") if found else ""
+
+
 def visible_text(markup: str) -> str:
     """Every visible word of an HTML page or fragment, one block per line; scripts and
     styles left out. The fallback for markup trafilatura finds no article in."""
@@ -65,17 +74,24 @@ def _field(document: Any, name: str) -> str:
     return str(value or "").strip()
 
 
-def html_text(data: bytes, *, url: str = "", charset: str = "") -> tuple[str, str]:
-    """(title, main text) of an HTML page or fragment.
+def html_text(
+    data: bytes, *, url: str = "", charset: str = "", fragment_as_is: bool = False
+) -> tuple[str, str]:
+    """(title, main text) of an HTML page.
 
-    trafilatura keeps the main text and drops menus and footers; on a fragment or a page too
-    small for it to find a main part it finds nothing, and every visible word is better.
+    The bytes are decoded by `charset` (the caller's: a header's, or the page's own <meta>)
+    before trafilatura sees them: its own guess reads a page cut inside a character as
+    another encoding altogether. trafilatura keeps the main text and drops menus and
+    footers; on a page too small for it to find a main part it finds nothing, and every
+    visible word is better. With
+    `fragment_as_is` (an uploaded file), markup without <html> or <body> is a fragment the
+    analyst chose, kept whole.
     """
     import trafilatura
 
     markup = decode(data, charset)
     document = None
-    if re.search(r"<(html|body)\b", markup, re.IGNORECASE):
+    if not fragment_as_is or re.search(r"<(html|body)\b", markup, re.IGNORECASE):
         document = trafilatura.bare_extraction(
             markup, url=url or None, with_metadata=True, include_comments=False
         )

@@ -70,6 +70,16 @@ def test_run_created_carries_the_run_exactly_as_the_api_shows_it(api, busy_tree)
 
 
 @pytest.mark.django_db
+def test_a_new_run_reads_the_same_in_its_event_and_in_the_api(api, run_factory):
+    root = run_factory()
+
+    created = Event.objects.get(root=root, type="run.created").payload["data"]
+
+    assert created == api.get(f"{URL}/{root.pk}").json()
+    assert (created["cost_usd"], created["tree_cost_usd"]) == ("0.00000000", "0.00000000")
+
+
+@pytest.mark.django_db
 def test_a_snapshot_message_is_the_run_message_event_without_its_envelope(busy_tree):
     event = Event.objects.get(root=busy_tree, type="run.message").payload
     snapshot = selectors.tree_snapshot(root=busy_tree)

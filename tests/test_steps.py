@@ -57,7 +57,7 @@ def test_usage_reaches_the_root_row_and_its_event_without_adding_up_the_tree(wor
     assert (root.tree_input_tokens, root.tree_output_tokens) == (1010, 202)
     last = _events(root)[-1].payload
     assert (last["root_tree_input_tokens"], last["root_tree_output_tokens"]) == (1010, 202)
-    assert last["root_tree_cost_usd"] == str(root.tree_cost_usd)
+    assert last["root_tree_cost_usd"] == f"{root.tree_cost_usd:.8f}"
 
 
 @pytest.mark.django_db

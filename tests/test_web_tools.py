@@ -253,6 +253,28 @@ def test_huge_page_is_cut_at_the_byte_cap(ctx, allowed, settings):
     assert limit < len(page.text) <= 1024 * 1024
 
 
+def test_a_page_with_one_broken_character_keeps_the_rest_of_its_accents(ctx, allowed):
+    # A page cut at the byte limit can end inside a character, as this one does.
+    body = "<html><head><title>Café</title></head><body><p>Le café crème.</p></body></html>"
+    allowed.add_page("/cafe", body.encode() + "é".encode()[:1], content_type="text/html")
+
+    result = read(ctx, f"{allowed.url}/cafe")
+
+    assert "Le café crème." in result
+    assert "Ã©" not in result
+
+
+def test_a_charset_declared_only_in_the_page_is_read(ctx, allowed):
+    body = (
+        '<html><head><meta charset="iso-8859-1"><title>Caf\xe9</title></head>'
+        "<body><article><p>Un caf\xe9 cr\xe8me, s'il vous pla\xeet, et merci.</p>"
+        "</article></body></html>"
+    )
+    allowed.add_page("/latin", body.encode("latin-1"), content_type="text/html")
+
+    assert "Un café crème, s'il vous plaît" in read(ctx, f"{allowed.url}/latin")
+
+
 def test_unreadable_type_is_refused(ctx, allowed):
     allowed.add_page("/otter.png", b"\x89PNG\r\n\x1a\n", content_type="image/png")
 

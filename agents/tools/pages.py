@@ -23,7 +23,7 @@ from django.conf import settings
 from agents.tools.base import Tool, ToolError, object_schema, truncate
 from research.models import Source
 from research.services.sources import source_record
-from research.text import UnreadableFile, decode, html_text, pdf_text
+from research.text import UnreadableFile, declared_charset, decode, html_text, pdf_text
 
 if TYPE_CHECKING:
     from agents.context import AgentContext
@@ -275,10 +275,13 @@ def extract(page: Fetched) -> tuple[str, str]:
         head = page.body[:1024].lstrip().lower()
         media = "application/pdf" if head.startswith(b"%pdf") else "text/html"
     if media in HTML_TYPES:
-        return html_text(page.body, url=str(page.url), charset=page.charset)
+        # A page cut at the size limit may end inside a character: replace it, not re-read
+        # the whole page as Latin-1.
+        charset = page.charset or declared_charset(page.body) or "utf-8"
+        return html_text(page.body, url=str(page.url), charset=charset)
     if media == "application/pdf":
         return extract_pdf(page)
-    return "", decode(page.body, page.charset).strip()
+    return "", decode(page.body, page.charset or "utf-8").strip()
 
 
 # --- The tool ------------------------------------------------------------------------------

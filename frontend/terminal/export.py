@@ -67,6 +67,13 @@ class ExportRunSerializer(RunOutputSerializer):
     class Meta(RunOutputSerializer.Meta):
         fields = [*RunOutputSerializer.Meta.fields, "dataset_id", "cancel_requested"]
 
+    def to_representation(self, run: Run) -> dict:
+        return {
+            **super().to_representation(run),
+            "dataset_id": run.dataset_id,
+            "cancel_requested": run.cancel_requested,
+        }
+
 
 def export_json(run: Run, *, events: bool = False) -> str:
     tree = selectors.subtree_runs(run=run)

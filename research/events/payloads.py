@@ -28,7 +28,7 @@ def iso(moment: datetime | None) -> str | None:
 
 def money(value: Decimal) -> str:
     """A cost as the REST API writes it: a string with the column's eight decimals."""
-    return str(Decimal(value).quantize(_MONEY_PLACES))
+    return f"{Decimal(value).quantize(_MONEY_PLACES):f}"
 
 
 RUN_FIELDS = (

@@ -38,8 +38,9 @@ def serve_on_server_loop(application):
     """
 
     async def app(scope: dict[str, Any], receive, send):
-        if _server_loop is None:
-            set_server_loop(asyncio.get_running_loop())
+        loop = asyncio.get_running_loop()
+        if _server_loop is not loop:  # the first scope, or a server restarted on a new loop
+            set_server_loop(loop)
         return await application(scope, receive, send)
 
     return app

@@ -10,7 +10,7 @@ from django.db import IntegrityError, transaction
 from research.errors import InvalidInput
 from research.fulltext import chunk_text, normalise_text
 from research.models import Chunk, Dataset, Document, Run
-from research.text import UnreadableFile, decode, html_text, pdf_text
+from research.text import UnreadableFile, declared_charset, decode, html_text, pdf_text
 
 MAX_FILE_BYTES = 25 * 1024 * 1024
 FACT_MAX_CHARS = 4000
@@ -96,7 +96,7 @@ def extract_text(*, data: bytes, filename: str, content_type: str | None = None)
                 f"{filename} is not a readable PDF ({error}).", field="file"
             ) from None
     elif kind == HTML:
-        _, text = html_text(data)
+        _, text = html_text(data, charset=declared_charset(data), fragment_as_is=True)
     else:
         text = decode(data)
     text = normalise_text(text)

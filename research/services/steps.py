@@ -18,6 +18,7 @@ from django.db.models import F
 
 from research import pricing
 from research.events import Payload, RunStateChanged, RunUsage
+from research.events.payloads import money
 from research.events.store import allocate_seqs, publish_all
 from research.models import ACTIVE_STATUSES, LLMCall, Run, RunState, Step
 from research.selectors.runs import RunFacts, run_facts
@@ -61,11 +62,12 @@ def state_record(*, facts: RunFacts, state: str, detail: str = "") -> None:
         pass
 
 
-def _step(facts: RunFacts, *, output: str = "", **fields: Any) -> Step:
+def _step(run_id: int, *, output: str = "", **fields: Any) -> Step:
+    """A transcript row, its output cut to RESEARCH_STEP_RESULT_MAX_CHARS with a note."""
     limit = settings.RESEARCH_STEP_RESULT_MAX_CHARS
     if len(output) > limit:
         output = output[:limit] + f"\n[… truncated: {len(output) - limit} more characters]"
-    return Step(run_id=facts.run_id, output=output, **fields)
+    return Step(run_id=run_id, output=output, **fields)
 
 
 def _add_usage(facts: RunFacts, cost: Decimal, input_tokens: int, output_tokens: int) -> Payload:
@@ -100,9 +102,9 @@ def _add_usage(facts: RunFacts, cost: Decimal, input_tokens: int, output_tokens:
         steps=own[1],
         input_tokens=own[2],
         output_tokens=own[3],
-        cost_usd=str(own[4]),
-        tree_cost_usd=str(own[5]),
-        root_tree_cost_usd=str(root[5]),
+        cost_usd=money(own[4]),
+        tree_cost_usd=money(own[5]),
+        root_tree_cost_usd=money(root[5]),
         root_tree_input_tokens=root[6],
         root_tree_output_tokens=root[7],
     )
@@ -136,7 +138,7 @@ def model_call_record(
             )
             events = [(facts.run_id, _add_usage(facts, cost, input_tokens, output_tokens))]
             if step is not None:
-                _step(facts, **step).save(force_insert=True)
+                _step(facts.run_id, **step).save(force_insert=True)
             if next_state is not None:
                 events.append((facts.run_id, _set_state(facts, next_state)))
             publish_all(root_id=facts.root_id, events=events, first_seq=first)
@@ -157,16 +159,16 @@ def tool_call_record(
 ) -> None:
     """Record one tool call's transcript step and the state the agent goes on to, at once."""
     if next_state is None:
-        _step(facts, **step).save(force_insert=True)
+        _step(facts.run_id, **step).save(force_insert=True)
         return
     try:
         with transaction.atomic():
             seq = allocate_seqs(root_id=facts.root_id, count=1)
-            _step(facts, **step).save(force_insert=True)
+            _step(facts.run_id, **step).save(force_insert=True)
             payload = _set_state(facts, next_state)
             publish_all(root_id=facts.root_id, events=[(facts.run_id, payload)], first_seq=seq)
     except _RunEnded:
-        _step(facts, **step).save(force_insert=True)
+        _step(facts.run_id, **step).save(force_insert=True)
 
 
 def usage_add(*, run_id: int, input_tokens: int, output_tokens: int, latency_ms: int) -> Decimal:
@@ -187,7 +189,6 @@ def step_record(
     is_error: bool = False,
 ) -> Step:
     """Record one transcript step alone (the agents record theirs with their calls)."""
-    facts = RunFacts(run_id=run_id, root_id=0, parent_id=None, depth=0, model="", lineage=())
-    step = _step(facts, kind=kind, tool=tool, input=input or {}, output=output, is_error=is_error)
+    step = _step(run_id, kind=kind, tool=tool, input=input or {}, output=output, is_error=is_error)
     step.save(force_insert=True)
     return step

@@ -192,3 +192,50 @@ def test_a_number_beyond_the_last_event_gets_a_fresh_snapshot(alice, run_factory
 
     assert (snapshot["type"], snapshot["seq"]) == ("snapshot", _seq(root))
     assert [run["id"] for run in snapshot["runs"]] == [root.pk]
+
+
+def test_live_events_of_agents_writing_at_once_arrive_in_number_order(alice, tree_factory):
+    """Six agents of one tree change state from their own threads at once; the browser
+    receives every event, each after the one numbered before it."""
+    import threading
+
+    from django.db import connection
+
+    from research import selectors
+
+    root = tree_factory(children=("a", "b", "c", "d", "e"), grandchildren=())
+    runs = [root, *root.children.order_by("id")]
+    for run in runs:
+        services.run_claim(run_id=run.pk)
+    facts = [selectors.run_facts(run=Run.objects.get(pk=run.pk)) for run in runs]
+    rounds = 15
+    barrier = threading.Barrier(len(facts))
+    headers = headers_for(alice)
+
+    def write(run_facts) -> None:
+        try:
+            barrier.wait()
+            for index in range(rounds):
+                services.run_set_state(
+                    run_id=run_facts.run_id, state="searching", detail=str(index), facts=run_facts
+                )
+        finally:
+            connection.close()
+
+    async def scenario() -> list[int]:
+        socket = await connected(f"/ws/runs/{root.pk}/", headers)
+        await socket.receive_json_from(timeout=2)  # the snapshot
+        threads = [threading.Thread(target=write, args=(f,)) for f in facts]
+        for thread in threads:
+            thread.start()
+        seqs = [
+            (await socket.receive_json_from(timeout=5))["seq"] for _ in range(len(facts) * rounds)
+        ]
+        for thread in threads:
+            thread.join()
+        await socket.disconnect()
+        return seqs
+
+    seqs = async_to_sync(scenario)()
+
+    assert seqs == list(range(seqs[0], seqs[0] + len(facts) * rounds))

@@ -1,6 +1,8 @@
 """Stored events: numbered per tree without gaps, served after a number, safe under threads."""
 
+import asyncio
 import threading
+import time
 
 import pytest
 from django.db import connection
@@ -130,3 +132,62 @@ def test_publishers_on_many_threads_get_distinct_gapless_numbers(run_factory):
         assert indexes == list(range(per_thread))
     root.refresh_from_db()
     assert root.event_seq == seqs[-1]
+
+
+# --- Pushing in order ------------------------------------------------------------------------
+
+
+def _pushed(root_id: int, deliver) -> list[int]:
+    """The numbers the channel layer hands a listener of the tree while `deliver` runs."""
+    from asgiref.sync import async_to_sync
+    from channels.layers import get_channel_layer
+
+    from research.events import transport
+
+    layer = get_channel_layer()
+
+    async def listen() -> list[int]:
+        channel = await layer.new_channel()
+        await layer.group_add(transport.group_name(root_id), channel)
+        deliver()
+        seqs = []
+        try:
+            while True:
+                seqs.append((await asyncio.wait_for(layer.receive(channel), 2))["seq"])
+        except TimeoutError:
+            return seqs
+        finally:
+            await layer.group_discard(transport.group_name(root_id), channel)
+
+    return async_to_sync(listen)()
+
+
+def _event(seq: int) -> dict:
+    return {"seq": seq, "type": "run.state", "run": 1, "at": "", "detail": str(seq)}
+
+
+def test_an_event_committed_before_a_lower_number_waits_for_it():
+    from research.events import transport
+
+    root_id = 10_000_001
+
+    def deliver() -> None:
+        transport.expect(root_id, 5, 2)  # two numbers reserved, in this order
+        transport.broadcast(root_id, [_event(6)])  # the second commits first
+        transport.broadcast(root_id, [_event(5)])
+
+    assert _pushed(root_id, deliver) == [5, 6]
+
+
+def test_a_number_that_never_commits_holds_the_later_ones_only_briefly():
+    from research.events import transport
+
+    root_id = 10_000_002
+
+    def deliver() -> None:
+        transport.expect(root_id, 1, 2)  # number 1 rolls back and never comes
+        transport.broadcast(root_id, [_event(2)])
+
+    started = time.monotonic()
+    assert _pushed(root_id, deliver) == [2]
+    assert time.monotonic() - started < 2 + 2 * transport.HOLD_SECONDS

@@ -5,13 +5,15 @@ browser that missed something asks for the events after the last number it saw.
 """
 
 from collections.abc import Sequence
+from functools import cache
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from research.events.payloads import Payload, envelope
-from research.events.transport import broadcast
+from research.events.transport import broadcast, expect
 from research.models import Event, Run
+from research.sql import Insert, one
 
 _ALLOCATE = (
     f"UPDATE {Run._meta.db_table} SET event_seq = event_seq + %s WHERE id = %s RETURNING event_seq"
@@ -45,10 +47,10 @@ def allocate_seqs(*, root_id: int, count: int) -> int:
     The UPDATE locks the root row until the transaction ends (the tree lock), so numbers are
     committed in the order they are given, and a rollback gives them back: no gap.
     """
-    with connection.cursor() as cursor:
-        cursor.execute(_ALLOCATE, [count, root_id])
-        last = cursor.fetchone()[0]
-    return last - count + 1
+    (last,) = one(_ALLOCATE, [count, root_id])
+    first = last - count + 1
+    expect(root_id, first, count)
+    return first
 
 
 def publish_all(*, root_id: int, events: Sequence[tuple[int, Payload]], first_seq: int) -> None:
@@ -59,10 +61,13 @@ def publish_all(*, root_id: int, events: Sequence[tuple[int, Payload]], first_se
         envelope(seq=first_seq + offset, run_id=run_id, at=at, payload=payload)
         for offset, (run_id, payload) in enumerate(events)
     ]
-    Event.objects.bulk_create(
-        Event(root_id=root_id, seq=row["seq"], type=row["type"], payload=row, at=at) for row in rows
-    )
-    transaction.on_commit(lambda: [broadcast(root_id, row) for row in rows])
+    _event_insert().rows([(root_id, row["seq"], row["type"], row, at) for row in rows])
+    transaction.on_commit(lambda: broadcast(root_id, rows))
+
+
+@cache
+def _event_insert() -> Insert:
+    return Insert(Event, ["root", "seq", "type", "payload", "at"])
 
 
 def publish(*, root_id: int, run_id: int, payload: Payload) -> Event:
@@ -75,5 +80,5 @@ def publish(*, root_id: int, run_id: int, payload: Payload) -> Event:
         event = Event.objects.create(
             root_id=root_id, seq=seq, type=payload.type, payload=data, at=at
         )
-        transaction.on_commit(lambda: broadcast(root_id, data))
+        transaction.on_commit(lambda: broadcast(root_id, [data]))
     return event

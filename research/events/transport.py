@@ -1,103 +1,76 @@
-"""Pushing stored events to the browsers that follow a tree: one Channels group per tree.
+"""Pushing stored events to the browsers that follow a tree: one Channels group per tree, in
+the order of the tree's sequence numbers.
 
-The in-memory channel layer is not thread-safe: a group_send from an agent thread through
-async_to_sync runs on another loop and reaches consumers late or not at all. In the web
-process, sends are handed to the ASGI server's own loop, which `serve_on_server_loop`
-registers when the server starts handling connections. Without a server loop (a runagents
-worker, the CLI, tests) one sender thread with a loop of its own sends this process's events.
+Order. Agent threads commit in one order and run their after-commit callbacks in another, so
+a tree's event 6 can be ready before its event 5. Numbers are reserved under the tree's lock
+(`expect`, called by events.store), so this process knows which lower numbers are still on
+their way: `_Sequencer` holds an event until every lower number it reserved has committed, or
+until HOLD_SECONDS have passed (a transaction that rolled back gives its numbers back, and
+they come again later under another event). Released events go to one sender, which sends
+them one at a time, so they also reach the channel layer in order.
+
+Loops. The in-memory channel layer is not thread-safe: its sends must run on the ASGI
+server's loop, which `serve_on_server_loop` registers when the server hands over its first
+connection. Without a server loop (a runagents worker, the CLI, tests) the sender runs a loop
+of its own in a daemon thread.
 """
 
 import asyncio
 import logging
 import threading
+import time
 from typing import Any
 
 from channels.layers import get_channel_layer
 
 log = logging.getLogger(__name__)
 
-_server_loop: asyncio.AbstractEventLoop | None = None
-_lock = threading.Lock()
+# How long an event waits for a lower number of its tree before it is sent anyway.
+HOLD_SECONDS = 0.5
 
 
 def group_name(root_id: int) -> str:
     return f"tree-{root_id}"
 
 
-def set_server_loop(loop: asyncio.AbstractEventLoop | None) -> None:
-    global _server_loop
-    with _lock:
-        _server_loop = loop
-
-
-def serve_on_server_loop(application):
-    """Wrap the ASGI application so that events go out on the server's loop.
-
-    The loop is registered at the first scope the server hands over (daphne has no lifespan
-    startup), before any consumer runs: connecting a websocket no longer has side effects.
-    """
-
-    async def app(scope: dict[str, Any], receive, send):
-        loop = asyncio.get_running_loop()
-        if _server_loop is not loop:  # the first scope, or a server restarted on a new loop
-            set_server_loop(loop)
-        return await application(scope, receive, send)
-
-    return app
-
-
-def broadcast(root_id: int, payload: dict[str, Any]) -> None:
-    """Send one event to the tree's group, from any thread, without waiting for it."""
-    layer = get_channel_layer()
-    if layer is None:
-        return
-    send = layer.group_send(group_name(root_id), {**payload, "type": payload["type"]})
-    loop = _server_loop
-    if loop is not None and loop.is_running():
-        future = asyncio.run_coroutine_threadsafe(send, loop)
-        future.add_done_callback(lambda done: _log_failure(done, root_id, payload))
-    else:
-        _sender().put(root_id, payload, send)
-
-
-def _log_failure(done, root_id: int, payload: dict[str, Any]) -> None:
-    # A dropped push is recovered by the browser from the stored events.
-    if not done.cancelled() and done.exception() is not None:
-        log.error(
-            "could not push event %s of tree %s: %s", payload["seq"], root_id, done.exception()
-        )
-
-
 class _Sender:
-    """One event loop in a daemon thread that sends this process's events in order.
+    """Sends events one at a time from a queue drained on `loop` (its own thread's or the
+    server's)."""
 
-    Without it, async_to_sync per event would build a new loop, and with channels-redis a new
-    connection, for every event.
-    """
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
+    def __init__(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
+        self.loop = loop or asyncio.new_event_loop()
         self.queue: asyncio.Queue = asyncio.Queue()
-        threading.Thread(target=self._run, name="event-sender", daemon=True).start()
+        self._task: asyncio.Task | None = None  # kept: the loop holds tasks only weakly
+        if loop is None:
+            threading.Thread(target=self._run_own_loop, name="event-sender", daemon=True).start()
+        else:
+            loop.call_soon_threadsafe(self._start_on_loop)
 
-    def put(self, root_id: int, payload: dict[str, Any], send) -> None:
-        self.loop.call_soon_threadsafe(self.queue.put_nowait, (root_id, payload, send))
+    def _start_on_loop(self) -> None:
+        self._task = self.loop.create_task(self._drain())
 
-    def _run(self) -> None:
+    def put(self, root_id: int, payload: dict[str, Any]) -> None:
+        self.loop.call_soon_threadsafe(self.queue.put_nowait, (root_id, payload))
+
+    def _run_own_loop(self) -> None:
         asyncio.set_event_loop(self.loop)
         self.loop.run_until_complete(self._drain())
 
     async def _drain(self) -> None:
         while True:
-            root_id, payload, send = await self.queue.get()
+            root_id, payload = await self.queue.get()
             try:
-                await send
+                layer = get_channel_layer()
+                if layer is not None:
+                    await layer.group_send(group_name(root_id), payload)
             except Exception as error:  # the browser recovers it from the stored rows
                 log.error("could not push event %s of tree %s: %s", payload["seq"], root_id, error)
             finally:
                 self.queue.task_done()
 
     def flush(self, timeout: float) -> None:
+        if not self.loop.is_running():
+            return
         done = asyncio.run_coroutine_threadsafe(self.queue.join(), self.loop)
         try:
             done.result(timeout)
@@ -105,18 +78,135 @@ class _Sender:
             log.warning("%d events were not pushed before the timeout", self.queue.qsize())
 
 
-_sender_instance: _Sender | None = None
+class _Sequencer:
+    """Releases each tree's events in the order of their numbers (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.pending: dict[int, dict[int, float]] = {}  # root -> {seq: give up at}
+        self.ready: dict[int, dict[int, dict[str, Any]]] = {}  # root -> {seq: payload}
+
+    def expect(self, root_id: int, first: int, count: int) -> None:
+        give_up_at = time.monotonic() + HOLD_SECONDS
+        with self.lock:
+            pending = self.pending.setdefault(root_id, {})
+            for seq in range(first, first + count):
+                pending[seq] = give_up_at
+
+    def committed(self, root_id: int, payloads: list[dict[str, Any]]) -> None:
+        with self.lock:
+            pending = self.pending.setdefault(root_id, {})
+            ready = self.ready.setdefault(root_id, {})
+            for payload in payloads:
+                pending.pop(payload["seq"], None)
+                ready[payload["seq"]] = payload
+            self._release(root_id)
+
+    def sweep(self) -> None:
+        """Send what waited too long for a number that will not come (a rollback)."""
+        with self.lock:
+            for root_id in list(self.ready):
+                self._release(root_id)
+
+    def _release(self, root_id: int) -> None:
+        # Called with the lock held, so events of all threads are queued in number order.
+        now = time.monotonic()
+        pending = self.pending.get(root_id, {})
+        for seq, give_up_at in list(pending.items()):
+            if give_up_at <= now:
+                del pending[seq]
+        lowest_pending = min(pending, default=None)
+        ready = self.ready.get(root_id, {})
+        for seq in sorted(ready):
+            if lowest_pending is not None and seq > lowest_pending:
+                break
+            _sender().put(root_id, ready.pop(seq))
+        if not pending:
+            self.pending.pop(root_id, None)
+        if not ready:
+            self.ready.pop(root_id, None)
+
+    def holding(self) -> bool:
+        with self.lock:
+            return bool(self.ready)
+
+
+_lock = threading.Lock()
+_own_sender: _Sender | None = None
+_server_sender: _Sender | None = None
+_sequencer = _Sequencer()
+_sweeper_started = False
+
+
+def _sender() -> _Sender:
+    global _own_sender
+    if _server_sender is not None and _server_sender.loop.is_running():
+        return _server_sender
+    with _lock:
+        if _own_sender is None:
+            _own_sender = _Sender()
+        return _own_sender
+
+
+def set_server_loop(loop: asyncio.AbstractEventLoop) -> None:
+    global _server_sender
+    with _lock:
+        if _server_sender is None or _server_sender.loop is not loop:
+            _server_sender = _Sender(loop)
+
+
+def serve_on_server_loop(application):
+    """Wrap the ASGI application so that events go out on the server's loop.
+
+    The loop is registered at the first scope the server hands over (daphne has no lifespan
+    startup), before any consumer runs: connecting a websocket has no side effects.
+    """
+
+    async def app(scope: dict[str, Any], receive, send):
+        loop = asyncio.get_running_loop()
+        sender = _server_sender
+        if sender is None or sender.loop is not loop:  # first scope, or a new server loop
+            set_server_loop(loop)
+        return await application(scope, receive, send)
+
+    return app
+
+
+def expect(root_id: int, first: int, count: int) -> None:
+    """Numbers `first`.. of a tree were reserved in this process: later ones wait for them."""
+    _start_sweeper()
+    _sequencer.expect(root_id, first, count)
+
+
+def broadcast(root_id: int, payloads: list[dict[str, Any]]) -> None:
+    """Hand committed events of a tree to the sender, in number order (from any thread)."""
+    _sequencer.committed(root_id, payloads)
+
+
+def _start_sweeper() -> None:
+    global _sweeper_started
+    if _sweeper_started:
+        return
+    with _lock:
+        if _sweeper_started:
+            return
+        _sweeper_started = True
+    threading.Thread(target=_sweep_forever, name="event-order", daemon=True).start()
+
+
+def _sweep_forever() -> None:
+    while True:
+        time.sleep(HOLD_SECONDS / 5)
+        if _sequencer.holding():
+            _sequencer.sweep()
 
 
 def flush(timeout: float = 5.0) -> None:
     """Wait until this process's pending pushes are sent (a worker about to exit)."""
-    if _sender_instance is not None:
-        _sender_instance.flush(timeout)
-
-
-def _sender() -> _Sender:
-    global _sender_instance
-    with _lock:
-        if _sender_instance is None:
-            _sender_instance = _Sender()
-        return _sender_instance
+    deadline = time.monotonic() + timeout
+    while _sequencer.holding() and time.monotonic() < deadline:
+        _sequencer.sweep()
+        time.sleep(0.05)
+    for sender in (_own_sender, _server_sender):
+        if sender is not None:
+            sender.flush(max(0.0, deadline - time.monotonic()))

@@ -3,6 +3,7 @@ what it may ask of the runtime that runs it (`Runtime`)."""
 
 import threading
 import time
+from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -111,6 +112,9 @@ class AgentContext:
     pool: Runtime | None = None
     # Sub-agents whose reports this agent has read (wait_subagents); see agents.team.
     collected: set[int] = field(default_factory=set)
+    # While a turn's spawns are recorded, the starts of their children wait here, so that
+    # the children of one turn start together (agents.calls); None: children start at once.
+    start_later: list[Callable[[], None]] | None = None
 
     @classmethod
     def load(cls, run_id: int, cancel: CancelToken, pool: Runtime | None = None) -> "AgentContext":

@@ -8,13 +8,13 @@ above the budget (seed 001). Everything the agent does is written through resear
 import json
 import logging
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 import jsonschema
 from django.conf import settings
 
 from agents import prompts, team
+from agents.calls import ParallelCalls, PlannedCall, group_calls, group_state
 from agents.context import AgentContext, Cancelled, CancelToken
 from agents.llm import chat_model_for
 from agents.llm.base import ChatResponse, LLMError, ToolCall
@@ -63,23 +63,6 @@ def run_agent(*, run_id: int, token: CancelToken, pool) -> None:
     services.run_finish(run_id=run_id, report=report, error=error)
 
 
-@dataclass
-class PlannedCall:
-    """A tool call of the model's turn, parsed and checked before any of them runs, so that
-    the state each one shows can be recorded with the write before it."""
-
-    call: ToolCall
-    tool: Tool | None = None
-    arguments: dict[str, Any] = field(default_factory=dict)
-    error: str = ""
-
-    @property
-    def state(self) -> NextState | None:
-        if self.tool is None:
-            return None  # a call the model must fix: the agent stays as it is meanwhile
-        return NextState(self.tool.state, self.tool.detail(self.arguments))
-
-
 class Agent:
     def __init__(self, ctx: AgentContext, run: Run):
         self.ctx = ctx
@@ -92,10 +75,17 @@ class Agent:
             {"role": "user", "content": run.topic},
         ]
         self.answers_refused = 0
+        self.parallel = ParallelCalls()
         # The state the last write recorded: a write that would record it again is skipped.
         self.shown: NextState | None = None
 
     def run(self) -> str:
+        try:
+            return self._rounds()
+        finally:
+            self.parallel.close()
+
+    def _rounds(self) -> str:
         steps = 0
         while True:
             self.ctx.cancel.check()
@@ -151,7 +141,7 @@ class Agent:
         if not tools:
             response.tool_calls = []  # a model that calls tools in the last round is ignored
         planned = [self._plan(call) for call in response.tool_calls]
-        next_state = planned[0].state if planned else None
+        next_state = group_state(group_calls(planned)[0]) if planned else None
         services.model_call_record(
             facts=self.facts,
             input_tokens=response.input_tokens,
@@ -178,19 +168,40 @@ class Agent:
         return PlannedCall(call, tool, arguments)
 
     def _run_tools(self, planned: list[PlannedCall], *, after: NextState) -> None:
-        """Run the turn's tool calls in order; each one's record carries the next one's state
-        (the last one's, the state of the model call that follows)."""
-        following = [item.state for item in planned[1:]] + [after]
-        for item, next_state in zip(planned, following, strict=True):
-            self.messages.append(self._tool_result(item, next_state))
+        """Run the turn's tool calls by groups (agents.calls), results in call order. Each
+        call's record carries the state that follows it: the next group's, and after the
+        last, the state of the model call that follows."""
+        groups = group_calls(planned)
+        following = [group_state(group) for group in groups[1:]] + [after]
+        for group, after_group in zip(groups, following, strict=True):
+            self.ctx.cancel.check()
+            results = self._run_group(group)
+            states = [None] * (len(group) - 1) + [after_group]
+            for item, (output, is_error), next_state in zip(group, results, states, strict=True):
+                self.messages.append(self._tool_result(item, output, is_error, next_state))
 
-    def _tool_result(self, item: PlannedCall, next_state: NextState | None) -> dict[str, Any]:
-        self.ctx.cancel.check()
+    def _run_group(self, group: list[PlannedCall]) -> list[tuple[str, bool]]:
+        if len(group) > 1 and group[0].parallel:
+            return self.parallel.run([lambda item=item: self._handle(item) for item in group])
+        if group[0].spawns:
+            return self._spawn_together(group)
+        return [self._handle(item) for item in group]
+
+    def _spawn_together(self, group: list[PlannedCall]) -> list[tuple[str, bool]]:
+        """Record every spawn of the group, then start the children together."""
+        self.ctx.start_later = []
+        try:
+            results = [self._handle(item) for item in group]
+        finally:
+            starts, self.ctx.start_later = self.ctx.start_later, None
+            for start in starts:
+                start()
+        return results
+
+    def _tool_result(
+        self, item: PlannedCall, output: str, is_error: bool, next_state: NextState | None
+    ) -> dict[str, Any]:
         call = item.call
-        if item.tool is None:
-            output, is_error = f"error: {item.error}", True
-        else:
-            output, is_error = self._handle(item)
         # A backstop for tools that leave their output unbounded: one that cut its own text
         # to the limit (read_page) adds a heading and a note, which the slack lets through.
         output = truncate(output, settings.RESEARCH_TOOL_RESULT_MAX_CHARS + RESULT_SLACK)
@@ -209,6 +220,8 @@ class Agent:
         return {"role": "tool", "tool_call_id": call.id, "content": output}
 
     def _handle(self, item: PlannedCall) -> tuple[str, bool]:
+        if item.tool is None:
+            return f"error: {item.error}", True
         try:
             return item.tool.handler(self.ctx, item.arguments), False
         except ToolError as error:

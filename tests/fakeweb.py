@@ -126,6 +126,10 @@ class FakeWeb:
     def __init__(self) -> None:
         self.requests: list[str] = []
         self.posted: list[dict] = []
+        # How many /slow requests were answered at once, at the most (parallel tool calls).
+        self.most_in_flight = 0
+        self._in_flight = 0
+        self._gauge = threading.Lock()
         self.pages: dict[str, Page] = {}
         self.add_page("/article", article_html(), title=ARTICLE_TITLE, text=" ".join(ARTICLE_TEXT))
         self.add_page(
@@ -214,8 +218,7 @@ class _Handler(BaseHTTPRequestHandler):
             elif path == "/huge":
                 self._huge()
             elif path == "/slow":
-                time.sleep(float(query.get("seconds", ["5"])[0]))
-                self._send(200, b"<html><body><p>Finally.</p></body></html>", "text/html")
+                self._slow(float(query.get("seconds", ["5"])[0]))
             elif path.startswith("/status/"):
                 self._send(int(path.rsplit("/", 1)[1]), b"", "text/plain")
             elif path.startswith("/broken-search"):
@@ -224,6 +227,17 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(404, b"not found", "text/plain")
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client stopped reading (read_page's size cap): expected
+
+    def _slow(self, seconds: float) -> None:
+        with self.web._gauge:
+            self.web._in_flight += 1
+            self.web.most_in_flight = max(self.web.most_in_flight, self.web._in_flight)
+        try:
+            time.sleep(seconds)
+        finally:
+            with self.web._gauge:
+                self.web._in_flight -= 1
+        self._send(200, b"<html><body><p>Finally.</p></body></html>", "text/html")
 
     def do_POST(self) -> None:  # noqa: N802 - stdlib's name
         self.web.requests.append(f"POST {self.path}")

@@ -33,6 +33,9 @@ class Tool:
     handler: Handler
     # The short detail shown beside the state: the query, the URL, the sibling.
     detail: Callable[[dict[str, Any]], str] = field(default=_no_detail)
+    # Reads that depend on nothing else of the turn (a search, a page, a query): several in
+    # one turn run at once (RESEARCH_PARALLEL_TOOL_CALLS), their results still in call order.
+    parallel: bool = False
 
     def schema(self) -> dict[str, Any]:
         return {

@@ -117,6 +117,7 @@ QUERY = Tool(
         required=["question"],
     ),
     state="querying",
+    parallel=True,
     handler=query,
     detail=lambda args: str(args.get("question", ""))[:DETAIL_CHARS],
 )

@@ -339,6 +339,7 @@ READ_PAGE = Tool(
         required=["url"],
     ),
     state="reading",
+    parallel=True,
     handler=read_page,
     detail=lambda args: str(args.get("url", "")),
 )

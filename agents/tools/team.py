@@ -6,6 +6,9 @@ lifecycle (ending sub-agents, refusing an early answer) in agents.team.
 
 import re
 import time
+from collections.abc import Callable
+from contextlib import suppress
+from functools import partial
 from typing import Any
 
 from django.conf import settings
@@ -74,16 +77,38 @@ def spawn_subagent(ctx: AgentContext, args: dict[str, Any]) -> str:
         )
     except ResearchError as error:
         raise ToolError(error.message) from None
+    start = partial(_start_child, ctx, child.pk, name)
     try:
         get_messenger().open(child.pk)
-        ctx.pool.submit(child.pk, timeout_seconds=settings.RESEARCH_SUBAGENT_TIMEOUT_SECONDS)
     except Exception as error:  # e.g. Redis unreachable: the child must not stay queued
-        services.run_finish(run_id=child.pk, error=f"could not start: {error}")
-        raise ToolError(f'sub-agent "{name}" (run {child.pk}) could not start: {error}') from None
+        _not_started(child.pk, name, error)
+    if ctx.start_later is None:
+        start()
+    else:
+        ctx.start_later.append(partial(_start_quietly, start))
     return (
         f'started sub-agent "{name}" (run {child.pk}): it works in the background on its task; '
         "call wait_subagents to collect its report."
     )
+
+
+def _start_child(ctx: AgentContext, run_id: int, name: str) -> None:
+    try:
+        ctx.pool.submit(run_id, timeout_seconds=settings.RESEARCH_SUBAGENT_TIMEOUT_SECONDS)
+    except Exception as error:
+        _not_started(run_id, name, error)
+
+
+def _not_started(run_id: int, name: str, error: Exception) -> None:
+    services.run_finish(run_id=run_id, error=f"could not start: {error}")
+    raise ToolError(f'sub-agent "{name}" (run {run_id}) could not start: {error}') from None
+
+
+def _start_quietly(start: Callable[[], None]) -> None:
+    """A start deferred past its tool call: a failure is already in the child's run (failed,
+    "could not start"), which the parent reads when it waits."""
+    with suppress(ToolError):
+        start()
 
 
 def _refuse_repeated_task(ctx: AgentContext, task: str) -> None:

@@ -280,6 +280,7 @@ WEB_SEARCH = Tool(
         required=["query"],
     ),
     state="searching",
+    parallel=True,
     handler=web_search,
     detail=lambda args: str(args.get("query", "")),
 )

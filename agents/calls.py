@@ -1,0 +1,101 @@
+"""A model turn's tool calls: parsed before any runs, grouped, and run at once where they may.
+
+Consecutive calls of tools marked `parallel` (searches, page reads, knowledge queries) form a
+group that runs at once on the agent's own threads, at most RESEARCH_PARALLEL_TOOL_CALLS of
+them; their results go back in call order. Consecutive `spawn_subagent` calls form a group
+whose children start together once all of them exist, so each child's first list_siblings
+already shows its batch. Every other call runs alone, in order.
+"""
+
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+from django.db import close_old_connections, connection
+
+from agents.llm.base import ToolCall
+from agents.tools import Tool
+from research.services import NextState
+
+SPAWN = "spawn_subagent"
+
+
+@dataclass
+class PlannedCall:
+    """A tool call of the model's turn, parsed and checked before any of them runs, so that
+    the state each one shows can be recorded with the write before it."""
+
+    call: ToolCall
+    tool: Tool | None = None
+    arguments: dict[str, Any] = field(default_factory=dict)
+    error: str = ""
+
+    @property
+    def state(self) -> NextState | None:
+        if self.tool is None:
+            return None  # a call the model must fix: the agent stays as it is meanwhile
+        return NextState(self.tool.state, self.tool.detail(self.arguments))
+
+    @property
+    def parallel(self) -> bool:
+        return self.tool is not None and self.tool.parallel
+
+    @property
+    def spawns(self) -> bool:
+        return self.tool is not None and self.tool.name == SPAWN
+
+
+def group_calls(planned: list[PlannedCall]) -> list[list[PlannedCall]]:
+    """Consecutive parallel calls together, consecutive spawns together, the rest alone."""
+    groups: list[list[PlannedCall]] = []
+    for item in planned:
+        previous = groups[-1][-1] if groups else None
+        if previous is not None and (
+            (item.parallel and previous.parallel) or (item.spawns and previous.spawns)
+        ):
+            groups[-1].append(item)
+        else:
+            groups.append([item])
+    return groups
+
+
+def group_state(group: list[PlannedCall]) -> NextState | None:
+    """What the agent shows while a group runs: its first call's state, with every call's
+    detail when several run at once."""
+    first = group[0].state
+    if first is None or len(group) == 1 or not group[0].parallel:
+        return first
+    details = [item.state.detail for item in group if item.state and item.state.detail]
+    return NextState(first.state, f"{len(group)} at once: " + " | ".join(details))
+
+
+class ParallelCalls:
+    """The agent's own small pool for its parallel calls; each call's thread gives its
+    database connection back when the call ends (threads are reused)."""
+
+    def __init__(self) -> None:
+        self._executor: ThreadPoolExecutor | None = None
+
+    def run(self, jobs: list[Callable[[], Any]]) -> list[Any]:
+        """Run the jobs at once; their results in order. A job's exception is raised here."""
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(
+                max_workers=settings.RESEARCH_PARALLEL_TOOL_CALLS, thread_name_prefix="tool"
+            )
+        futures = [self._executor.submit(_with_connection_closed, job) for job in jobs]
+        return [future.result() for future in futures]
+
+    def close(self) -> None:
+        if self._executor is not None:
+            self._executor.shutdown(wait=True, cancel_futures=True)
+            self._executor = None
+
+
+def _with_connection_closed(job: Callable[[], Any]) -> Any:
+    close_old_connections()
+    try:
+        return job()
+    finally:
+        connection.close()

@@ -10,13 +10,36 @@ between the two.
 from typing import Any
 from urllib.parse import parse_qs
 
-from channels.db import database_sync_to_async
+from channels.consumer import get_handler_name
+from channels.db import DatabaseSyncToAsync
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.db import connection
 
 from research import selectors
 from research.errors import NotFound
 from research.events import group_name
 from research.models import Run
+
+
+# The consumer's reads run on the server's pool of threads, not on the one thread Django and
+# Channels share for thread-sensitive sync code (every sync view, every default
+# database_sync_to_async): while that thread is busy, a handshake waiting behind it would be
+# dropped by daphne's timeout. The reads touch no thread-bound state.
+class DatabaseRead(DatabaseSyncToAsync):
+    """database_sync_to_async on the server's pool of threads; each call gives its thread's
+    connection back (to the pool, on PostgreSQL), as the threads outlive it."""
+
+    def __init__(self, func):
+        super().__init__(func, thread_sensitive=False)
+
+    def thread_handler(self, loop, *args, **kwargs):
+        try:
+            return super().thread_handler(loop, *args, **kwargs)
+        finally:
+            connection.close()
+
+
+database_read = DatabaseRead
 
 # Close codes the page knows: stop reconnecting and say why.
 NOT_SIGNED_IN = 4401
@@ -42,6 +65,16 @@ class RunTreeConsumer(AsyncJsonWebsocketConsumer):
         await self.accept()
         await self._catch_up(root)
 
+    async def dispatch(self, message: dict[str, Any]) -> None:
+        """Channels' dispatch, without its close_old_connections() before every handler: that
+        runs on the shared sync thread (see database_read), so every live event of every
+        viewer would queue behind every sync view. This consumer reads only through
+        database_read, whose threads close their own connections."""
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"no handler for message type {message['type']}")
+        await handler(message)
+
     async def disconnect(self, code: int) -> None:
         if self.group is not None:
             await self.channel_layer.group_discard(self.group, self.channel_name)
@@ -49,7 +82,7 @@ class RunTreeConsumer(AsyncJsonWebsocketConsumer):
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         """The browser only listens; anything it sends is ignored."""
 
-    @database_sync_to_async
+    @database_read
     def _root(self) -> Run | None:
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
@@ -74,11 +107,9 @@ class RunTreeConsumer(AsyncJsonWebsocketConsumer):
         # A number beyond the tree's last event comes from another database (a reset, a
         # restore): only a snapshot can put that page right.
         if after is not None and after <= root.event_seq:
-            events = await database_sync_to_async(selectors.events_after)(
-                root_id=root.pk, after=after
-            )
+            events = await database_read(selectors.events_after)(root_id=root.pk, after=after)
         if events is None:
-            snapshot = await database_sync_to_async(selectors.tree_snapshot)(root=root)
+            snapshot = await database_read(selectors.tree_snapshot)(root=root)
             self.sent_until = snapshot["seq"]
             await self.send_json(snapshot)
             return

@@ -11,13 +11,12 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "research.settings")
 django_asgi_app = get_asgi_application()
 
-from channels.auth import AuthMiddlewareStack  # noqa: E402  (needs Django set up)
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
-from frontend.routing import websocket_urlpatterns  # noqa: E402
+from frontend.routing import auth_stack, websocket_urlpatterns  # noqa: E402  (needs Django set up)
 from research.events.transport import serve_on_server_loop  # noqa: E402
 
 application = serve_on_server_loop(
@@ -26,9 +25,7 @@ application = serve_on_server_loop(
             # Canopy's own few static files, served by daphne itself: no separate web server
             # is needed for `make run`; a large deployment may put a CDN in front.
             "http": ASGIStaticFilesHandler(django_asgi_app),
-            "websocket": AllowedHostsOriginValidator(
-                AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
-            ),
+            "websocket": AllowedHostsOriginValidator(auth_stack(URLRouter(websocket_urlpatterns))),
         }
     )
 )

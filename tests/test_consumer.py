@@ -6,7 +6,6 @@ research.asgi itself is not imported because it starts the agent pool of the web
 
 import pytest
 from asgiref.sync import async_to_sync
-from channels.auth import AuthMiddlewareStack
 from channels.db import database_sync_to_async
 from channels.routing import URLRouter
 from channels.security.websocket import AllowedHostsOriginValidator
@@ -14,7 +13,7 @@ from channels.testing import WebsocketCommunicator
 from django.test import Client
 
 from frontend.consumers import NOT_FOUND, NOT_SIGNED_IN
-from frontend.routing import websocket_urlpatterns
+from frontend.routing import auth_stack, websocket_urlpatterns
 from research import services
 from research.models import Event, Run
 
@@ -24,7 +23,7 @@ ORIGIN = b"http://127.0.0.1:8000"
 
 
 def application():
-    return AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
+    return AllowedHostsOriginValidator(auth_stack(URLRouter(websocket_urlpatterns)))
 
 
 def headers_for(user=None, *, origin: bytes = ORIGIN) -> list[tuple[bytes, bytes]]:
@@ -239,3 +238,29 @@ def test_live_events_of_agents_writing_at_once_arrive_in_number_order(alice, tre
     seqs = async_to_sync(scenario)()
 
     assert seqs == list(range(seqs[0], seqs[0] + len(facts) * rounds))
+
+
+def test_a_handshake_does_not_wait_for_the_shared_sync_thread(alice, tree_factory):
+    """Django and Channels run thread-sensitive sync code (every sync view) on one shared
+    thread; a page that keeps it busy must not hold up the websocket's snapshot."""
+    import asyncio
+    import time
+
+    from asgiref.sync import sync_to_async
+
+    root = tree_factory(children=("a",), grandchildren=())
+    headers = headers_for(alice)
+
+    async def scenario() -> float:
+        busy = asyncio.ensure_future(sync_to_async(time.sleep, thread_sensitive=True)(3))
+        await asyncio.sleep(0.1)  # the shared thread is now asleep in a "slow view"
+        started = time.monotonic()
+        socket = await connected(f"/ws/runs/{root.pk}/", headers)
+        snapshot = await socket.receive_json_from(timeout=2)
+        took = time.monotonic() - started
+        await socket.disconnect()
+        await busy
+        assert snapshot["type"] == "snapshot"
+        return took
+
+    assert async_to_sync(scenario)() < 2

@@ -9,7 +9,7 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.decorators import api_view
 from rest_framework.exceptions import ValidationError
-from rest_framework.pagination import PageNumberPagination
+from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
@@ -41,6 +41,16 @@ def exception_handler(exc, context):
     return drf_exception_handler(exc, context)
 
 
+class RunCursorPagination(CursorPagination):
+    """Newest first, by a cursor over (created_at, id): page 1,000 costs what page 1 does,
+    and a run started meanwhile never shifts a page. `next` and `previous` are links."""
+
+    ordering = ("-created_at", "-id")
+    page_size = 50
+    page_size_query_param = "page_size"
+    max_page_size = 200
+
+
 def _run(request: Request, run_id: int):
     return selectors.run_get(owner=request.user, run_id=run_id)
 
@@ -57,7 +67,7 @@ def runs(request: Request) -> Response:
         return run_start(request)
     filters = checked(RunListFilterSerializer, request.query_params)
     queryset = selectors.run_list(owner=request.user, **filters)
-    paginator = PageNumberPagination()
+    paginator = RunCursorPagination()
     page = paginator.paginate_queryset(queryset, request)
     return paginator.get_paginated_response(RunOutputSerializer(page, many=True).data)
 

@@ -532,3 +532,39 @@ def test_report_endpoint_lists_citations_verified_or_flagged(api, run_factory):
 def test_report_of_another_users_run_is_not_found(api_for, bob, run_factory):
     run = run_factory()
     assert api_for(bob).get(f"{URL}/{run.pk}/report").status_code == 404
+
+
+def test_the_list_pages_by_cursor_newest_first_with_none_missing_or_repeated(
+    api, settings, run_factory
+):
+    settings.RESEARCH_MAX_WORKING_ROOTS = 100
+    started = [run_factory(topic=f"topic {index}").pk for index in range(7)]
+
+    seen, url, pages = [], f"{URL}?page_size=3", 0
+    while url:
+        body = api.get(url).json()
+        seen += [run["id"] for run in body["results"]]
+        url, pages = body["next"], pages + 1
+        if pages == 1:
+            run_factory(topic="started while the client pages")  # must not shift a page
+
+    assert seen == started[::-1]
+    assert pages == 3
+
+
+def test_a_deep_page_costs_the_queries_of_the_first(api, settings, run_factory):
+    settings.RESEARCH_MAX_WORKING_ROOTS = 100
+    for index in range(9):
+        run_factory(topic=f"topic {index}")
+    first = api.get(f"{URL}?page_size=2").json()
+    third = api.get(api.get(first["next"]).json()["next"]).json()
+
+    assert _queries(api, third["next"]) == _queries(api, f"{URL}?page_size=2")
+
+
+def test_a_page_size_over_the_maximum_is_capped(api, settings, run_factory):
+    settings.RESEARCH_MAX_WORKING_ROOTS = 300
+    for index in range(3):
+        run_factory(topic=f"topic {index}")
+
+    assert len(api.get(f"{URL}?page_size=100000").json()["results"]) == 3

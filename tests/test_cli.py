@@ -49,6 +49,11 @@ def finished(process: subprocess.Popen, timeout: float = 30) -> tuple[int, str, 
     return process.returncode, out, err
 
 
+def _rows(output: str) -> list[list[str]]:
+    """The tab-separated rows of a plain listing, without its header."""
+    return [line.split("\t") for line in output.splitlines()[1:] if line]
+
+
 def section(output: str, title: str) -> list[list[str]]:
     """The tab-separated rows of a `title:` section, header first, up to the blank line."""
     lines = output.splitlines()
@@ -436,6 +441,26 @@ def test_list_takes_the_same_queries_however_many_runs(
 
     with django_assert_num_queries(2):  # the user, the runs
         research("list", "--user", "alice")
+
+
+def test_list_shows_a_page_and_says_how_to_get_the_next(db, alice, run_factory, settings, capsys):
+    settings.RESEARCH_MAX_WORKING_ROOTS = 10
+    ids = [run_factory(topic=f"topic {index}").pk for index in range(5)]
+
+    first = research("list", "--user", "alice", "--limit", "2")
+    hint = capsys.readouterr().err.strip()
+    rest = research("list", "--user", "alice", "--limit", "2", "--before", str(ids[3]))
+
+    assert [row[0] for row in _rows(first)] == [str(ids[4]), str(ids[3])]
+    assert hint == f"more: manage.py research list --before {ids[3]}"
+    assert [row[0] for row in _rows(rest)] == [str(ids[2]), str(ids[1])]
+
+
+def test_list_before_another_users_run_is_not_found(db, alice, bob, run_factory):
+    theirs = run_factory(owner=bob)
+
+    with pytest.raises(CommandError, match=f"no research with id {theirs.pk}"):
+        research("list", "--user", "alice", "--before", str(theirs.pk))
 
 
 # --- cancel ------------------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from research.selectors.runs import (
     run_states,
     run_subtree,
     runs_for,
+    runs_older_than,
 )
 from research.selectors.trees import (
     TRANSCRIPT_LIMIT,
@@ -56,6 +57,7 @@ __all__ = [
     "run_states",
     "run_subtree",
     "runs_for",
+    "runs_older_than",
     "subtree_active",
     "subtree_citations",
     "subtree_llm_calls",

@@ -42,6 +42,14 @@ def run_list(
     return runs
 
 
+def runs_older_than(runs: QuerySet[Run], *, run: Run) -> QuerySet[Run]:
+    """The runs listed after `run` in newest-first order (created_at, then id): a keyset, so
+    the thousandth page costs what the first does."""
+    return runs.filter(
+        Q(created_at__lt=run.created_at) | Q(created_at=run.created_at, pk__lt=run.pk)
+    ).order_by("-created_at", "-id")
+
+
 def roots_for(*, owner: AbstractBaseUser) -> QuerySet[Run]:
     """The owner's researches (roots), newest first, each with its number of agents."""
     agents = (

@@ -70,6 +70,12 @@ class Command(BaseCommand):
         listing.add_argument("--status", choices=Status.values)
         listing.add_argument("--parent", type=int, help="list the sub-agents of this run")
         listing.add_argument("--all", action="store_true", help="include sub-agents")
+        listing.add_argument(
+            "--limit", type=int, default=50, help="at most this many, newest first (50)"
+        )
+        listing.add_argument(
+            "--before", type=int, metavar="ID", help="the runs listed after this one (next page)"
+        )
 
         show = self._action(actions, "show", "a run, its sub-agents, usage and report")
         show.add_argument("id", type=int)
@@ -150,16 +156,29 @@ class Command(BaseCommand):
         parent_id = options["parent"]
         if parent_id is not None:
             selectors.run_get(owner=user, run_id=parent_id)  # another user's: not found
+        if options["limit"] < 1:
+            raise CommandError("--limit must be 1 or more.")
         runs = selectors.run_list(
             owner=user,
             parent_id=parent_id,
             status=options["status"],
             roots_only=parent_id is None and not options["all"],
         )
+        if options["before"] is not None:
+            after = selectors.run_get(owner=user, run_id=options["before"])
+            runs = selectors.runs_older_than(runs, run=after)
+        page = list(runs[: options["limit"] + 1])
+        more, page = len(page) > options["limit"], page[: options["limit"]]
         if self.rich:
-            render.rich_list(runs, self.console)
+            render.rich_list(page, self.console)
         else:
-            render.plain_list(runs, self.write)
+            render.plain_list(page, self.write)
+        if more:
+            # On stderr: the listing on stdout stays one table a script can read.
+            same = "".join(
+                f" --{name} {options[name]}" for name in ("status", "parent") if options[name]
+            ) + (" --all" if options["all"] else "")
+            self.stderr.write(f"more: manage.py research list{same} --before {page[-1].pk}")
 
     def do_show(self, user: AbstractBaseUser, options: dict) -> None:
         run = selectors.run_get(owner=user, run_id=options["id"])

@@ -27,7 +27,8 @@ class CancelToken:
     """Set in this process by the pool, or in the database by any process (run_cancel).
 
     The database flag is read at most every RESEARCH_CANCEL_POLL_SECONDS, so a cancel sent
-    to another process reaches the agent within a second without a query per check.
+    to another process reaches the agent within a second without a query per check; in a
+    pool, one query reads the flags of all its agents (`watched`).
     """
 
     run_id: int
@@ -37,6 +38,9 @@ class CancelToken:
     # A run-time cap (monotonic clock) and the error the run ends with when it passes.
     deadline: float | None = None
     deadline_reason: str = ""
+    # Set by a pool that reads the flags of all its agents in one query (AgentPool's cancel
+    # watch): the token then never queries on its own.
+    watched: bool = False
 
     def cancel(self, reason: str) -> None:
         if not self._event.is_set():
@@ -54,18 +58,23 @@ class CancelToken:
         if self.deadline is not None and now >= self.deadline:
             self.cancel(self.deadline_reason or "timed out")
             return True
-        if now - self._checked_at >= settings.RESEARCH_CANCEL_POLL_SECONDS:
+        if not self.watched and now - self._checked_at >= settings.RESEARCH_CANCEL_POLL_SECONDS:
             self._checked_at = now
             row = (
                 Run.objects.filter(pk=self.run_id)
                 .values_list("cancel_requested", "cancel_reason")
                 .first()
             )
-            if row is None:
-                self.cancel(DELETED)
-            elif row[0]:
-                self.cancel(row[1] or CANCELLED_BY_USER)
+            self.apply(row)
         return self._event.is_set()
+
+    def apply(self, row: tuple[bool, str] | None) -> None:
+        """Cancel from the run's row as read (cancel_requested, cancel_reason); None: the
+        run was deleted."""
+        if row is None:
+            self.cancel(DELETED)
+        elif row[0]:
+            self.cancel(row[1] or CANCELLED_BY_USER)
 
     def check(self) -> None:
         if self.is_set():
@@ -94,7 +103,7 @@ class Runtime(Protocol):
 
     def yielded(self, token: "CancelToken") -> AbstractContextManager[None]: ...
 
-    def wait_changed(self, timeout: float) -> None: ...
+    def wait_changed(self, timeout: float) -> bool: ...
 
 
 @dataclass

@@ -71,7 +71,7 @@ class AgentPool:
         if failed:
             log.warning("marked %d runs of a stopped process failed", failed)
         self._unsubscribe = services.on_root_queued(lambda run_id: self._wake.set())
-        for target in (self._claim_loop, self._heartbeat_loop):
+        for target in (self._claim_loop, self._heartbeat_loop, self._cancel_watch):
             thread = threading.Thread(
                 target=self._background(target), name=f"pool-{target.__name__}", daemon=True
             )
@@ -109,7 +109,7 @@ class AgentPool:
 
     def submit(self, run_id: int, *, timeout_seconds: float | None = None) -> None:
         """Start the agent of a queued run; it works as soon as it gets a slot."""
-        token = CancelToken(run_id)
+        token = CancelToken(run_id, watched=True)
         if timeout_seconds:
             token.deadline = time.monotonic() + timeout_seconds
             token.deadline_reason = (
@@ -139,10 +139,10 @@ class AgentPool:
         with self._lock:
             return run_id in self._agents
 
-    def wait_changed(self, timeout: float) -> None:
-        """Block until some agent of this pool ends, or the timeout passes."""
+    def wait_changed(self, timeout: float) -> bool:
+        """Block until some agent of this pool ends (True), or the timeout passes (False)."""
         with self._changed:
-            self._changed.wait(timeout)
+            return self._changed.wait(timeout)
 
     @contextmanager
     def yielded(self, token: CancelToken) -> Iterator[None]:
@@ -284,6 +284,26 @@ class AgentPool:
             log.warning(
                 "worker %s: marked %d runs of a stopped process failed", self.worker_id, failed
             )
+
+    def _cancel_watch(self) -> None:
+        """Read the cancel flags of every agent of this pool in one query, and cancel the
+        tokens of those flagged or deleted: a cancel from any process (the API, a parent in
+        another worker) reaches the agent within RESEARCH_CANCEL_POLL_SECONDS, and waiting
+        agents no longer query each on their own."""
+        if self._stopping.wait(settings.RESEARCH_CANCEL_POLL_SECONDS):
+            return
+        with self._lock:
+            tokens = {run_id: agent.token for run_id, agent in self._agents.items()}
+        if not tokens:
+            return
+        rows = {
+            pk: (requested, reason)
+            for pk, requested, reason in Run.objects.filter(pk__in=tokens).values_list(
+                "pk", "cancel_requested", "cancel_reason"
+            )
+        }
+        for run_id, token in tokens.items():
+            token.apply(rows.get(run_id))
 
     def _start_over(self) -> None:
         """This process missed its heartbeats for so long (frozen, cut off) that another one

@@ -4,6 +4,7 @@ answer it may not give yet, the tree's cost. The team tools are in agents.tools.
 The pool is reached only through the `Runtime` protocol of agents.context.
 """
 
+import time
 from contextlib import AbstractContextManager, nullcontext
 from decimal import Decimal
 
@@ -41,7 +42,8 @@ def end_subagents(ctx: AgentContext) -> None:
             for run_id in still:
                 if ctx.pool is None or not ctx.pool.is_running(run_id):
                     services.run_finish(run_id=run_id, error=PARENT_ENDED)
-            wait_for_change(ctx, 0.25)
+            # The agent may be ending because it was cancelled: this wait must go on.
+            wait_for_change(ctx, 0.25, cancellable=False)
 
 
 def answer_refusal(ctx: AgentContext) -> str | None:
@@ -79,9 +81,29 @@ def yielded(ctx: AgentContext) -> AbstractContextManager[None]:
     return ctx.pool.yielded(ctx.cancel) if ctx.pool is not None else nullcontext()
 
 
-def wait_for_change(ctx: AgentContext, seconds: float) -> None:
-    """Sleep until some agent of the pool ends, at most `seconds`."""
-    if ctx.pool is not None:
-        ctx.pool.wait_changed(seconds)
-    else:
-        ctx.cancel.sleep(seconds)
+# How often a waiting agent reads its children's rows when no agent of its pool has ended:
+# its children end in its own process (a tree runs in one), which wakes it at once.
+RECHECK_SECONDS = 2.0
+
+
+def wait_for_change(
+    ctx: AgentContext,
+    seconds: float = RECHECK_SECONDS,
+    *,
+    cancellable: bool = True,
+    run_ids: list[int] | None = None,
+) -> None:
+    """Sleep until an agent of the pool ends (one of `run_ids`, when given), at most
+    `seconds`. A cancellable wait looks at the cancel token every quarter second (in a pool
+    the token reads nothing itself). Without a pool, one quarter second."""
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        if cancellable:
+            ctx.cancel.check()
+        if ctx.pool is None:
+            time.sleep(min(left, 0.25))
+            return
+        if ctx.pool.wait_changed(min(left, 0.25)) and (
+            run_ids is None or not all(ctx.pool.is_running(run_id) for run_id in run_ids)
+        ):
+            return

@@ -9,6 +9,7 @@ from typing import Any
 
 import httpx
 import openai
+from openai.types.chat import ChatCompletion
 
 from agents.llm.base import ChatResponse, LLMError, ToolCall
 
@@ -35,9 +36,6 @@ class OpenAIChat:
             timeout=timeout,
             max_retries=max_retries,
         )
-        # The client builds its chat resource (modules and pydantic models, about 0.8 s) on
-        # first use: here, at the pool's warm-up, rather than in the first research's call.
-        self._completions = self._client.chat.completions
 
     def chat(
         self, *, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
@@ -46,7 +44,11 @@ class OpenAIChat:
         if tools:
             request["tools"] = tools
         try:
-            completion = self._completions.create(**request)
+            # The client's own create() walks the whole conversation to transform it, on
+            # every call, and it only grows: the endpoint takes the body as it is.
+            completion = self._client.post(
+                "/chat/completions", body=request, cast_to=ChatCompletion
+            )
         except openai.APIError as error:
             raise LLMError(self._describe(error)) from error
         return _chat_response(completion, host=_host(self._client.base_url))

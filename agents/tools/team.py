@@ -15,7 +15,13 @@ from django.conf import settings
 
 from agents.context import AgentContext
 from agents.messages import InboxFull, InboxMessage, NoInbox, get_messenger, send_message
-from agents.team import CANCELLED_BY_PARENT, cancel_child, wait_for_change, yielded
+from agents.team import (
+    CANCELLED_BY_PARENT,
+    RECHECK_SECONDS,
+    cancel_child,
+    wait_for_change,
+    yielded,
+)
 from agents.tools.base import Tool, ToolError, object_schema
 from research import services
 from research.errors import ResearchError
@@ -189,8 +195,9 @@ def wait_subagents(ctx: AgentContext, args: dict[str, Any]) -> str:
         while team_reads.any_working(run_ids=targets):
             if time.monotonic() >= deadline:
                 break
-            ctx.cancel.check()
-            wait_for_change(ctx, 0.25)
+            # Woken when one of them leaves the pool: not by every agent of it that ends.
+            left = max(0.0, deadline - time.monotonic())
+            wait_for_change(ctx, min(RECHECK_SECONDS, left), run_ids=targets)
     runs = team_reads.runs_by_ids(run_ids=targets)
     blocks = []
     for run in runs:

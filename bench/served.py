@@ -1,0 +1,521 @@
+"""Canopy served by daphne, measured from outside: trees, concurrency, event latency, pages.
+
+    .venv/bin/python bench/served.py            # the whole table (make bench), 5-10 minutes
+    .venv/bin/python bench/served.py --quick    # fewer and smaller rounds
+
+A scripted OpenAI-compatible model in this process answers every call after a fixed delay;
+daphne serves the app with the agents in its process, on PostgreSQL, with the in-memory
+channel layer or Redis; this process drives it through the REST API and websockets, as a
+browser and an API client would. Each figure is printed beside its ideal, measured in the
+same run. `--json FILE` keeps the figures for bench/plots.py.
+
+A tree is a root and 5 children: the root spawns them in one turn, waits, answers (3
+turns); each child makes 6 cheap tool calls and answers (7 turns). Its critical path is 9
+model calls: the ideal wall time of a tree, and of any number of trees run at once.
+"""
+
+import argparse
+import asyncio
+import base64
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+from urllib.parse import urlencode
+
+PROJECT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(PROJECT))
+
+from agents.llm.scripted import ScriptedLLM, call, calls, reply, slow  # noqa: E402
+
+DATABASE = "canopy_bench_served"
+DATABASE_URL = f"postgres://postgres@127.0.0.1:5432/{DATABASE}"
+REDIS_URL = "redis://127.0.0.1:6379/14"
+SECRET_KEY = "bench-only-secret-key-not-for-anything-else-0123456789"
+CHILDREN = 5
+CRITICAL_PATH_CALLS = 9
+
+
+def main() -> None:
+    options = parse_args()
+    environment(options)
+    import django
+
+    django.setup()
+    fresh_database()
+    results: dict = {"quick": options.quick}
+    with ScriptedLLM() as llm:
+        for layer in ("memory", "redis"):
+            with Server(llm, layer=layer) as server:
+                results[layer] = measure_layer(llm, server, layer, options)
+    results["lists"] = measure_lists(options)
+    print_table(results)
+    if options.json:
+        Path(options.json).write_text(json.dumps(results, indent=2))
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer, smaller rounds")
+    parser.add_argument("--json", help="write the figures to this file")
+    return parser.parse_args()
+
+
+def environment(options: argparse.Namespace) -> None:
+    os.environ.update(
+        DJANGO_SETTINGS_MODULE="research.settings",
+        DATABASE_URL=DATABASE_URL,
+        SECRET_KEY=SECRET_KEY,
+        RESEARCH_AGENTS_IN_WEB="false",  # this process runs no agents
+        OPENAI_API_KEY="bench",
+        RESEARCH_MODEL="scripted",
+        RESEARCH_MODEL_PRICES='{"scripted": [1.0, 2.0]}',
+    )
+    os.environ.pop("REDIS_URL", None)
+
+
+def fresh_database() -> None:
+    import psycopg
+    from django.core.management import call_command
+
+    with psycopg.connect("postgres://postgres@127.0.0.1:5432/postgres", autocommit=True) as db:
+        db.execute(f"DROP DATABASE IF EXISTS {DATABASE} WITH (FORCE)")
+        db.execute(f"CREATE DATABASE {DATABASE}")
+    call_command("migrate", verbosity=0)
+
+
+# --- The server ------------------------------------------------------------------------------
+
+
+class Server:
+    """daphne on this machine's PostgreSQL, with the agents in its process when `llm` is
+    given (the scripted model they call), without them otherwise."""
+
+    def __init__(self, llm: ScriptedLLM | None = None, *, layer: str = "memory"):
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        env = {**os.environ, "RESEARCH_AGENTS_IN_WEB": "false", "LOG_LEVEL": "WARNING"}
+        if llm is not None:
+            env.update(
+                OPENAI_BASE_URL=llm.base_url,
+                RESEARCH_AGENTS_IN_WEB="true",
+                RESEARCH_MAX_AGENTS="400",
+                RESEARCH_MAX_WORKING_ROOTS="1000",
+                DATABASE_POOL_SIZE="60",
+            )
+        if layer == "redis":
+            env["REDIS_URL"] = REDIS_URL
+        self.log_path = Path(tempfile.gettempdir()) / f"canopy-bench-{layer}-{self.port}.log"
+        self.log = self.log_path.open("w")
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port)]
+            + ["research.asgi:application"],
+            cwd=PROJECT,
+            env=env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
+
+    def __enter__(self) -> "Server":
+        import httpx
+
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(f"{self.url}/login/", timeout=1).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        raise SystemExit(f"daphne did not start: see {self.log_path}")
+
+    def __exit__(self, *exc) -> None:
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+        self.log.close()
+
+    def status(self) -> tuple[int, int]:
+        """Peak resident memory (MiB) and threads of the server process now."""
+        fields = dict(
+            line.split(":", 1)
+            for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines()
+        )
+        return int(fields["VmHWM"].split()[0]) // 1024, int(fields["Threads"])
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+# --- A user the clients act as ---------------------------------------------------------------
+
+
+class Client:
+    """An API token and a browser session of one user, and the clients that use them."""
+
+    def __init__(self, server: Server, username: str):
+        from django.contrib.auth.models import User
+        from django.test import Client as DjangoClient
+        from rest_framework.authtoken.models import Token
+
+        user, _ = User.objects.get_or_create(username=username, defaults={"is_staff": True})
+        user.is_staff = user.is_superuser = True
+        user.save()
+        self.token = Token.objects.get_or_create(user=user)[0].key
+        browser = DjangoClient()
+        browser.force_login(user)
+        self.session = browser.cookies["sessionid"].value
+        self.server = server
+
+    def api(self):
+        import httpx
+
+        return httpx.AsyncClient(
+            base_url=f"{self.server.url}/v1/gb",
+            headers={"Authorization": f"Token {self.token}"},
+            timeout=60,
+        )
+
+    def browser(self):
+        import httpx
+
+        return httpx.AsyncClient(
+            base_url=self.server.url, cookies={"sessionid": self.session}, timeout=60
+        )
+
+    def socket(self, root_id: int):
+        import websockets
+
+        return websockets.connect(
+            f"ws://127.0.0.1:{self.server.port}/ws/runs/{root_id}/",
+            origin=self.server.url,
+            additional_headers={"Cookie": f"sessionid={self.session}"},
+            open_timeout=10,
+            max_size=None,
+        )
+
+
+# --- Scripts ---------------------------------------------------------------------------------
+
+
+def script_tree(llm: ScriptedLLM, topic: str, delay: float) -> None:
+    facets = ("history", "chemistry", "economics", "geography", "politics")[:CHILDREN]
+    tasks = [f"{topic}: the {facet} side, with sources about {facet}" for facet in facets]
+    spawns = [
+        call("spawn_subagent", name=f"facet{index}", reason="one facet", task=task)
+        for index, task in enumerate(tasks)
+    ]
+    llm.script(
+        topic,
+        slow(delay, calls(*spawns)),
+        slow(delay, call("wait_subagents")),
+        slow(delay, reply("root report")),
+    )
+    for task in tasks:
+        turns = [slow(delay, call("cancel_subagent", name="nobody")) for _ in range(6)]
+        llm.script(task, *turns, slow(delay, reply("facet report")))
+
+
+async def start_tree(api, topic: str) -> int:
+    response = await api.post("/research", json={"topic": topic, "max_steps": 10})
+    response.raise_for_status()
+    return response.json()["id"]
+
+
+async def wait_trees(api, watchers: list[asyncio.Future], root_ids, timeout: float) -> list[dict]:
+    """Wait until every root's watcher saw it finish, then read the roots once: the bench
+    adds no polling of its own to the load it measures."""
+    try:
+        await asyncio.wait_for(asyncio.gather(*watchers), timeout)
+    except TimeoutError:
+        raise SystemExit(f"trees {root_ids} did not end within {timeout} s") from None
+    return [(await api.get(f"/research/{root_id}")).json() for root_id in root_ids]
+
+
+def _seconds(start: str, end: str) -> float:
+    return (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds()
+
+
+def _tree_wall(roots: list[dict]) -> float:
+    return max(_seconds(min(r["created_at"] for r in roots), r["finished_at"]) for r in roots)
+
+
+# --- Measurements with one channel layer -----------------------------------------------------
+
+
+def progress(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def measure_layer(llm: ScriptedLLM, server: Server, layer: str, options) -> dict:
+    client = Client(server, "bench")
+    figures: dict = {"one_tree": {}, "concurrency": {}, "event_latency": {}}
+    delays = [0.0, 0.05] if options.quick else [0.0, 0.05, 1.0]
+    for delay in delays:
+        progress(f"{layer}: one tree at {delay * 1000:.0f} ms per call")
+        figures["one_tree"][delay] = asyncio.run(one_tree(llm, client, delay, layer))
+    sizes = [50] if options.quick else [50, 100, 200]
+    for agents in sizes:
+        progress(f"{layer}: {agents} agents at 200 ms per call")
+        figures["concurrency"][agents] = asyncio.run(
+            many_trees(llm, client, server, agents // (CHILDREN + 1), 0.2, layer)
+        )
+    figures["event_latency"]["idle"] = figures["one_tree"][0.05]["latency"]
+    figures["event_latency"]["loaded"] = figures["concurrency"][sizes[-1]]["latency"]
+    return figures
+
+
+async def one_tree(llm: ScriptedLLM, client: Client, delay: float, layer: str) -> dict:
+    """One tree, twice: the first run after start, then a warm one; the second counts."""
+    walls = []
+    latencies: list[float] = []
+    for attempt in range(2):
+        topic = f"{layer} one tree {delay} {attempt} {time.time()}"
+        script_tree(llm, topic, delay)
+        async with client.api() as api:
+            root_id = await start_tree(api, topic)
+            watcher = asyncio.ensure_future(watch(client, root_id, latencies))
+            roots = await wait_trees(api, [watcher], [root_id], timeout=120)
+        walls.append(_tree_wall(roots))
+    ideal = CRITICAL_PATH_CALLS * delay
+    return {
+        "ideal": ideal,
+        "first": walls[0],
+        "wall": walls[1],
+        "latency": percentiles(latencies),
+    }
+
+
+async def many_trees(llm, client: Client, server: Server, trees: int, delay: float, layer: str):
+    """`trees` trees started at once; viewers open their pages and sockets meanwhile."""
+    topics = [f"{layer} tree {index} of {trees} {time.time()}" for index in range(trees)]
+    for topic in topics:
+        script_tree(llm, topic, delay)
+    latencies: list[float] = []
+    async with client.api() as api:
+        started = time.monotonic()
+        root_ids = await asyncio.gather(*(start_tree(api, topic) for topic in topics))
+        viewers = min(trees, 20)
+        handshakes = await asyncio.gather(
+            *(open_socket(client, root_id) for root_id in root_ids[:viewers])
+        )
+        pages = await load_pages(client, root_ids[:5])
+        watchers = [asyncio.ensure_future(watch(client, r, latencies)) for r in root_ids]
+        rss, threads = server.status()
+        roots = await wait_trees(api, watchers, root_ids, timeout=600)
+        rss, threads = max(rss, server.status()[0]), max(threads, server.status()[1])
+    wall = _tree_wall(roots)
+    ideal = CRITICAL_PATH_CALLS * delay
+    failed = [root["id"] for root in roots if root["status"] != "done"]
+    return {
+        "trees": trees,
+        "agents": trees * (CHILDREN + 1),
+        "ideal": ideal,
+        "wall": wall,
+        "client_wall": time.monotonic() - started,
+        "ratio": ideal / wall,
+        "failed": failed,
+        "rss_mib": rss,
+        "threads": threads,
+        "handshakes": percentiles(handshakes),
+        "pages": percentiles(pages),
+        "latency": percentiles(latencies),
+    }
+
+
+async def watch(client: Client, root_id: int, latencies: list[float]) -> None:
+    """Follow a tree's live events until its root finishes; each event's delay from its
+    commit to this client."""
+    async with client.socket(root_id) as websocket:
+        async for raw in websocket:
+            received = time.time()
+            event = json.loads(raw)
+            if event.get("type") == "snapshot":
+                root = next(run for run in event["runs"] if run["id"] == root_id)
+                if root["status"] in ("done", "failed"):
+                    return
+                continue
+            latencies.append(received - datetime.fromisoformat(event["at"]).timestamp())
+            if event["type"] == "run.finished" and event["run"] == root_id:
+                return
+
+
+async def open_socket(client: Client, root_id: int) -> float:
+    """Seconds from opening a viewer's socket to its snapshot."""
+    started = time.monotonic()
+    async with client.socket(root_id) as websocket:
+        await asyncio.wait_for(websocket.recv(), 10)
+    return time.monotonic() - started
+
+
+async def load_pages(client: Client, root_ids: list[int]) -> list[float]:
+    """Seconds to load each run page with its static files, one page after another."""
+    seconds = []
+    async with client.browser() as browser:
+        for root_id in root_ids:
+            started = time.monotonic()
+            page = await browser.get(f"/runs/{root_id}/")
+            page.raise_for_status()
+            for asset in ("canopy.js", "canopy.css", "vendor/d3-hierarchy.min.js"):
+                (await browser.get(f"/static/{asset}")).raise_for_status()
+            seconds.append(time.monotonic() - started)
+    return seconds
+
+
+# --- Lists at 100,000 runs -------------------------------------------------------------------
+
+
+def measure_lists(options) -> dict:
+    """The run list (first page, page 1,000), a tree and the admin's list, at 100,000 runs
+    across 1,000 users (one of whom has 60,000)."""
+    from research.models import Run
+
+    progress("lists: inserting runs")
+    heavy = populate(total=20_000 if options.quick else 100_000)
+    deep_page = 200 if options.quick else 1000
+    runs = Run.objects.filter(owner__username=heavy).order_by("-created_at", "-id")
+    # The cursor DRF hands out for page `deep_page`: the position of the page before's last.
+    position = runs.values_list("created_at", flat=True)[(deep_page - 1) * 50 - 1]
+    cursor = base64.b64encode(urlencode({"p": str(position)}).encode()).decode()
+    tree_id = runs.values_list("pk", flat=True).first()
+    with Server() as server:
+        client = Client(server, heavy)
+        return asyncio.run(time_lists(client, cursor=cursor, tree_id=tree_id, deep_page=deep_page))
+
+
+def populate(*, total: int) -> str:
+    """Insert `total` finished roots: 60% for one user, the rest over 999 others."""
+    from datetime import timedelta
+
+    from django.contrib.auth.models import User
+    from django.db import transaction
+    from django.utils import timezone
+
+    from research.models import Run
+    from research.sql import Insert
+
+    users = User.objects.bulk_create(User(username=f"lister{index:04d}") for index in range(1000))
+    heavy_count = total * 6 // 10
+    owners = [users[0].pk] * heavy_count + [
+        users[1 + index % 999].pk for index in range(total - heavy_count)
+    ]
+    fields = [
+        "owner", "depth", "name", "reason", "topic", "model", "status", "state", "max_steps",
+        "steps", "input_tokens", "output_tokens", "cost_usd", "tree_cost_usd",
+        "tree_input_tokens", "tree_output_tokens", "report", "error", "created_at",
+        "cancel_requested", "cancel_reason", "event_seq",
+    ]  # fmt: skip
+    insert = Insert(Run, fields)
+    base = timezone.now() - timedelta(days=30)
+    batch = 2000
+    for start in range(0, total, batch):
+        rows = [
+            (owner, 0, "", "", f"listed topic {start + offset}", "scripted", "done", "ended",
+             10, 3, 300, 60, 0, 0, 300, 60, "a report", "",
+             base + timedelta(seconds=start + offset), False, "", 0)
+            for offset, owner in enumerate(owners[start : start + batch])
+        ]  # fmt: skip
+        with transaction.atomic():
+            insert.rows(rows)
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(f"ANALYZE {Run._meta.db_table}")
+    return users[0].username
+
+
+async def time_lists(client: Client, *, cursor: str, tree_id: int, deep_page: int) -> dict:
+    async with client.api() as api, client.browser() as browser:
+        targets = {
+            "list, first page": lambda: api.get("/research"),
+            f"list, page {deep_page}": lambda: api.get(f"/research?cursor={cursor}"),
+            "tree": lambda: api.get(f"/research/{tree_id}/tree"),
+            "admin run list": lambda: browser.get("/admin/research/run/"),
+        }
+        figures = {}
+        for name, request in targets.items():
+            seconds = []
+            for _ in range(25):
+                started = time.monotonic()
+                response = await request()
+                response.raise_for_status()
+                seconds.append(time.monotonic() - started)
+            figures[name] = percentiles(seconds)
+    return figures
+
+
+# --- Report ----------------------------------------------------------------------------------
+
+
+def percentiles(values: list[float]) -> dict:
+    if not values:
+        return {"n": 0}
+    ordered = sorted(values)
+
+    def at(percent: float) -> float:
+        return ordered[min(len(ordered) - 1, int(round(percent / 100 * (len(ordered) - 1))))]
+
+    return {"n": len(values), "p50": at(50), "p95": at(95), "p99": at(99), "max": ordered[-1]}
+
+
+def ms(value: float) -> str:
+    return f"{value * 1000:.0f} ms"
+
+
+def print_table(results: dict) -> None:
+    print("\n| figure | goal | measured |\n| --- | --- | --- |")
+    for layer in ("memory", "redis"):
+        figures = results[layer]
+        for delay, tree in figures["one_tree"].items():
+            over = tree["wall"] / tree["ideal"] - 1 if tree["ideal"] else None
+            measured = (
+                f"{tree['wall']:.2f} s against {tree['ideal']:.2f} s"
+                + (f" (+{over:.0%})" if over is not None else "")
+                + f"; first run after start {tree['first']:.2f} s"
+            )
+            print(
+                f"| one tree at {delay * 1000:.0f} ms per call, {layer} | <= 5% over | {measured} |"
+            )
+        for load in figures["concurrency"].values():
+            print(
+                f"| {load['trees']} trees ({load['agents']} agents) at 200 ms, {layer} | >= 90% | "
+                f"{load['ratio']:.0%} ({load['wall']:.2f} s against {load['ideal']:.2f} s); "
+                f"RSS {load['rss_mib']} MiB, {load['threads']} threads"
+                + (f"; failed {load['failed']}" if load["failed"] else "")
+                + " |"
+            )
+            hs, pages = load["handshakes"], load["pages"]
+            print(
+                f"| viewers opening sockets meanwhile, {layer} | within 1 s | "
+                f"p50 {ms(hs['p50'])}, max {ms(hs['max'])} ({hs['n']}) |"
+            )
+            print(
+                f"| run pages with static files meanwhile, {layer} | under 1 s | "
+                f"p50 {ms(pages['p50'])}, max {ms(pages['max'])} ({pages['n']}) |"
+            )
+        for state, latency in figures["event_latency"].items():
+            if latency.get("n"):
+                print(
+                    f"| event commit to socket, {state}, {layer} | p99 < 50 ms | "
+                    f"p50 {ms(latency['p50'])}, p95 {ms(latency['p95'])}, "
+                    f"p99 {ms(latency['p99'])} ({latency['n']} events) |"
+                )
+    for name, timing in results["lists"].items():
+        print(
+            f"| {name} at 100,000 runs | p95 < 50 ms | p50 {ms(timing['p50'])}, "
+            f"p95 {ms(timing['p95'])} |"
+        )
+
+
+if __name__ == "__main__":
+    main()

@@ -32,9 +32,13 @@ lint: install
 test: install services lint
 	$(VENV)/bin/pytest
 
+# Canopy's own cost, measured against its ideal on this machine; writes the plots of
+# docs/performance.md. About ten minutes.
 bench: install services
 	$(PY) bench/step_cost.py --database sqlite
 	$(PY) bench/step_cost.py --database postgres
+	$(PY) bench/served.py --json bench-results.json
+	$(PY) bench/plots.py bench-results.json docs
 
 screenshot: install services
 	$(PY) scripts/screenshot.py docs/run-page.png

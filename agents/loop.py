@@ -8,6 +8,7 @@ above the budget (seed 001). Everything the agent does is written through resear
 import json
 import logging
 import time
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 import jsonschema
@@ -121,6 +122,10 @@ class Agent:
         response, _ = self._call_model(tools=[], state=State.WRITING)
         return response.content.strip() or "(the agent wrote no report)"
 
+    def _blocking(self) -> AbstractContextManager[None]:
+        """Other agents may run while this one waits on its model or its tools."""
+        return self.ctx.pool.blocking() if self.ctx.pool is not None else nullcontext()
+
     def _show(self, state: NextState) -> None:
         if state != self.shown:
             services.run_set_state(
@@ -133,11 +138,12 @@ class Agent:
     ) -> tuple[ChatResponse, list[PlannedCall]]:
         self._show(NextState(state))
         started = time.monotonic()
-        response = self.model.chat(
-            model=self.ctx.model,
-            messages=self.messages,
-            tools=[tool.schema() for tool in tools],
-        )
+        with self._blocking():
+            response = self.model.chat(
+                model=self.ctx.model,
+                messages=self.messages,
+                tools=[tool.schema() for tool in tools],
+            )
         if not tools:
             response.tool_calls = []  # a model that calls tools in the last round is ignored
         planned = [self._plan(call) for call in response.tool_calls]
@@ -175,7 +181,8 @@ class Agent:
         following = [group_state(group) for group in groups[1:]] + [after]
         for group, after_group in zip(groups, following, strict=True):
             self.ctx.cancel.check()
-            results = self._run_group(group)
+            with self._blocking():
+                results = self._run_group(group)
             states = [None] * (len(group) - 1) + [after_group]
             for item, (output, is_error), next_state in zip(group, results, states, strict=True):
                 self.messages.append(self._tool_result(item, output, is_error, next_state))

@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import close_old_connections, connections
+from django.db import close_old_connections, connection, connections
 
 from agents.context import CancelToken
 from agents.messages import get_messenger
@@ -43,6 +43,12 @@ class AgentPool:
         self.claim_roots = claim_roots
         self.worker_id: int | None = None
         self._slots = threading.BoundedSemaphore(self.max_active)
+        # Of the agents with a slot, those running Canopy's own Python rather than waiting on
+        # their model or their tools. Python runs one thread at a time: with hundreds of
+        # runnable threads, the server's loop (handshakes, events, pages) waited seconds for
+        # its turn. Holders are never inside a transaction when they wait for this gate.
+        self._cpu = threading.BoundedSemaphore(settings.RESEARCH_AGENT_CPU_SLOTS)
+        self._holds_cpu = threading.local()
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         self._agents: dict[int, _Agent] = {}
@@ -141,12 +147,26 @@ class AgentPool:
 
     def wait_changed(self, timeout: float) -> bool:
         """Block until some agent of this pool ends (True), or the timeout passes (False)."""
+        _give_back_connection()
         with self._changed:
             return self._changed.wait(timeout)
 
     @contextmanager
+    def blocking(self) -> Iterator[None]:
+        """Let other agents run Python while the caller waits on its model or its tools, and
+        give its database connection back to the pool meanwhile."""
+        _give_back_connection()
+        released = self._cpu_release()
+        try:
+            yield
+        finally:
+            if released:
+                self._cpu_acquire()
+
+    @contextmanager
     def yielded(self, token: CancelToken) -> Iterator[None]:
         """Give the caller's slot back while it waits, and take one again afterwards."""
+        _give_back_connection()
         self._release()
         try:
             yield
@@ -176,6 +196,7 @@ class AgentPool:
         finally:
             with self._lock:
                 self._waiting_for_slot -= 1
+        self._cpu_acquire()
         with self._lock:
             self._working += 1
         return True
@@ -183,7 +204,25 @@ class AgentPool:
     def _release(self) -> None:
         with self._lock:
             self._working -= 1
+        self._cpu_release()
         self._slots.release()
+
+    # A thread holds the gate once at most: a wait (yielded) inside a tool call (blocking)
+    # finds it already given back.
+    def _cpu_acquire(self) -> None:
+        if not getattr(self._holds_cpu, "held", False):
+            if not self._cpu.acquire(blocking=False):
+                # A thread waiting its turn needs no connection meanwhile.
+                _give_back_connection()
+                self._cpu.acquire()
+            self._holds_cpu.held = True
+
+    def _cpu_release(self) -> bool:
+        if getattr(self._holds_cpu, "held", False):
+            self._holds_cpu.held = False
+            self._cpu.release()
+            return True
+        return False
         self._wake.set()
 
     def _run_agent(self, run_id: int, token: CancelToken) -> None:
@@ -341,6 +380,19 @@ def warm_up() -> None:
 
     if settings.RESEARCH_MODEL != DEMO_MODEL:
         chat_model_for(settings.RESEARCH_MODEL)  # builds the client and its chat resource
+
+
+def _give_back_connection() -> None:
+    """Return the thread's connection to the connection pool (PostgreSQL) while its agent
+    waits: connections then follow the agents running, not the agents alive, and hundreds
+    of agents waiting on their models fit in a pool of tens. The next query takes one back.
+    Not inside a transaction, and not on SQLite, whose connections are not pooled."""
+    if (
+        connection.vendor == "postgresql"
+        and connection.settings_dict.get("OPTIONS", {}).get("pool")
+        and not connection.in_atomic_block
+    ):
+        connection.close()
 
 
 def _declared_dead(worker_id: int) -> bool:

@@ -54,6 +54,8 @@ def main() -> None:
         for layer in ("memory", "redis"):
             with Server(llm, layer=layer) as server:
                 results[layer] = measure_layer(llm, server, layer, options)
+        with Server(llm, layer="redis", workers=2) as server:
+            results["workers"] = measure_workers(llm, server, options)
     results["lists"] = measure_lists(options)
     print_table(results)
     if options.json:
@@ -97,20 +99,22 @@ class Server:
     """daphne on this machine's PostgreSQL, with the agents in its process when `llm` is
     given (the scripted model they call), without them otherwise."""
 
-    def __init__(self, llm: ScriptedLLM | None = None, *, layer: str = "memory"):
+    def __init__(self, llm: ScriptedLLM | None = None, *, layer: str = "memory", workers: int = 0):
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        env = {**os.environ, "RESEARCH_AGENTS_IN_WEB": "false", "LOG_LEVEL": "WARNING"}
-        if llm is not None:
-            env.update(
-                OPENAI_BASE_URL=llm.base_url,
-                RESEARCH_AGENTS_IN_WEB="true",
-                RESEARCH_MAX_AGENTS="400",
-                RESEARCH_MAX_WORKING_ROOTS="1000",
-                DATABASE_POOL_SIZE="60",
+        env = agent_environment(llm, layer=layer)
+        # With workers, this process only serves and enqueues; they run the agents.
+        env["RESEARCH_AGENTS_IN_WEB"] = "true" if llm is not None and not workers else "false"
+        self.workers = [
+            subprocess.Popen(
+                [sys.executable, "manage.py", "runagents", "--max-agents", "400"],
+                cwd=PROJECT,
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
             )
-        if layer == "redis":
-            env["REDIS_URL"] = REDIS_URL
+            for _ in range(workers)
+        ]
         self.log_path = Path(tempfile.gettempdir()) / f"canopy-bench-{layer}-{self.port}.log"
         self.log = self.log_path.open("w")
         self.process = subprocess.Popen(
@@ -135,6 +139,10 @@ class Server:
         raise SystemExit(f"daphne did not start: see {self.log_path}")
 
     def __exit__(self, *exc) -> None:
+        for worker in self.workers:
+            worker.send_signal(signal.SIGTERM)
+        for worker in self.workers:
+            worker.wait(30)
         self.process.send_signal(signal.SIGTERM)
         try:
             self.process.wait(30)
@@ -143,12 +151,29 @@ class Server:
         self.log.close()
 
     def status(self) -> tuple[int, int]:
-        """Peak resident memory (MiB) and threads of the server process now."""
-        fields = dict(
-            line.split(":", 1)
-            for line in Path(f"/proc/{self.process.pid}/status").read_text().splitlines()
+        """Peak resident memory (MiB) and threads of the process running the agents now
+        (the largest worker, when there are workers)."""
+        figures = []
+        for process in self.workers or [self.process]:
+            status = Path(f"/proc/{process.pid}/status").read_text()
+            fields = dict(line.split(":", 1) for line in status.splitlines())
+            figures.append((int(fields["VmHWM"].split()[0]) // 1024, int(fields["Threads"])))
+        return max(figures)
+
+
+def agent_environment(llm: ScriptedLLM | None, *, layer: str) -> dict[str, str]:
+    env = {**os.environ, "LOG_LEVEL": "WARNING"}
+    if llm is not None:
+        env.update(
+            OPENAI_BASE_URL=llm.base_url,
+            RESEARCH_MAX_AGENTS="400",
+            RESEARCH_MAX_WORKING_ROOTS="1000",
+            RESEARCH_CLAIM_POLL_SECONDS="0.2",
+            DATABASE_POOL_SIZE="60",
         )
-        return int(fields["VmHWM"].split()[0]) // 1024, int(fields["Threads"])
+    if layer == "redis":
+        env["REDIS_URL"] = REDIS_URL
+    return env
 
 
 def _free_port() -> int:
@@ -272,6 +297,20 @@ def measure_layer(llm: ScriptedLLM, server: Server, layer: str, options) -> dict
         )
     figures["event_latency"]["idle"] = figures["one_tree"][0.05]["latency"]
     figures["event_latency"]["loaded"] = figures["concurrency"][sizes[-1]]["latency"]
+    return figures
+
+
+def measure_workers(llm: ScriptedLLM, server: Server, options) -> dict:
+    """The same loads with the agents in two runagents workers (two cores), the web process
+    only serving; events reach it through Redis."""
+    client = Client(server, "bench")
+    asyncio.run(one_tree(llm, client, 0.0, "workers"))  # both workers have warmed up
+    figures: dict = {"concurrency": {}}
+    for agents in [50] if options.quick else [100, 200]:
+        progress(f"2 workers: {agents} agents at 200 ms per call")
+        figures["concurrency"][agents] = asyncio.run(
+            many_trees(llm, client, server, agents // (CHILDREN + 1), 0.2, "workers")
+        )
     return figures
 
 
@@ -510,6 +549,15 @@ def print_table(results: dict) -> None:
                     f"p50 {ms(latency['p50'])}, p95 {ms(latency['p95'])}, "
                     f"p99 {ms(latency['p99'])} ({latency['n']} events) |"
                 )
+    for load in results["workers"]["concurrency"].values():
+        latency = load["latency"]
+        print(
+            f"| {load['trees']} trees ({load['agents']} agents) at 200 ms, 2 runagents workers "
+            f"| >= 90% | {load['ratio']:.0%} ({load['wall']:.2f} s against {load['ideal']:.2f} s)"
+            f"; sockets p50 {ms(load['handshakes']['p50'])}, pages p50 {ms(load['pages']['p50'])}"
+            + (f"; events p99 {ms(latency['p99'])}" if latency.get("n") else "")
+            + " |"
+        )
     for name, timing in results["lists"].items():
         print(
             f"| {name} at 100,000 runs | p95 < 50 ms | p50 {ms(timing['p50'])}, "

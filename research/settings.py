@@ -267,11 +267,17 @@ RESEARCH_TOPIC_MAX_CHARS = envint("RESEARCH_TOPIC_MAX_CHARS", 2000)
 RESEARCH_DEFAULT_MAX_STEPS = envint("RESEARCH_DEFAULT_MAX_STEPS", 10)
 RESEARCH_MAX_STEPS_LIMIT = envint("RESEARCH_MAX_STEPS_LIMIT", 40)
 RESEARCH_MAX_AGENTS = envint("RESEARCH_MAX_AGENTS", 8)
+# Of those, how many run Canopy's own Python at once (the others wait on a model or a tool).
+RESEARCH_AGENT_CPU_SLOTS = envint("RESEARCH_AGENT_CPU_SLOTS", 2 * (os.cpu_count() or 1))
 RESEARCH_AGENTS_IN_WEB = envbool("RESEARCH_AGENTS_IN_WEB", True)
 RESEARCH_STEP_RESULT_MAX_CHARS = envint("RESEARCH_STEP_RESULT_MAX_CHARS", 4000)
 RESEARCH_TOOL_RESULT_MAX_CHARS = envint("RESEARCH_TOOL_RESULT_MAX_CHARS", 12000)
 # Independent reads of one model turn (searches, pages, queries) run at once, this many at most.
 RESEARCH_PARALLEL_TOOL_CALLS = envint("RESEARCH_PARALLEL_TOOL_CALLS", 4)
+if RESEARCH_AGENT_CPU_SLOTS < 1:
+    raise ImproperlyConfigured(
+        f"RESEARCH_AGENT_CPU_SLOTS must be 1 or more, not {RESEARCH_AGENT_CPU_SLOTS}"
+    )
 if RESEARCH_PARALLEL_TOOL_CALLS < 1:
     raise ImproperlyConfigured(
         f"RESEARCH_PARALLEL_TOOL_CALLS must be 1 or more, not {RESEARCH_PARALLEL_TOOL_CALLS}"

@@ -568,3 +568,12 @@ def test_a_page_size_over_the_maximum_is_capped(api, settings, run_factory):
         run_factory(topic=f"topic {index}")
 
     assert len(api.get(f"{URL}?page_size=100000").json()["results"]) == 3
+
+
+def test_detail_query_count_does_not_grow_with_the_tree(api, tree_factory):
+    small = tree_factory(children=("a",), grandchildren=())
+    big = tree_factory(children=("a", "b", "c", "d", "e"), grandchildren=("x", "y"))
+    for child in big.children.all():
+        services.usage_add(run_id=child.pk, input_tokens=10, output_tokens=1, latency_ms=1)
+
+    assert _queries(api, f"{URL}/{big.pk}") == _queries(api, f"{URL}/{small.pk}")

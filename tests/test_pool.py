@@ -47,6 +47,44 @@ def test_parents_waiting_on_children_never_starve_them_of_slots(scripted_llm, al
     assert pool.active == 0
 
 
+def test_one_agent_running_python_at_a_time_still_ends_every_tree(scripted_llm, alice, settings):
+    """The gate on agents running Python is given back around model calls, tools and waits:
+    with room for one, parents that wait, children that read pages at once and messages all
+    still end, and two agents were seen waiting on their model at the same moment."""
+    settings.RESEARCH_MAX_WORKING_ROOTS = 10
+    settings.RESEARCH_AGENT_CPU_SLOTS = 1
+    in_model = []
+
+    def counted(turn):
+        def answer(messages):
+            in_model.append(sum(1 for run in Run.objects.filter(state="thinking")))
+            return slow(0.2, turn)
+
+        return answer
+
+    for tree in ("ash", "yew"):
+        scripted_llm.script(
+            f"{tree} research",
+            counted(call("spawn_subagent", name="left", reason="a half", task=f"{tree} left")),
+            call("spawn_subagent", name="right", reason="other half", task=f"{tree} right"),
+            call("wait_subagents"),
+            reply(f"{tree} report"),
+        )
+        scripted_llm.script(f"{tree} left", counted(call("list_siblings")), reply("left done"))
+        scripted_llm.script(f"{tree} right", counted(call("list_siblings")), reply("right done"))
+    pool = AgentPool(max_active=8).start()
+    try:
+        roots = [
+            services.run_start(owner=alice, topic=f"{tree} research") for tree in ("ash", "yew")
+        ]
+        roots = [wait_finished(root, timeout=30) for root in roots]
+    finally:
+        pool.shutdown()
+    assert [root.status for root in roots] == ["done", "done"]
+    assert Run.objects.filter(status="done").count() == 6
+    assert max(in_model) >= 2  # the gate was not held while waiting on the model
+
+
 def test_runs_left_by_a_dead_process_are_marked_failed_on_start(alice, subagent_factory):
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()

@@ -218,11 +218,12 @@ class Client:
             base_url=self.server.url, cookies={"sessionid": self.session}, timeout=60
         )
 
-    def socket(self, root_id: int):
+    def socket(self, root_id: int, *, after: int = 0):
         import websockets
 
+        query = f"?after={after}" if after else ""
         return websockets.connect(
-            f"ws://127.0.0.1:{self.server.port}/ws/runs/{root_id}/",
+            f"ws://127.0.0.1:{self.server.port}/ws/runs/{root_id}/{query}",
             origin=self.server.url,
             additional_headers={"Cookie": f"sessionid={self.session}"},
             open_timeout=10,
@@ -374,19 +375,29 @@ async def many_trees(llm, client: Client, server: Server, trees: int, delay: flo
 
 async def watch(client: Client, root_id: int, latencies: list[float]) -> None:
     """Follow a tree's live events until its root finishes; each event's delay from its
-    commit to this client."""
-    async with client.socket(root_id) as websocket:
-        async for raw in websocket:
-            received = time.time()
-            event = json.loads(raw)
-            if event.get("type") == "snapshot":
-                root = next(run for run in event["runs"] if run["id"] == root_id)
-                if root["status"] in ("done", "failed"):
-                    return
+    commit to this client. After 5 s of silence it reconnects with ?after= the last number
+    it saw, as the page does: a channel layer may drop events for a slow socket (Redis keeps
+    100 per channel), and the stored events fill the gap."""
+    last = 0
+    while True:
+        async with client.socket(root_id, after=last) as websocket:
+            try:
+                while True:
+                    raw = await asyncio.wait_for(websocket.recv(), 5)
+                    received = time.time()
+                    event = json.loads(raw)
+                    if event.get("type") == "snapshot":
+                        last = event["seq"]
+                        root = next(run for run in event["runs"] if run["id"] == root_id)
+                        if root["status"] in ("done", "failed"):
+                            return
+                        continue
+                    last = max(last, event["seq"])
+                    latencies.append(received - datetime.fromisoformat(event["at"]).timestamp())
+                    if event["type"] == "run.finished" and event["run"] == root_id:
+                        return
+            except TimeoutError:
                 continue
-            latencies.append(received - datetime.fromisoformat(event["at"]).timestamp())
-            if event["type"] == "run.finished" and event["run"] == root_id:
-                return
 
 
 async def open_socket(client: Client, root_id: int) -> float:

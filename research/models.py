@@ -87,6 +87,8 @@ class Run(models.Model):
         ]
         indexes = [
             models.Index(fields=["owner", "-created_at"], name="run_owner_created"),
+            # The admin's list: every owner's runs, newest first.
+            models.Index(fields=["-created_at", "-id"], name="run_created"),
             models.Index(fields=["root", "id"], name="run_root"),
             models.Index(fields=["status"], name="run_status"),
         ]

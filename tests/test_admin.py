@@ -373,3 +373,20 @@ def test_an_upload_over_the_limit_is_refused_in_the_admin(admin_client, alice, m
         "big.txt is 11 bytes; the limit is 10."
     ]
     assert not Document.objects.exists()
+
+
+def test_the_run_list_filters_by_model_and_depth_without_reading_every_run(
+    admin_client, tree_factory
+):
+    root = tree_factory(children=("a", "b"), grandchildren=())
+
+    page = admin_client.get(RUNS).content.decode()
+    children = admin_client.get(RUNS, {"depth": "1"}).context["cl"].result_list
+    roots = admin_client.get(RUNS, {"depth": "0", "model": root.model}).context["cl"].result_list
+
+    assert "?model=scripted" in page and "?depth=1" in page
+    assert sorted(run.name for run in children) == ["a", "b"]
+    assert [run.pk for run in roots] == [root.pk]
+    with CaptureQueriesContext(connection) as queries:
+        admin_client.get(RUNS)
+    assert not any("DISTINCT" in query["sql"].upper() for query in queries.captured_queries)

@@ -16,6 +16,7 @@ of its own in a daemon thread.
 """
 
 import asyncio
+import collections
 import logging
 import threading
 import time
@@ -57,8 +58,25 @@ class _Sender:
         self.loop.run_until_complete(self._drain())
 
     async def _drain(self) -> None:
+        """Hand each event to its tree's line: one tree's events go out one at a time, in
+        order, while different trees' go out side by side (a send to Redis takes a few
+        round trips, and one line for every tree fell seconds behind under load)."""
+        lines: dict[int, collections.deque] = {}
+        tasks: set[asyncio.Task] = set()
         while True:
             root_id, payload = await self.queue.get()
+            if root_id in lines:
+                lines[root_id].append(payload)
+                continue
+            lines[root_id] = collections.deque([payload])
+            task = asyncio.ensure_future(self._send_line(root_id, lines))
+            tasks.add(task)
+            task.add_done_callback(tasks.discard)
+
+    async def _send_line(self, root_id: int, lines: dict[int, collections.deque]) -> None:
+        line = lines[root_id]
+        while line:
+            payload = line.popleft()
             try:
                 layer = get_channel_layer()
                 if layer is not None:
@@ -67,6 +85,7 @@ class _Sender:
                 log.error("could not push event %s of tree %s: %s", payload["seq"], root_id, error)
             finally:
                 self.queue.task_done()
+        del lines[root_id]
 
     def flush(self, timeout: float) -> None:
         if not self.loop.is_running():

@@ -122,9 +122,10 @@ class _Sequencer:
             self._release(root_id)
 
     def sweep(self) -> None:
-        """Send what waited too long for a number that will not come (a rollback)."""
+        """Send what waited too long for a number that will not come (a rollback), and
+        forget numbers that never came."""
         with self.lock:
-            for root_id in list(self.ready):
+            for root_id in set(self.ready) | set(self.pending):
                 self._release(root_id)
 
     def _release(self, root_id: int) -> None:
@@ -147,7 +148,7 @@ class _Sequencer:
 
     def holding(self) -> bool:
         with self.lock:
-            return bool(self.ready)
+            return bool(self.ready or self.pending)
 
 
 _lock = threading.Lock()

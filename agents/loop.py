@@ -84,7 +84,8 @@ class Agent:
         try:
             return self._rounds()
         finally:
-            self.parallel.close()
+            with self._blocking():  # waiting for tool threads to end: others may run
+                self.parallel.close()
 
     def _rounds(self) -> str:
         steps = 0
@@ -202,7 +203,10 @@ class Agent:
         finally:
             starts, self.ctx.start_later = self.ctx.start_later, None
             for start in starts:
-                start()
+                try:
+                    start()
+                except Exception:  # the others still start; end_subagents ends this one
+                    log.exception("a sub-agent of run %s could not start", self.ctx.run_id)
         return results
 
     def _tool_result(

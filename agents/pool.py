@@ -196,9 +196,11 @@ class AgentPool:
         finally:
             with self._lock:
                 self._waiting_for_slot -= 1
-        self._cpu_acquire()
+        # Counted as working before it waits for the gate: the claim loop must not see a
+        # free slot meanwhile.
         with self._lock:
             self._working += 1
+        self._cpu_acquire()
         return True
 
     def _release(self) -> None:
@@ -206,6 +208,7 @@ class AgentPool:
             self._working -= 1
         self._cpu_release()
         self._slots.release()
+        self._wake.set()  # the claim loop may take a queued root now
 
     # A thread holds the gate once at most: a wait (yielded) inside a tool call (blocking)
     # finds it already given back.
@@ -223,7 +226,6 @@ class AgentPool:
             self._cpu.release()
             return True
         return False
-        self._wake.set()
 
     def _run_agent(self, run_id: int, token: CancelToken) -> None:
         from agents.loop import run_agent

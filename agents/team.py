@@ -97,13 +97,17 @@ def wait_for_change(
     `seconds`. A cancellable wait looks at the cancel token every quarter second (in a pool
     the token reads nothing itself). Without a pool, one quarter second."""
     deadline = time.monotonic() + seconds
+    pool = ctx.pool
+    # Only those running here can wake the wait; one already gone ends it at once (its end
+    # may have been notified before this wait began).
+    watched = None if run_ids is None or pool is None else list(filter(pool.is_running, run_ids))
     while (left := deadline - time.monotonic()) > 0:
         if cancellable:
             ctx.cancel.check()
-        if ctx.pool is None:
+        if pool is None:
             time.sleep(min(left, 0.25))
             return
-        if ctx.pool.wait_changed(min(left, 0.25)) and (
-            run_ids is None or not all(ctx.pool.is_running(run_id) for run_id in run_ids)
-        ):
+        if watched is not None and not all(map(pool.is_running, watched)):
+            return
+        if pool.wait_changed(min(left, 0.25)) and watched is None:
             return

@@ -390,3 +390,12 @@ def test_the_run_list_filters_by_model_and_depth_without_reading_every_run(
     with CaptureQueriesContext(connection) as queries:
         admin_client.get(RUNS)
     assert not any("DISTINCT" in query["sql"].upper() for query in queries.captured_queries)
+
+
+def test_a_depth_that_is_not_a_number_is_refused_not_a_server_error(admin_client, tree_factory):
+    tree_factory(children=("a",), grandchildren=())
+
+    response = admin_client.get(RUNS, {"depth": "deep"})
+
+    assert response.status_code == 302
+    assert response.url.endswith("?e=1")

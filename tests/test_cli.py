@@ -452,7 +452,7 @@ def test_list_shows_a_page_and_says_how_to_get_the_next(db, alice, run_factory, 
     rest = research("list", "--user", "alice", "--limit", "2", "--before", str(ids[3]))
 
     assert [row[0] for row in _rows(first)] == [str(ids[4]), str(ids[3])]
-    assert hint == f"more: manage.py research list --before {ids[3]}"
+    assert hint == f"more: manage.py research list --user alice --limit 2 --before {ids[3]}"
     assert [row[0] for row in _rows(rest)] == [str(ids[2]), str(ids[1])]
 
 

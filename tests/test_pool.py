@@ -176,3 +176,20 @@ def test_a_row_with_our_own_pid_from_before_this_process_started_is_a_dead_proce
     assert services.workers_sweep(dead_after_seconds=30) == 1
     run.refresh_from_db()
     assert run.error == "interrupted: the server stopped while the agent worked"
+
+
+def test_a_queued_root_starts_as_soon_as_a_slot_frees(scripted_llm, alice, settings):
+    """One slot and a claim poll far longer than the test: the second root can only start
+    in time if the end of the first wakes the claim loop."""
+    settings.RESEARCH_MAX_WORKING_ROOTS = 10
+    settings.RESEARCH_CLAIM_POLL_SECONDS = 30
+    scripted_llm.script("first in line", reply("first report"))
+    scripted_llm.script("second in line", reply("second report"))
+    pool = AgentPool(max_active=1).start()
+    try:
+        first = services.run_start(owner=alice, topic="first in line")
+        second = services.run_start(owner=alice, topic="second in line")
+        roots = [wait_finished(run, timeout=10) for run in (first, second)]
+    finally:
+        pool.shutdown()
+    assert [root.status for root in roots] == ["done", "done"]

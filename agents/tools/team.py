@@ -192,12 +192,13 @@ def wait_subagents(ctx: AgentContext, args: dict[str, Any]) -> str:
     targets = [child.pk for child in _named_children(ctx, args.get("names"))]
     deadline = time.monotonic() + settings.RESEARCH_WAIT_SLICE_SECONDS
     with yielded(ctx):
-        while team_reads.any_working(run_ids=targets):
+        while working := team_reads.working_children_ids(run_id=ctx.run_id, among=targets):
             if time.monotonic() >= deadline:
                 break
-            # Woken when one of them leaves the pool: not by every agent of it that ends.
+            # Woken when one of those still working leaves the pool, not by every agent of
+            # the pool that ends.
             left = max(0.0, deadline - time.monotonic())
-            wait_for_change(ctx, min(RECHECK_SECONDS, left), run_ids=targets)
+            wait_for_change(ctx, min(RECHECK_SECONDS, left), run_ids=working)
     runs = team_reads.runs_by_ids(run_ids=targets)
     blocks = []
     for run in runs:

@@ -3,6 +3,7 @@ events, workers, and the per-user switches (Profiles)."""
 
 from django.conf import settings
 from django.contrib import admin, messages
+from django.contrib.admin.options import IncorrectLookupParameters
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest
 from django.utils.html import format_html_join
@@ -147,7 +148,14 @@ class DepthFilter(admin.SimpleListFilter):
         return [(str(depth), "root" if depth == 0 else str(depth)) for depth in depths]
 
     def queryset(self, request, queryset):
-        return queryset.filter(depth=int(self.value())) if self.value() else queryset
+        if not self.value():
+            return queryset
+        try:
+            return queryset.filter(depth=int(self.value()))
+        except ValueError:
+            raise IncorrectLookupParameters(
+                f"depth must be a number, not {self.value()!r}"
+            ) from None
 
 
 @admin.register(Run)

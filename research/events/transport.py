@@ -75,17 +75,22 @@ class _Sender:
 
     async def _send_line(self, root_id: int, lines: dict[int, collections.deque]) -> None:
         line = lines[root_id]
-        while line:
-            payload = line.popleft()
-            try:
-                layer = get_channel_layer()
-                if layer is not None:
-                    await layer.group_send(group_name(root_id), payload)
-            except Exception as error:  # the browser recovers it from the stored rows
-                log.error("could not push event %s of tree %s: %s", payload["seq"], root_id, error)
-            finally:
+        try:
+            while line:
+                payload = line.popleft()
+                try:
+                    layer = get_channel_layer()
+                    if layer is not None:
+                        await layer.group_send(group_name(root_id), payload)
+                except Exception as error:  # the browser recovers it from the stored rows
+                    log.error("could not push event of tree %s: %s", root_id, error)
+                finally:
+                    self.queue.task_done()
+        finally:
+            # Whatever stopped this line (a cancelled task), the tree gets a new one next time.
+            lines.pop(root_id, None)
+            for _ in line:
                 self.queue.task_done()
-        del lines[root_id]
 
     def flush(self, timeout: float) -> None:
         if not self.loop.is_running():

@@ -178,7 +178,12 @@ class Command(BaseCommand):
             same = "".join(
                 f" --{name} {options[name]}" for name in ("status", "parent") if options[name]
             ) + (" --all" if options["all"] else "")
-            self.stderr.write(f"more: manage.py research list{same} --before {page[-1].pk}")
+            if options["limit"] != 50:
+                same += f" --limit {options['limit']}"
+            self.stderr.write(
+                f"more: manage.py research list --user {user.get_username()}{same} "
+                f"--before {page[-1].pk}"
+            )
 
     def do_show(self, user: AbstractBaseUser, options: dict) -> None:
         run = selectors.run_get(owner=user, run_id=options["id"])

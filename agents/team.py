@@ -101,6 +101,10 @@ def wait_for_change(
     # Only those running here can wake the wait; one already gone ends it at once (its end
     # may have been notified before this wait began).
     watched = None if run_ids is None or pool is None else list(filter(pool.is_running, run_ids))
+    if watched is not None and len(watched) < len(run_ids):
+        # One of them is not running here: it ended between the caller's read and now (a
+        # quarter second is enough for its row), or it never runs here (read it again soon).
+        deadline = min(deadline, time.monotonic() + 0.25)
     while (left := deadline - time.monotonic()) > 0:
         if cancellable:
             ctx.cancel.check()

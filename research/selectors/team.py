@@ -32,10 +32,6 @@ def runs_by_ids(*, run_ids: list[int]) -> list[Run]:
     return list(Run.objects.filter(pk__in=run_ids).order_by("id"))
 
 
-def any_working(*, run_ids: list[int]) -> bool:
-    return Run.objects.filter(pk__in=run_ids, status__in=ACTIVE_STATUSES).exists()
-
-
 def siblings_of(*, run_id: int, parent_id: int | None) -> list[Run]:
     """The other sub-agents of the run's parent, with what list_siblings shows."""
     return list(

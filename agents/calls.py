@@ -2,7 +2,8 @@
 
 Consecutive calls of tools marked `parallel` (searches, page reads, knowledge queries) form a
 group that runs at once on the agent's own threads, at most RESEARCH_PARALLEL_TOOL_CALLS of
-them; their results go back in call order. Consecutive `spawn_subagent` calls form a group
+them; their results go back in call order. Consecutive spawns (`spawn_subagent`,
+`spawn_subagents`) form a group
 whose children start together once all of them exist, so each child's first list_siblings
 already shows its batch. Every other call runs alone, in order.
 """
@@ -19,7 +20,7 @@ from agents.llm.base import ToolCall
 from agents.tools import Tool
 from research.services import NextState
 
-SPAWN = "spawn_subagent"
+SPAWNS = frozenset({"spawn_subagent", "spawn_subagents"})
 
 
 @dataclass
@@ -44,7 +45,7 @@ class PlannedCall:
 
     @property
     def spawns(self) -> bool:
-        return self.tool is not None and self.tool.name == SPAWN
+        return self.tool is not None and self.tool.name in SPAWNS
 
 
 def group_calls(planned: list[PlannedCall]) -> list[list[PlannedCall]]:

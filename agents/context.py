@@ -95,7 +95,14 @@ class Runtime(Protocol):
     slot back while it waits, and hear when some agent ends. `agents.pool.AgentPool` is the
     implementation; tools see only this."""
 
-    def submit(self, run_id: int, *, timeout_seconds: float | None = None) -> None: ...
+    def submit(
+        self,
+        run_id: int,
+        *,
+        parent_id: int | None = None,
+        deadline: float | None = None,
+        deadline_reason: str = "",
+    ) -> None: ...
 
     def cancel(self, run_id: int, reason: str) -> bool: ...
 
@@ -119,9 +126,18 @@ class AgentContext:
     model: str
     dataset_id: int | None
     cancel: CancelToken
+    # A sub-agent's kind and tier (agents.kinds); "" for a root.
+    kind: str = ""
+    tier: str = ""
+    # The research tools this run may use (its kind's that its parent has); None: all.
+    allowed_tools: frozenset[str] | None = None
     # The pool that runs this agent: it starts sub-agents and takes back a waiting agent's slot.
     pool: Runtime | None = None
-    # Sub-agents whose reports this agent has read (wait_subagents); see agents.team.
+    # The research tools this agent has (set with its toolset): what its children may get.
+    research_tools: frozenset[str] = frozenset()
+    # Sub-agents it spawned, and those whose reports it has read (wait_subagents, or
+    # delivered at a round's head); see agents.team.
+    spawned: set[int] = field(default_factory=set)
     collected: set[int] = field(default_factory=set)
     # While a turn's spawns are recorded, the starts of their children wait here, so that
     # the children of one turn start together (agents.calls); None: children start at once.
@@ -144,6 +160,9 @@ class AgentContext:
             model=run.model,
             dataset_id=run.dataset_id,
             cancel=cancel,
+            kind=run.kind,
+            tier=run.tier,
+            allowed_tools=None if run.tools is None else frozenset(run.tools),
             pool=pool,
         )
 

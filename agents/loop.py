@@ -14,7 +14,7 @@ from typing import Any
 import jsonschema
 from django.conf import settings
 
-from agents import prompts, team
+from agents import kinds, prompts, team
 from agents.calls import ParallelCalls, PlannedCall, group_calls, group_state
 from agents.context import AgentContext, Cancelled, CancelToken
 from agents.llm import chat_model_for
@@ -73,7 +73,7 @@ class Agent:
         self.model = chat_model_for(ctx.model)
         self.messages: list[dict[str, Any]] = [
             {"role": "system", "content": system_prompt(ctx, run, self.tools)},
-            {"role": "user", "content": run.topic},
+            {"role": "user", "content": task_message(ctx, run)},
         ]
         self.answers_refused = 0
         self.parallel = ParallelCalls()
@@ -91,6 +91,7 @@ class Agent:
         steps = 0
         while True:
             self.ctx.cancel.check()
+            self._deliver_reports()
             final_why = self._final_round_reason(steps)
             if final_why is not None:
                 return self._final_round(final_why)
@@ -105,12 +106,20 @@ class Agent:
             self.answers_refused += 1
             self.messages.append({"role": "user", "content": refusal})
 
+    def _deliver_reports(self) -> None:
+        """Children that ended since the last round: their reports join this round."""
+        reports = team.delivered_reports(self.ctx)
+        if reports is not None:
+            self.messages.append({"role": "user", "content": reports})
+
     def _final_round_reason(self, steps: int) -> str | None:
         if steps >= self.max_steps:
             return ""
         cap = settings.RESEARCH_TREE_COST_CAP_USD
         if cap and team.tree_cost(self.ctx) >= cap:
             return f" (the research reached its cost cap of ${cap})"
+        if team.writing_time_left(self.ctx):
+            return " (the research's time is nearly up: what is left is kept for writing)"
         return None
 
     def _round_state(self, steps: int) -> NextState:
@@ -271,12 +280,49 @@ class Agent:
 
 
 def system_prompt(ctx: AgentContext, run: Run, tools: dict[str, Tool]) -> str:
+    catalog = kinds.catalog()
     parts = [prompts.load("research")]
     if "query" in tools:
         parts.append(prompts.load("knowledge"))
     if "spawn_subagent" in tools:
         parts.append(prompts.load("spawn"))
+        parts.append(kinds_section(catalog, model=ctx.model))
     if not ctx.is_root:
         parts.append(prompts.render("subagent", name=run.name, reason=run.reason))
+        kind = catalog.kinds.get(run.kind or kinds.DEFAULT_KIND)
+        if kind is not None:
+            parts.append(kind.instructions)
         parts.append(prompts.load("messaging"))
     return prompts.join(*parts)
+
+
+def kinds_section(catalog: kinds.Catalog, *, model: str) -> str:
+    """The kinds (and tiers) a parent may pick from, one line each (seed 002's capabilities)."""
+    lines = ["Kinds of sub-agent (the `kind` of spawn_subagent; default researcher):"]
+    for kind in catalog.kinds.values():
+        lines.append(
+            f"- {kind.name}: {kind.description} "
+            f"(steps {kind.min_steps}-{kind.max_steps}, default {kind.default_steps})"
+        )
+    if catalog.tiers:
+        lines.append(
+            f"Model tiers (the `tier`; without one a sub-agent runs on your model, {model}):"
+        )
+        lines += [f"- {tier}: {name}" for tier, name in catalog.tiers.items()]
+    lines.append(
+        "Use spawn_subagents to start several at once. Each report comes to you when its "
+        "sub-agent ends; wait_subagents blocks until they do, inspect_subagent looks inside "
+        "one that works."
+    )
+    return "\n".join(lines)
+
+
+def task_message(ctx: AgentContext, run: Run) -> str:
+    """The agent's task; a sub-agent's ends with the step budget it got, as one line (seed
+    001: the clipped number is the one it relies on)."""
+    if ctx.is_root:
+        return run.topic
+    return (
+        f"{run.topic}\n\nYour step budget: {run.max_steps} model calls; the last one writes "
+        "your report."
+    )

@@ -35,6 +35,10 @@ class _Agent:
     run_id: int
     token: CancelToken
     thread: threading.Thread
+    # The working places of its parent's children it takes one of (None: a root).
+    family: threading.BoundedSemaphore | None = None
+    # Whether it holds its place in the family now (a waiting agent gives it back).
+    in_family: bool = False
 
 
 class AgentPool:
@@ -52,6 +56,9 @@ class AgentPool:
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         self._agents: dict[int, _Agent] = {}
+        # Per parent, RESEARCH_MAX_WORKING_CHILDREN places for its children to work at once
+        # (seed 001's 4 researchers at a time); a child takes one before its slot.
+        self._families: dict[int, threading.BoundedSemaphore] = {}
         # Agents submitted that have not yet taken (or given up) their first slot: the claim
         # loop counts them as busy, or it would claim every queued root before one starts.
         self._starting = 0
@@ -113,14 +120,24 @@ class AgentPool:
 
     # --- agents ------------------------------------------------------------------------------
 
-    def submit(self, run_id: int, *, timeout_seconds: float | None = None) -> None:
-        """Start the agent of a queued run; it works as soon as it gets a slot."""
+    def submit(
+        self,
+        run_id: int,
+        *,
+        parent_id: int | None = None,
+        deadline: float | None = None,
+        deadline_reason: str = "",
+    ) -> None:
+        """Start the agent of a queued run; it works as soon as it gets a slot (and, for a
+        sub-agent, one of its parent's places). `deadline` is on the monotonic clock; a root
+        gets RESEARCH_ROOT_TIMEOUT_SECONDS from now."""
         token = CancelToken(run_id, watched=True)
-        if timeout_seconds:
-            token.deadline = time.monotonic() + timeout_seconds
-            token.deadline_reason = (
-                f"timed out: the sub-agent worked longer than {timeout_seconds:g} s"
-            )
+        cap = settings.RESEARCH_ROOT_TIMEOUT_SECONDS
+        if parent_id is None and deadline is None and cap:
+            deadline = time.monotonic() + cap
+            deadline_reason = f"timed out: the research ran longer than {cap:g} s"
+        token.deadline = deadline
+        token.deadline_reason = deadline_reason
         if self._stopping.is_set():
             # A sub-agent spawned while the pool stops: it ends at once, with its parent.
             token.cancel(self._stop_reason)
@@ -128,7 +145,12 @@ class AgentPool:
             target=self._run_agent, args=(run_id, token), name=f"agent-{run_id}", daemon=True
         )
         with self._lock:
-            self._agents[run_id] = _Agent(run_id, token, thread)
+            family = None
+            if parent_id is not None:
+                family = self._families.setdefault(
+                    parent_id, threading.BoundedSemaphore(settings.RESEARCH_MAX_WORKING_CHILDREN)
+                )
+            self._agents[run_id] = _Agent(run_id, token, thread, family)
             self._starting += 1
         thread.start()
 
@@ -165,33 +187,52 @@ class AgentPool:
 
     @contextmanager
     def yielded(self, token: CancelToken) -> Iterator[None]:
-        """Give the caller's slot back while it waits, and take one again afterwards."""
+        """Give the caller's slot (and its place among its siblings) back while it waits,
+        and take them again afterwards."""
         _give_back_connection()
-        self._release()
+        agent = self._agent(token.run_id)
+        self._release(agent)
         try:
             yield
         finally:
-            self._acquire(token, cancellable=False)
+            self._acquire(token, agent, cancellable=False)
 
     @property
     def active(self) -> int:
         with self._lock:
             return self._working
 
-    def _acquire_first(self, token: CancelToken) -> bool:
-        """Take an agent's first slot; False when it was cancelled before it got one."""
+    def _agent(self, run_id: int) -> _Agent | None:
+        with self._lock:
+            return self._agents.get(run_id)
+
+    def _acquire_first(self, token: CancelToken, agent: _Agent | None) -> bool:
+        """Take an agent's first place and slot; False when it was cancelled (or its deadline
+        passed) before it got them."""
         try:
-            return self._acquire(token, cancellable=True)
+            return self._acquire(token, agent, cancellable=True)
         finally:
             with self._lock:
                 self._starting -= 1
 
-    def _acquire(self, token: CancelToken, *, cancellable: bool) -> bool:
+    def _acquire(self, token: CancelToken, agent: _Agent | None, *, cancellable: bool) -> bool:
+        """Its parent's place first (a child waiting for one holds no slot), then a slot."""
         with self._lock:
             self._waiting_for_slot += 1
         try:
+            if agent is not None and agent.family is not None:
+                if not agent.family.acquire(blocking=False):
+                    if cancellable:  # a child not yet started: the page shows why it waits
+                        services.run_set_state(
+                            run_id=agent.run_id, state="queued", detail="waiting for a slot"
+                        )
+                    while not agent.family.acquire(timeout=0.25):
+                        if cancellable and token.is_set():
+                            return False
+                agent.in_family = True
             while not self._slots.acquire(timeout=0.25):
                 if cancellable and token.is_set():
+                    self._leave_family(agent)
                     return False
         finally:
             with self._lock:
@@ -203,12 +244,19 @@ class AgentPool:
         self._cpu_acquire()
         return True
 
-    def _release(self) -> None:
+    def _release(self, agent: _Agent | None) -> None:
         with self._lock:
             self._working -= 1
         self._cpu_release()
         self._slots.release()
+        self._leave_family(agent)
         self._wake.set()  # the claim loop may take a queued root now
+
+    @staticmethod
+    def _leave_family(agent: _Agent | None) -> None:
+        if agent is not None and agent.in_family:
+            agent.in_family = False
+            agent.family.release()
 
     # A thread holds the gate once at most: a wait (yielded) inside a tool call (blocking)
     # finds it already given back.
@@ -232,15 +280,16 @@ class AgentPool:
 
         # A thread's connection may have been closed by the server or the pool meanwhile.
         close_old_connections()
+        agent = self._agent(run_id)
         try:
-            if not self._acquire_first(token):
-                services.run_finish(run_id=run_id, error=token.reason)
+            if not self._acquire_first(token, agent):
+                services.run_finish(run_id=run_id, error=_not_started_reason(token))
                 return
             try:
                 if services.run_claim(run_id=run_id, worker_id=self.worker_id):
                     run_agent(run_id=run_id, token=token, pool=self)
             finally:
-                self._release()
+                self._release(agent)
         except Exception:
             if Run.objects.filter(pk=run_id).exists():
                 log.exception("agent of run %s crashed", run_id)
@@ -252,6 +301,8 @@ class AgentPool:
             get_messenger().close(run_id)
             with self._changed:
                 self._agents.pop(run_id, None)
+                # Its children have all ended before it (end_subagents): their places go too.
+                self._families.pop(run_id, None)
                 self._changed.notify_all()
             self._log_end(run_id)
             connections.close_all()
@@ -395,6 +446,14 @@ def _give_back_connection() -> None:
         and not connection.in_atomic_block
     ):
         connection.close()
+
+
+def _not_started_reason(token: CancelToken) -> str:
+    """Why an agent ended before its first step: its cancel, or its deadline passing while
+    it waited for a place (seed 001: out of time without starting)."""
+    if token.deadline is not None and time.monotonic() >= token.deadline:
+        return "out of time: its deadline passed while it waited for a slot, before it started"
+    return token.reason
 
 
 def _declared_dead(worker_id: int) -> bool:

@@ -8,10 +8,12 @@ import time
 from contextlib import AbstractContextManager, nullcontext
 from decimal import Decimal
 
+from django.conf import settings
+
 from agents.context import AgentContext
 from agents.messages import get_messenger
 from research import services
-from research.models import ACTIVE_STATUSES
+from research.models import ACTIVE_STATUSES, Run, Status
 from research.selectors import team as team_reads
 
 PARENT_ENDED = "cancelled: the agent that spawned it ended"
@@ -63,6 +65,39 @@ def answer_refusal(ctx: AgentContext) -> str | None:
         + " have results you have not read. Call wait_subagents to collect them, or answer "
         "again to end now: working sub-agents are then cancelled."
     )
+
+
+def report_block(run: Run) -> str:
+    """A child's end as its parent reads it: its report, or its error."""
+    body = run.report if run.status == Status.DONE else f"error: {run.error}"
+    return f"## {run.name} (run {run.pk}): {run.status}\n\n{body}"
+
+
+REPORTS_HEADER = (
+    "[Reports of your sub-agents that ended, delivered once; no need to wait for these]"
+)
+
+
+def delivered_reports(ctx: AgentContext) -> str | None:
+    """The reports (or errors) of the children that ended since the agent's last round and
+    that it has not read, as one message, once (seed 001's mailbox, seed 002's notification).
+    They count as collected for the final-answer check. No query while none is pending."""
+    pending = ctx.spawned - ctx.collected
+    if not pending:
+        return None
+    ended = team_reads.ended_among(run_ids=sorted(pending))
+    if not ended:
+        return None
+    ctx.collected.update(run.pk for run in ended)
+    return "\n\n".join([REPORTS_HEADER, *map(report_block, ended)])
+
+
+def writing_time_left(ctx: AgentContext) -> bool:
+    """Whether a root is into the time it keeps for writing its report (seed 001)."""
+    deadline = ctx.cancel.deadline
+    if not ctx.is_root or deadline is None:
+        return False
+    return time.monotonic() >= deadline - settings.RESEARCH_WRITING_RESERVE_SECONDS
 
 
 def tree_cost(ctx: AgentContext) -> Decimal:

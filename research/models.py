@@ -47,8 +47,15 @@ class Run(models.Model):
     depth = models.PositiveSmallIntegerField(default=0)
     name = models.CharField(max_length=40, blank=True, default="")
     reason = models.CharField(max_length=300, blank=True, default="")
+    # A sub-agent's kind (agents.kinds: researcher, verifier, an admin's) and the model tier
+    # its parent picked; "" for a root, and for the tier when no tiers are configured.
+    kind = models.CharField(max_length=40, blank=True, default="")
+    tier = models.CharField(max_length=40, blank=True, default="")
     topic = models.TextField()
     model = models.CharField(max_length=100)
+    # The research tools this agent may use (a child: its kind's that its parent has);
+    # null: every tool its run allows (a root).
+    tools = models.JSONField(null=True, blank=True)
     dataset = models.ForeignKey(
         "Dataset", null=True, blank=True, on_delete=models.SET_NULL, related_name="runs"
     )

@@ -300,6 +300,33 @@ RESEARCH_TREE_COST_CAP_USD = envdecimal("RESEARCH_TREE_COST_CAP_USD", "0")
 RESEARCH_DUPLICATE_TASK_SIMILARITY = envfloat("RESEARCH_DUPLICATE_TASK_SIMILARITY", 0.85)
 RESEARCH_MESSENGER = env("RESEARCH_MESSENGER", "redis" if REDIS_URL else "memory")
 
+# Sub-agent kinds (issue 13): prompts/agents/<kind>.md are built in; an admin adds kinds as
+# Markdown files with YAML front matter in this folder (see agents.kinds).
+RESEARCH_AGENT_KINDS_DIR = env("RESEARCH_AGENT_KINDS_DIR")
+# Model tiers a parent picks for a sub-agent, e.g. {"high": "gpt-4.1", "low": "gpt-4.1-mini"}:
+# the child's model comes from here, never from a name the parent writes. Empty: children run
+# on their parent's model. Every tier's model needs a price (checked at startup).
+try:
+    RESEARCH_MODEL_TIERS = json.loads(env("RESEARCH_MODEL_TIERS", "{}"))
+    if not isinstance(RESEARCH_MODEL_TIERS, dict) or not all(
+        isinstance(model, str) and model for model in RESEARCH_MODEL_TIERS.values()
+    ):
+        raise ValueError("not an object of tier names to model names")
+except ValueError as error:
+    raise ImproperlyConfigured(
+        f'RESEARCH_MODEL_TIERS must be a JSON object like {{"high": "gpt-4.1"}}: {error}'
+    ) from None
+# How many children of one parent work at once; the others wait for a slot (seed 001 runs 4).
+RESEARCH_MAX_WORKING_CHILDREN = envint("RESEARCH_MAX_WORKING_CHILDREN", 5)
+# A root's run-time cap, and the time kept for it to write its report: sub-agents run within
+# the root's remaining time minus the reserve (seed 001). 0: no cap.
+RESEARCH_ROOT_TIMEOUT_SECONDS = envfloat("RESEARCH_ROOT_TIMEOUT_SECONDS", 3600.0)
+RESEARCH_WRITING_RESERVE_SECONDS = envfloat("RESEARCH_WRITING_RESERVE_SECONDS", 600.0)
+if RESEARCH_MAX_WORKING_CHILDREN < 1:
+    raise ImproperlyConfigured(
+        f"RESEARCH_MAX_WORKING_CHILDREN must be 1 or more, not {RESEARCH_MAX_WORKING_CHILDREN}"
+    )
+
 # --- Research tools ------------------------------------------------------------------------
 
 SEARCH_PROVIDER = env("SEARCH_PROVIDER")

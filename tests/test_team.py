@@ -567,7 +567,7 @@ def test_a_sibling_cancelled_before_it_started_has_ended_for_messages(scripted_l
     assert not Message.objects.exists()
 
 
-def test_a_name_with_a_newline_and_a_budget_over_the_limit_are_refused(
+def test_a_name_with_a_newline_is_refused_and_a_budget_over_the_limit_is_clipped(
     agent_pool, scripted_llm, alice, settings
 ):
     settings.RESEARCH_MAX_STEPS_LIMIT = 5
@@ -575,12 +575,22 @@ def test_a_name_with_a_newline_and_a_budget_over_the_limit_are_refused(
         "bad spawns research",
         calls(
             spawn("alpha\n", "task one"),
-            spawn("beta", "task two", max_steps=6),
+            spawn("beta", "task two", max_steps=99),
         ),
+        call("wait_subagents"),
         reply("root"),
     )
-    wait_finished(start(alice, "bad spawns research", max_steps=5))
+    scripted_llm.script("task two", reply("beta's report"))
+    root = wait_finished(start(alice, "bad spawns research", max_steps=5))
     newline, budget = results(scripted_llm, "bad spawns research", "spawn_subagent")
     assert newline.startswith("error: invalid name 'alpha\\n'")
-    assert budget == "error: max_steps must be from 1 to 5, not 6."
-    assert not Run.objects.filter(parent__isnull=False).exists()
+    beta = child(root, "beta")
+    # Seed 001: the budget is clipped to the kind's range (and the server's limit), and the
+    # number used is the last line of the child's task.
+    assert budget.startswith(f'started sub-agent "beta" (run {beta.pk})')
+    assert beta.max_steps == 5
+    task = scripted_llm.requests_for("task two")[0]["messages"][1]["content"]
+    assert task.splitlines()[-1] == (
+        "Your step budget: 5 model calls; the last one writes your report."
+    )
+    assert Run.objects.filter(parent=root).count() == 1

@@ -15,5 +15,8 @@ def toolset(ctx: AgentContext) -> list[Tool]:
     tools = [WEB_SEARCH, READ_PAGE]
     if ctx.dataset_id is not None:
         tools += [QUERY, REMEMBER]
+    if ctx.allowed_tools is not None:  # a sub-agent: its kind's tools that its parent has
+        tools = [tool for tool in tools if tool.name in ctx.allowed_tools]
+    ctx.research_tools = frozenset(tool.name for tool in tools)
     tools += team.tools_for(ctx)
     return tools

@@ -4,6 +4,7 @@ limits and the record of a spawn are in research.services.subagent_spawn, the tr
 lifecycle (ending sub-agents, refusing an early answer) in agents.team.
 """
 
+import json
 import re
 import time
 from collections.abc import Callable
@@ -12,13 +13,16 @@ from functools import partial
 from typing import Any
 
 from django.conf import settings
+from django.utils import timezone
 
+from agents import kinds
 from agents.context import AgentContext
 from agents.messages import InboxFull, InboxMessage, NoInbox, get_messenger, send_message
 from agents.team import (
     CANCELLED_BY_PARENT,
     RECHECK_SECONDS,
     cancel_child,
+    report_block,
     wait_for_change,
     yielded,
 )
@@ -38,7 +42,14 @@ NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
 def tools_for(ctx: AgentContext) -> list[Tool]:
     tools = []
     if may_spawn(ctx):
-        tools += [SPAWN_SUBAGENT, WAIT_SUBAGENTS, CANCEL_SUBAGENT]
+        catalog = kinds.catalog()
+        tools += [
+            spawn_subagent_tool(catalog),
+            spawn_subagents_tool(catalog),
+            WAIT_SUBAGENTS,
+            INSPECT_SUBAGENT,
+            CANCEL_SUBAGENT,
+        ]
     if not ctx.is_root:
         tools += [LIST_SIBLINGS, SEND_MESSAGE, READ_MESSAGES]
     return tools
@@ -54,10 +65,12 @@ def may_spawn(ctx: AgentContext) -> bool:
     return team_reads.subagents_allowed_for(owner_id=ctx.owner_id)
 
 
-# --- spawn_subagent -------------------------------------------------------------------------
+# --- spawn_subagent and spawn_subagents -------------------------------------------------------
 
 
-def spawn_subagent(ctx: AgentContext, args: dict[str, Any]) -> str:
+def _launch(ctx: AgentContext, args: dict[str, Any], catalog: kinds.Catalog) -> services.Launch:
+    """What the parent asked for, resolved: the kind's tools that the parent has, the model
+    of the tier (never a name the parent writes), the budget clipped to the kind's range."""
     name, reason, task = args["name"], args.get("reason", "").strip(), args["task"].strip()
     if not NAME_PATTERN.fullmatch(name):
         raise ToolError(
@@ -70,37 +83,123 @@ def spawn_subagent(ctx: AgentContext, args: dict[str, Any]) -> str:
         )
     if not task:
         raise ToolError("a task is required: what the sub-agent has to do and bring back")
-    _refuse_repeated_task(ctx, task)
-    if ctx.pool is None:
-        raise ToolError("sub-agents cannot run here: this agent has no pool")
-    try:
-        child = services.subagent_spawn(
-            parent_id=ctx.run_id,
-            name=name,
-            reason=reason,
-            task=task,
-            max_steps=args.get("max_steps"),
-        )
-    except ResearchError as error:
-        raise ToolError(error.message) from None
-    start = partial(_start_child, ctx, child.pk, name)
-    try:
-        get_messenger().open(child.pk)
-    except Exception as error:  # e.g. Redis unreachable: the child must not stay queued
-        _not_started(child.pk, name, error)
-    if ctx.start_later is None:
-        start()
-    else:
-        ctx.start_later.append(partial(_start_quietly, start))
-    return (
-        f'started sub-agent "{name}" (run {child.pk}): it works in the background on its task; '
-        "call wait_subagents to collect its report."
+    kind_name = args.get("kind") or kinds.DEFAULT_KIND
+    if kind_name not in catalog.kinds:  # the schema's enum says so first; this is the backstop
+        raise ToolError(f"unknown kind {kind_name!r}; the kinds are: {', '.join(catalog.kinds)}")
+    tier = args.get("tier") or ""
+    if tier and tier not in catalog.tiers:
+        valid = ", ".join(catalog.tiers) or "none are configured"
+        raise ToolError(f"unknown tier {tier!r}; the tiers are: {valid}")
+    kind = catalog.kind(kind_name)
+    tier, model = catalog.model_for(kind=kind, tier=tier, parent_model=ctx.model)
+    return services.Launch(
+        name=name,
+        reason=reason,
+        task=task,
+        max_steps=kind.clip_steps(args.get("max_steps")),
+        kind=kind.name,
+        tier=tier,
+        model=model,
+        tools=[tool for tool in kind.tools if tool in ctx.research_tools],
     )
 
 
-def _start_child(ctx: AgentContext, run_id: int, name: str) -> None:
+def _spawn(ctx: AgentContext, entries: list[dict[str, Any]], *, batch: bool) -> list[Run]:
+    """Resolve and check every entry, record them all in one transaction, then start them
+    together: all or none (seed 001), so children of one batch see each other from their
+    first step."""
+    catalog = kinds.catalog()
+    launches = []
+    for number, args in enumerate(entries, start=1):
+        try:
+            launch = _launch(ctx, args, catalog)
+            _refuse_repeated_task(ctx, launch.task, launches)
+        except ToolError as error:
+            if not batch:
+                raise
+            raise ToolError(f'entry {number} ("{args.get("name", "")}"): {error}') from None
+        launches.append(launch)
+    if ctx.pool is None:
+        raise ToolError("sub-agents cannot run here: this agent has no pool")
     try:
-        ctx.pool.submit(run_id, timeout_seconds=settings.RESEARCH_SUBAGENT_TIMEOUT_SECONDS)
+        children = services.subagents_spawn(parent_id=ctx.run_id, launches=launches, batch=batch)
+    except ResearchError as error:
+        raise ToolError(error.message) from None
+    deadline, deadline_reason = _child_deadline(ctx)
+    starts = []
+    for child in children:
+        ctx.spawned.add(child.pk)
+        start = partial(_start_child, ctx, child.pk, child.name, deadline, deadline_reason)
+        try:
+            get_messenger().open(child.pk)
+        except Exception as error:  # e.g. Redis unreachable: the child must not stay queued
+            _not_started(child.pk, child.name, error)
+        starts.append(start)
+    if ctx.start_later is None:
+        for start in starts:
+            start()
+    else:
+        ctx.start_later.extend(partial(_start_quietly, start) for start in starts)
+    return children
+
+
+def _child_deadline(ctx: AgentContext) -> tuple[float | None, str]:
+    """A child runs within the shorter of the sub-agent cap and its parent's time left; a
+    root's children also leave it RESEARCH_WRITING_RESERVE_SECONDS to write (seed 001). Set
+    at launch: a child whose deadline passes while it waits for a slot never starts."""
+    now = time.monotonic()
+    deadline, reason = None, ""
+    if cap := settings.RESEARCH_SUBAGENT_TIMEOUT_SECONDS:
+        deadline, reason = now + cap, f"timed out: the sub-agent worked longer than {cap:g} s"
+    if ctx.cancel.deadline is not None:
+        reserve = settings.RESEARCH_WRITING_RESERVE_SECONDS if ctx.is_root else 0.0
+        limit = ctx.cancel.deadline - reserve
+        if deadline is None or limit < deadline:
+            deadline = limit
+            reason = (
+                f"timed out: the research's time ran out (its lead keeps {reserve:g} s to write)"
+                if ctx.is_root
+                else "timed out: the time its parent had left ran out"
+            )
+    return deadline, reason
+
+
+def spawn_subagent(ctx: AgentContext, args: dict[str, Any]) -> str:
+    (child,) = _spawn(ctx, [args], batch=False)
+    if not ({"kind", "tier"} & args.keys()):  # seed 000's exact text
+        return (
+            f'started sub-agent "{child.name}" (run {child.pk}): it works in the background on '
+            "its task; call wait_subagents to collect its report."
+        )
+    return (
+        f'started sub-agent "{child.name}" (run {child.pk}, {_profile(child)}): it works in '
+        "the background; its report comes to you when it ends (or call wait_subagents)."
+    )
+
+
+def spawn_subagents(ctx: AgentContext, args: dict[str, Any]) -> str:
+    children = _spawn(ctx, args["subagents"], batch=True)
+    lines = [f'- "{child.name}" (run {child.pk}, {_profile(child)})' for child in children]
+    return (
+        f"started {len(children)} sub-agents:\n"
+        + "\n".join(lines)
+        + "\nThey work in the background; each report comes to you when it ends (or call "
+        "wait_subagents)."
+    )
+
+
+def _profile(child: Run) -> str:
+    tier = f", tier {child.tier}" if child.tier else ""
+    return f"{child.kind}{tier}, {child.model}, {child.max_steps} steps"
+
+
+def _start_child(
+    ctx: AgentContext, run_id: int, name: str, deadline: float | None, deadline_reason: str
+) -> None:
+    try:
+        ctx.pool.submit(
+            run_id, parent_id=ctx.run_id, deadline=deadline, deadline_reason=deadline_reason
+        )
     except Exception as error:
         _not_started(run_id, name, error)
 
@@ -117,54 +216,96 @@ def _start_quietly(start: Callable[[], None]) -> None:
         start()
 
 
-def _refuse_repeated_task(ctx: AgentContext, task: str) -> None:
+def _refuse_repeated_task(ctx: AgentContext, task: str, batch: list[services.Launch] = ()) -> None:
     """Two agents on nearly the same task make the same searches twice: refuse the second.
 
     Near is measured on the sets of content words (Jaccard), so a task that says the same
     thing in other order or with a few more small words is caught, while two tasks that
-    share instructions but differ in their subject are not.
+    share instructions but differ in their subject are not. Compared with the working
+    sub-agents and the entries of the same batch before it.
     """
     threshold = settings.RESEARCH_DUPLICATE_TASK_SIMILARITY
     words = content_words(task)
     working = team_reads.children_of(run_id=ctx.run_id).filter(status__in=ACTIVE_STATUSES)
-    for run in working.only("pk", "name", "topic"):
-        other = content_words(run.topic)
+    others = [(f'working sub-agent "{run.name}" (run {run.pk})', run.topic) for run in working]
+    others += [(f'entry "{launch.name}" of this batch', launch.task) for launch in batch]
+    for label, other_task in others:
+        other = content_words(other_task)
         similarity = len(words & other) / len(words | other) if words | other else 1.0
         if similarity >= threshold:
             raise ToolError(
-                f"refused: this task nearly repeats the task of your working sub-agent "
-                f'"{run.name}" (run {run.pk}). Wait for its report, or give a different task.'
+                f"refused: this task nearly repeats the task of your {label}. "
+                "Wait for its report, or give a different task."
             )
 
 
-SPAWN_SUBAGENT = Tool(
-    name="spawn_subagent",
-    description=(
-        "Start a sub-agent: another research agent that works in the background on a "
-        "self-contained task and reports back. Returns at once. It knows nothing of your "
-        "conversation, so the task must say everything it needs and what to bring back."
-    ),
-    parameters=object_schema(
-        {
-            "name": {
-                "type": "string",
-                "description": "1-40 letters, digits, - or _; unique among your sub-agents",
-            },
-            "reason": {
-                "type": "string",
-                "maxLength": 300,
-                "description": "why this sub-agent has to exist, in one sentence",
-            },
-            "task": {"type": "string", "maxLength": 2000, "description": "what it has to do"},
-            # The range is the server's (RESEARCH_MAX_STEPS_LIMIT), checked by the service.
-            "max_steps": {"type": "integer", "description": "default 10"},
+def _launch_properties(catalog: kinds.Catalog) -> dict[str, Any]:
+    properties: dict[str, Any] = {
+        "name": {
+            "type": "string",
+            "description": "1-40 letters, digits, - or _; unique among your sub-agents",
         },
-        required=["name", "task"],
-    ),
-    state=State.SPAWNING,
-    handler=spawn_subagent,
-    detail=lambda args: str(args.get("name", "")),
-)
+        "reason": {
+            "type": "string",
+            "maxLength": 300,
+            "description": "why this sub-agent has to exist, in one sentence",
+        },
+        "task": {"type": "string", "maxLength": 2000, "description": "what it has to do"},
+        "kind": {
+            "type": "string",
+            "enum": list(catalog.kinds),
+            "description": "which kind of sub-agent (see your instructions); default researcher",
+        },
+        "max_steps": {
+            "type": "integer",
+            "description": "its step budget; clipped to the kind's range, default the kind's",
+        },
+    }
+    if catalog.tiers:
+        properties["tier"] = {
+            "type": "string",
+            "enum": list(catalog.tiers),
+            "description": "the model tier it runs on; default the kind's, else your model",
+        }
+    return properties
+
+
+def spawn_subagent_tool(catalog: kinds.Catalog) -> Tool:
+    return Tool(
+        name="spawn_subagent",
+        description=(
+            "Start a sub-agent: another agent that works in the background on a self-contained "
+            "task and reports back. Returns at once. It knows nothing of your conversation, so "
+            "the task must say everything it needs and what to bring back."
+        ),
+        parameters=object_schema(_launch_properties(catalog), required=["name", "task"]),
+        state=State.SPAWNING,
+        handler=spawn_subagent,
+        detail=lambda args: str(args.get("name", "")),
+    )
+
+
+def spawn_subagents_tool(catalog: kinds.Catalog) -> Tool:
+    entry = object_schema(_launch_properties(catalog), required=["name", "reason", "task"])
+    return Tool(
+        name="spawn_subagents",
+        description=(
+            "Start several sub-agents at once (each as in spawn_subagent). All start or none: "
+            "if one entry is invalid, nothing starts and the error names the entry. They see "
+            "each other as siblings from their first step."
+        ),
+        parameters=object_schema(
+            {"subagents": {"type": "array", "items": entry, "minItems": 1}},
+            required=["subagents"],
+        ),
+        state=State.SPAWNING,
+        handler=spawn_subagents,
+        detail=lambda args: ", ".join(
+            str(entry.get("name", ""))
+            for entry in args.get("subagents") or []
+            if isinstance(entry, dict)
+        ),
+    )
 
 
 # --- wait_subagents / cancel_subagent ---------------------------------------------------------
@@ -206,8 +347,7 @@ def wait_subagents(ctx: AgentContext, args: dict[str, Any]) -> str:
             blocks.append(f"## {run.name} (run {run.pk}): still working")
             continue
         ctx.collected.add(run.pk)
-        body = run.report if run.status == Status.DONE else f"error: {run.error}"
-        blocks.append(f"## {run.name} (run {run.pk}): {run.status}\n\n{body}")
+        blocks.append(report_block(run))
     if any(run.status in ACTIVE_STATUSES for run in runs):
         blocks.append("Some sub-agents are still working: call wait_subagents again to wait.")
     return "\n\n".join(blocks)
@@ -245,6 +385,88 @@ CANCEL_SUBAGENT = Tool(
     state=State.SPAWNING,
     handler=cancel_subagent,
     detail=lambda args: f"cancel {args.get('name', '')}",
+)
+
+
+# --- inspect_subagent (seed 002's query_agent) --------------------------------------------------
+
+INSPECT_ENTRY_CHARS = 400
+
+
+def inspect_subagent(ctx: AgentContext, args: dict[str, Any]) -> str:
+    """A look inside a child without waiting for it: its status, steps, elapsed time and a
+    page of its transcript, newest last; `offset` pages back from the newest entry."""
+    (child,) = _named_children(ctx, [args["name"]], action="inspect")
+    run = team_reads.run_by_id(run_id=child.pk)
+    last, offset = args.get("last", 10), args.get("offset", 0)
+    total, entries = team_reads.transcript_page(run_id=run.pk, last=last, offset=offset)
+    status = f"{run.status}, {run.state}" if run.status in ACTIVE_STATUSES else run.status
+    tier = f", tier {run.tier}" if run.tier else ""
+    lines = [
+        f"## {run.name} (run {run.pk}): {status}",
+        f"{run.kind or 'researcher'}{tier}, {run.model}; steps {run.steps} of {run.max_steps}; "
+        f"{_elapsed(run)}",
+    ]
+    if run.error:
+        lines.append(f"error: {run.error}")
+    if not entries:
+        lines.append("No transcript entries here." if total else "No transcript entries yet.")
+    else:
+        first = total - offset - len(entries) + 1
+        lines.append(f"Transcript entries {first}-{first + len(entries) - 1} of {total}:")
+        lines += [_entry(number, step) for number, step in enumerate(entries, start=first)]
+        if first > 1:
+            lines.append(f"Older entries: call inspect_subagent with offset={offset + last}.")
+    return "\n".join(lines)
+
+
+def _elapsed(run: Run) -> str:
+    if run.started_at is None:
+        return "not started yet"
+    end = run.finished_at or timezone.now()
+    return f"{(end - run.started_at).total_seconds():.0f} s elapsed"
+
+
+def _entry(number: int, step) -> str:
+    if step.kind == "model":
+        called = step.input.get("tool_calls") or []
+        text = step.output or ""
+        if called:
+            text = (
+                (text + " " if text else "")
+                + "calls "
+                + ", ".join(f"{name} {arguments}" for name, arguments in called)
+            )
+        body = f"model: {text or '(no text)'}"
+    else:
+        arguments = json.dumps(step.input, ensure_ascii=False)
+        marker = " (error)" if step.is_error else ""
+        body = f"{step.tool} {arguments}{marker} -> {step.output}"
+    body = " ".join(body.split())
+    if len(body) > INSPECT_ENTRY_CHARS:
+        cut = len(body) - INSPECT_ENTRY_CHARS
+        body = f"{body[:INSPECT_ENTRY_CHARS]} [… {cut} more characters]"
+    return f"[{number}] {body}"
+
+
+INSPECT_SUBAGENT = Tool(
+    name="inspect_subagent",
+    description=(
+        "Look inside one of your sub-agents without waiting for it: its status, steps used, "
+        "elapsed time and its latest transcript entries (tool calls and results, cut short). "
+        "Use offset to page back to older entries."
+    ),
+    parameters=object_schema(
+        {
+            "name": {"type": "string"},
+            "last": {"type": "integer", "minimum": 1, "maximum": 50, "default": 10},
+            "offset": {"type": "integer", "minimum": 0, "default": 0},
+        },
+        required=["name"],
+    ),
+    state=State.WAITING,
+    handler=inspect_subagent,
+    detail=lambda args: f"inspect {args.get('name', '')}",
 )
 
 

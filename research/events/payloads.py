@@ -38,6 +38,8 @@ RUN_FIELDS = (
     "depth",
     "name",
     "reason",
+    "kind",
+    "tier",
     "topic",
     "model",
     "status",
@@ -65,6 +67,8 @@ def run_fields(run: Run) -> dict[str, Any]:
         "depth": run.depth,
         "name": run.name,
         "reason": run.reason,
+        "kind": run.kind,
+        "tier": run.tier,
         "topic": run.topic,
         "model": run.model,
         "status": run.status,
@@ -167,11 +171,18 @@ class RunMessage(Payload):
 
 @dataclass(frozen=True)
 class RunFinished(Payload):
+    """A run's end, with what its delegation cost (seed 002's delegation_end): how long it
+    worked (null when it never started), its tool calls and its own tokens."""
+
     type: ClassVar[str] = "run.finished"
     status: str
     state: str
     error: str
     finished_at: str
+    duration_seconds: float | None
+    tool_calls: int
+    input_tokens: int
+    output_tokens: int
 
 
 @dataclass(frozen=True)
@@ -209,7 +220,7 @@ def message_fields(message: Message) -> dict[str, Any]:
 
 # --- JSON Schema, from the classes above ---------------------------------------------------
 
-_JSON_TYPES = {int: "integer", str: "string", bool: "boolean", dict: "object"}
+_JSON_TYPES = {int: "integer", float: "number", str: "string", bool: "boolean", dict: "object"}
 
 
 def _json_type(hint: Any) -> str | list[str]:

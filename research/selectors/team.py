@@ -8,7 +8,7 @@ from decimal import Decimal
 
 from django.db.models import QuerySet
 
-from research.models import ACTIVE_STATUSES, Profile, Run
+from research.models import ACTIVE_STATUSES, Profile, Run, Step
 
 
 def run_by_id(*, run_id: int) -> Run:
@@ -50,3 +50,25 @@ def subagents_allowed_for(*, owner_id: int) -> bool:
     """The per-user switch (admin, Profiles): on unless turned off."""
     profile = Profile.objects.filter(user_id=owner_id).only("subagents_enabled").first()
     return profile is None or profile.subagents_enabled
+
+
+def ended_among(*, run_ids: list[int]) -> list[Run]:
+    """Those of `run_ids` that have ended, with what their parent reads of them."""
+    return list(
+        Run.objects.filter(pk__in=run_ids)
+        .exclude(status__in=ACTIVE_STATUSES)
+        .only("pk", "name", "status", "report", "error")
+        .order_by("finished_at", "id")
+    )
+
+
+def transcript_page(*, run_id: int, last: int, offset: int) -> tuple[int, list[Step]]:
+    """The run's transcript entries `offset` to `offset + last` counted from the newest, in
+    the order they happened, and how many entries there are."""
+    steps = Step.objects.filter(run_id=run_id)
+    page = list(steps.order_by("-id")[offset : offset + last])
+    return steps.count(), page[::-1]
+
+
+def tool_call_count(*, run_id: int) -> int:
+    return Step.objects.filter(run_id=run_id, kind=Step.Kind.TOOL).count()

@@ -40,7 +40,7 @@ from research.services.steps import (
     tool_call_record,
     usage_add,
 )
-from research.services.subagents import subagent_spawn
+from research.services.subagents import Launch, subagent_spawn, subagents_spawn
 from research.services.workers import (
     WORKER_LOST,
     root_claim,
@@ -83,6 +83,8 @@ __all__ = [
     "step_record",
     "subagent_create",
     "subagent_spawn",
+    "subagents_spawn",
+    "Launch",
     "tool_call_record",
     "usage_add",
     "worker_heartbeat",

@@ -19,7 +19,7 @@ from research.events import (
     root_id_of,
     tree_lock,
 )
-from research.models import ACTIVE_STATUSES, Dataset, Run, RunState, State, Status
+from research.models import ACTIVE_STATUSES, Dataset, Run, RunState, State, Status, Step
 from research.pricing import DEMO_MODEL
 from research.selectors.runs import RunFacts, run_facts
 from research.services.starter import starter_dataset_load
@@ -127,8 +127,20 @@ def _publish_created(run: Run) -> None:
 
 
 @transaction.atomic
-def subagent_create(*, parent_id: int, name: str, reason: str, task: str, max_steps: int) -> Run:
-    """Record a sub-agent of `parent_id`: same owner, model, dataset and worker (seed 001).
+def subagent_create(
+    *,
+    parent_id: int,
+    name: str,
+    reason: str,
+    task: str,
+    max_steps: int,
+    kind: str = "",
+    tier: str = "",
+    model: str | None = None,
+    tools: list[str] | None = None,
+) -> Run:
+    """Record a sub-agent of `parent_id`: same owner, dataset and worker (seed 001), the
+    parent's model unless its tier names another, the research tools its kind allows.
 
     The caller (subagent_spawn) has checked the input and the limits; the unique constraint
     on (parent, name) is the last word on names.
@@ -142,8 +154,11 @@ def subagent_create(*, parent_id: int, name: str, reason: str, task: str, max_st
         depth=parent.depth + 1,
         name=name,
         reason=reason,
+        kind=kind,
+        tier=tier,
         topic=task,
-        model=parent.model,
+        model=model or parent.model,
+        tools=tools,
         dataset_id=parent.dataset_id,
         max_steps=max_steps,
         worker_id=parent.worker_id,
@@ -211,11 +226,19 @@ def run_finish(*, run_id: int, report: str = "", error: str = "") -> None:
     RunState.objects.create(run=run, state=State.ENDED, detail=error[:500])
     if report:
         publish(root_id=run.root_id, run_id=run.pk, payload=RunReport(report=report))
+    duration = (now - run.started_at).total_seconds() if run.started_at else None
     publish(
         root_id=run.root_id,
         run_id=run.pk,
         payload=RunFinished(
-            status=run.status, state=run.state, error=error, finished_at=now.isoformat()
+            status=run.status,
+            state=run.state,
+            error=error,
+            finished_at=now.isoformat(),
+            duration_seconds=None if duration is None else round(duration, 3),
+            tool_calls=Step.objects.filter(run_id=run.pk, kind=Step.Kind.TOOL).count(),
+            input_tokens=run.input_tokens,
+            output_tokens=run.output_tokens,
         ),
     )
 

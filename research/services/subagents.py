@@ -1,44 +1,91 @@
-"""Spawning a sub-agent under the limits of seed 000, atomically for the whole tree."""
+"""Spawning sub-agents under the limits of seed 000, atomically for the whole tree.
+
+One spawn or a batch (seed 001): a batch starts all or none, so the checks run over every
+entry before anything is recorded, and a refusal names the entry it is about.
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import transaction
 
-from research.errors import InvalidInput, LimitReached
+from research.errors import InvalidInput, LimitReached, ResearchError
 from research.events import tree_lock
 from research.models import Run
 from research.services.runs import subagent_create, validate_max_steps, validate_topic
 
 
-@transaction.atomic
+@dataclass(frozen=True)
+class Launch:
+    """One sub-agent to record: what its parent asked for, resolved by the agent runtime
+    (kind, tier, model and tools come from agents.kinds, never from the parent's words)."""
+
+    name: str
+    reason: str
+    task: str
+    max_steps: int | None = None
+    kind: str = ""
+    tier: str = ""
+    model: str | None = None
+    tools: list[str] | None = None
+
+
 def subagent_spawn(
-    *, parent_id: int, name: str, reason: str, task: str, max_steps: int | None = None
+    *, parent_id: int, name: str, reason: str, task: str, max_steps: int | None = None, **more
 ) -> Run:
-    """Check the task, the name and the limits and record the sub-agent (its task is its run's
-    topic), holding the root's row lock so that agents of one tree spawning at once cannot
-    pass the tree limit together."""
-    task = validate_topic(task, field="task")
-    max_steps = validate_max_steps(max_steps)
+    """One sub-agent (seed 000's spawn_subagent); see subagents_spawn."""
+    launch = Launch(name=name, reason=reason, task=task, max_steps=max_steps, **more)
+    return subagents_spawn(parent_id=parent_id, launches=[launch], batch=False)[0]
+
+
+@transaction.atomic
+def subagents_spawn(*, parent_id: int, launches: Sequence[Launch], batch: bool = True) -> list[Run]:
+    """Check every launch against the limits and record them all, or raise and record none.
+
+    Holds the root's row lock, so that agents of one tree spawning at once cannot pass the
+    tree limit together. In a batch, a refusal starts with the entry it is about."""
     parent = Run.objects.only("root_id", "depth").get(pk=parent_id)
     tree_lock(root_id=parent.root_id)
     siblings = list(
         Run.objects.filter(parent_id=parent_id).order_by("id").values_list("name", "pk")
     )
-    names = ", ".join(existing for existing, _ in siblings)
-    for existing, pk in siblings:
-        if existing == name:
-            raise InvalidInput(
-                f'you already have a sub-agent named "{name}" (run {pk}); names must be '
-                f"unique among your sub-agents ({names}). Pick another name.",
-                field="name",
-            )
+    in_tree = Run.objects.filter(root_id=parent.root_id, parent__isnull=False).count()
+    taken = dict(siblings)
+    checked = []
+    for number, launch in enumerate(launches, start=1):
+        try:
+            checked.append(_check(launch, parent, taken, in_tree))
+        except ResearchError as error:
+            if batch:
+                error.message = f'entry {number} ("{launch.name}"): {error.message}'
+                error.args = (error.message,)
+            raise
+        taken[launch.name] = None
+        in_tree += 1
+    return [subagent_create(parent_id=parent_id, **fields) for fields in checked]
+
+
+def _check(launch: Launch, parent: Run, taken: dict[str, int | None], in_tree: int) -> dict:
+    task = validate_topic(launch.task, field="task")
+    max_steps = validate_max_steps(launch.max_steps)
+    name = launch.name
+    names = ", ".join(taken)
+    if name in taken:
+        pk = taken[name]
+        where = f" (run {pk})" if pk else " earlier in this batch"
+        raise InvalidInput(
+            f'you already have a sub-agent named "{name}"{where}; names must be '
+            f"unique among your sub-agents ({names}). Pick another name.",
+            field="name",
+        )
     per_agent = settings.RESEARCH_MAX_SUBAGENTS_PER_AGENT
-    if len(siblings) >= per_agent:
+    if len(taken) >= per_agent:
         raise LimitReached(
             f"limit reached: an agent may spawn at most {per_agent} sub-agents and you have "
-            f"{len(siblings)} ({names}). Do the rest yourself or wait for them."
+            f"{len(taken)} ({names}). Do the rest yourself or wait for them."
         )
     per_tree = settings.RESEARCH_MAX_SUBAGENTS_PER_TREE
-    in_tree = Run.objects.filter(root_id=parent.root_id, parent__isnull=False).count()
     if in_tree >= per_tree:
         raise LimitReached(
             f"limit reached: a research may have at most {per_tree} sub-agents in its whole "
@@ -49,6 +96,13 @@ def subagent_spawn(
             f"limit reached: sub-agents go at most {settings.RESEARCH_MAX_SUBAGENT_DEPTH} "
             "generations deep, and yours would be one more."
         )
-    return subagent_create(
-        parent_id=parent_id, name=name, reason=reason, task=task, max_steps=max_steps
-    )
+    return {
+        "name": name,
+        "reason": launch.reason,
+        "task": task,
+        "max_steps": max_steps,
+        "kind": launch.kind,
+        "tier": launch.tier,
+        "model": launch.model,
+        "tools": launch.tools,
+    }

@@ -234,6 +234,10 @@ class AgentPool:
                 if cancellable and token.is_set():
                     self._leave_family(agent)
                     return False
+            if cancellable and token.is_set():  # e.g. its deadline passed as a place freed
+                self._slots.release()
+                self._leave_family(agent)
+                return False
         finally:
             with self._lock:
                 self._waiting_for_slot -= 1

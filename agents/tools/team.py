@@ -416,7 +416,8 @@ def inspect_subagent(ctx: AgentContext, args: dict[str, Any]) -> str:
         lines.append(f"Transcript entries {first}-{first + len(entries) - 1} of {total}:")
         lines += [_entry(number, step) for number, step in enumerate(entries, start=first)]
         if first > 1:
-            lines.append(f"Older entries: call inspect_subagent with offset={offset + last}.")
+            older = offset + len(entries)
+            lines.append(f"Older entries: call inspect_subagent with offset={older}.")
     return "\n".join(lines)
 
 

@@ -227,6 +227,8 @@
           state: event.state,
           error: event.error || "",
           finished_at: event.finished_at,
+          duration_seconds: event.duration_seconds,
+          tool_calls: event.tool_calls,
           detail: "",
         });
         if (run) {
@@ -329,12 +331,22 @@
     page.links.replaceChildren(...paths);
   }
 
+  function kindBadge(run) {
+    if (!run.kind) return "";
+    return run.tier ? `${clip(run.kind, 10)} · ${clip(run.tier, 6)}` : clip(run.kind, 12);
+  }
+
   function nodeLabel(run) {
     const doing = ACTIVE.has(run.status)
       ? `${run.state}${run.detail ? ` (${run.detail})` : ""}, ${run.status}`
       : run.status;
+    const kind = run.kind ? `, ${run.kind}${run.tier ? ` on tier ${run.tier}` : ""}` : "";
+    const ended = run.duration_seconds != null
+      ? `, worked ${Math.round(run.duration_seconds)} s with ${run.tool_calls} tool calls`
+      : "";
     return (
-      `${agentName(run)}: ${doing}, ${run.steps} of ${run.max_steps} steps, ${usd(run.cost_usd)}` +
+      `${agentName(run)}${kind} (${run.model}): ${doing}, ${run.steps} of ${run.max_steps} steps, ` +
+      `${usd(run.cost_usd)}${ended}` +
       (run.id === canopy.selected ? ", selected" : "")
     );
   }
@@ -348,6 +360,7 @@
       svg("rect", { class: "node-card", x: left, y: top, width: NODE_W, height: NODE_H, rx: 12 }),
       svg("rect", { class: "node-stripe", x: left, y: top + 10, width: 5, height: NODE_H - 20, rx: 2.5 }),
       svg("text", { class: "node-name", x: left + 18, y: top + 24 }),
+      svg("text", { class: "node-kind", x: left + NODE_W - 12, y: top + 23, "text-anchor": "end" }),
       svg("circle", { class: "node-dot", cx: left + 22, cy: top + 45, r: 5 }),
       svg("text", { class: "node-state", x: left + 33, y: top + 49 }),
       svg("text", { class: "node-figures", x: left + 18, y: top + 68 }),
@@ -377,7 +390,11 @@
       group.setAttribute("aria-label", nodeLabel(run));
       group.dataset.state = run.state;
       group.dataset.status = run.status;
-      group.querySelector(".node-name").textContent = clip(agentName(run), 19);
+      group.querySelector(".node-name").textContent = clip(agentName(run), run.kind ? 11 : 19);
+      // Seed 002's delegation badge: the kind, and the tier its parent picked.
+      group.dataset.kind = run.kind || "";
+      group.dataset.tier = run.tier || "";
+      group.querySelector(".node-kind").textContent = kindBadge(run);
       // An ended agent shows how it ended; a working one what it does, and on what.
       let state = ACTIVE.has(run.status) ? run.state : run.status;
       if (run.detail && ACTIVE.has(run.status)) state = `${run.state} · ${run.detail}`;

@@ -399,3 +399,29 @@ def test_a_depth_that_is_not_a_number_is_refused_not_a_server_error(admin_client
 
     assert response.status_code == 302
     assert response.url.endswith("?e=1")
+
+
+def test_a_sub_agents_kind_tier_and_model_show_in_the_list_and_on_its_page(
+    admin_client, run_factory, settings
+):
+    settings.RESEARCH_MODEL_PRICES = {**settings.RESEARCH_MODEL_PRICES, "scripted-small": (1, 1)}
+    root = run_factory(topic="Tiered tides")
+    checker = services.subagent_spawn(
+        parent_id=root.pk,
+        name="checker",
+        reason="checks the draft",
+        task="check the draft against its sources",
+        kind="verifier",
+        tier="low",
+        model="scripted-small",
+        tools=["read_page"],
+    )
+
+    listed = admin_client.get(RUNS).content.decode()
+    row = next(line for line in listed.split("<tr") if ">checker<" in line)
+    assert "verifier" in row and "low" in row and "scripted-small" in row
+
+    page = admin_client.get(f"{RUNS}{checker.pk}/change/").content.decode()
+    assert "Delegation" in page
+    for label, value in (("Kind", "verifier"), ("Tier", "low"), ("Model", "scripted-small")):
+        assert re.search(rf"<label>{label}:</label>\s*<div class=\"readonly\">{value}</div>", page)

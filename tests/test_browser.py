@@ -4,6 +4,7 @@ page should show happens when the test looks for it.
 """
 
 import functools
+import json
 import os
 import re
 import threading
@@ -306,6 +307,65 @@ def test_cancelling_a_sub_agent_from_its_panel_ends_only_it(
     assert (runs["stuck"].status, runs["stuck"].error) == ("failed", "cancelled by the user")
     assert (runs["steady"].status, runs["steady"].report) == ("done", "Steady report.")
     assert (runs[""].status, runs[""].report) == ("done", "Root report.")
+
+
+def test_nodes_show_each_agents_kind_and_tier_and_the_panel_its_model(
+    page, web, transactional_db, scripted_llm, gates, alice, settings, tmp_path
+):
+    server = start_daphne(
+        settings,
+        tmp_path,
+        DJANGO_ALLOW_ASYNC_UNSAFE="",
+        RESEARCH_MODEL_PRICES=json.dumps(
+            {"scripted": [1, 2], "scripted-large": [2, 8], "scripted-small": [1, 1]}
+        ),
+        RESEARCH_MODEL_TIERS='{"high": "scripted-large", "low": "scripted-small"}',
+    )
+    try:
+        topic = "Kingfishers: where do they nest and what do they eat?"
+        scripted_llm.script(
+            topic,
+            call(
+                "spawn_subagents",
+                subagents=[
+                    {"name": "nests", "reason": "a", "task": "NESTS-TASK: banks", "tier": "high"},
+                    {
+                        "name": "check",
+                        "reason": "b",
+                        "task": "CHECK-TASK: the draft",
+                        "kind": "verifier",
+                        "tier": "low",
+                    },
+                ],
+            ),
+            call("wait_subagents"),
+            reply("Root report."),
+        )
+        scripted_llm.script("NESTS-TASK", gated(gates("nests"), reply("Nests report.")))
+        scripted_llm.script("CHECK-TASK", gated(gates("check"), reply("Check report.")))
+
+        log_in(page, server, "alice")
+        start_research(page, topic)
+        expect(node(page, "nests").locator(".node-kind")).to_have_text("researcher · high")
+        expect(node(page, "check").locator(".node-kind")).to_have_text("verifier · low")
+        expect(node(page, "check")).to_have_attribute("data-kind", "verifier")
+        expect(node(page, "check")).to_have_attribute("data-tier", "low")
+        expect(node(page, "root").locator(".node-kind")).to_have_text("")
+
+        node(page, "check").click()
+        expect(page.locator("#panel-title")).to_have_text("check")
+        expect(page.locator("#panel .panel-kicker")).to_contain_text("Verifier")
+        expect(page.locator("#panel")).to_contain_text("scripted-small")
+        expect(page.locator("#panel .badge-tier")).to_have_text("tier low")
+
+        gates("nests").set()
+        gates("check").set()
+        expect(node(page, "root")).to_have_attribute("data-status", "done")
+        label = node(page, "nests").get_attribute("aria-label")
+        assert "researcher on tier high (scripted-large)" in label
+        assert re.search(r"worked \d+ s with 0 tool calls", label)
+    finally:
+        server.stop()
 
 
 def test_bob_gets_no_page_and_no_socket_for_alices_research(page, server, alice, bob, run_factory):

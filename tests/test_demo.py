@@ -54,6 +54,10 @@ def test_seed_example_runs_end_to_end_on_the_demo_model(
     market = Run.objects.get(parent=root, name="market")
     assert chemistry.status == market.status == "done"
     assert (chemistry.model, chemistry.dataset_id) == ("demo", ev_dataset.pk)
+    # One batch launch of two researchers, the budget the demo asked for.
+    assert (chemistry.kind, market.kind, chemistry.max_steps) == ("researcher", "researcher", 6)
+    first_step = root.transcript.order_by("id").first()
+    assert [name for name, _ in first_step.input["tool_calls"]] == ["spawn_subagents"]
     message = Message.objects.get()
     assert (message.from_run, message.to_run) == (chemistry, market)
     assert "kb://dataset/" in message.text

@@ -16,6 +16,7 @@ from agents.llm.base import ChatResponse, ToolCall
 from research.text import STOP_WORDS
 
 _ids = count(1)
+SPAWNS = frozenset({"spawn_subagent", "spawn_subagents"})
 URL = re.compile(r"(?:https?|kb)://[^\s)\]>\"']+")
 QUESTION_WORDS = re.compile(
     r"^(?:(?:how|what|why|when|where|which|who|do|does|did|is|are|can|should)\b\s*)+", re.I
@@ -40,7 +41,9 @@ class Conversation:
     """What the model can see: the task, the calls it made, the results it got."""
 
     def __init__(self, messages: list[dict[str, Any]]):
-        self.task = next(m["content"] for m in messages if m["role"] == "user")
+        task = next(m["content"] for m in messages if m["role"] == "user")
+        # A sub-agent's task ends with its step budget (agents.loop.task_message).
+        self.task = task.split("\n\nYour step budget:")[0]
         self.system = next((m["content"] for m in messages if m["role"] == "system"), "")
         self.calls: list[tuple[str, dict]] = []
         self.results: dict[str, list[str]] = {}
@@ -59,8 +62,8 @@ class Conversation:
             m["role"] == "user" and "not accepted yet" in (m["content"] or "") for m in messages
         )
 
-    def called(self, name: str) -> int:
-        return sum(1 for called, _ in self.calls if called == name)
+    def called(self, *names: str) -> int:
+        return sum(1 for called, _ in self.calls if called in names)
 
 
 def _arguments(text: str) -> dict:
@@ -87,25 +90,24 @@ class Policy:
 
     def _spawn(self) -> ChatResponse | None:
         # Only the lead splits the work: a sub-agent's task is already one facet.
-        if "spawn_subagent" not in self.tools or self.c.called("spawn_subagent") or self.c.name:
+        if self.c.name or self.c.called(*SPAWNS) or not self.tools & SPAWNS:
             return None
         facets = plan_facets(self.c.task)
         if len(facets) < 2:
             return None
-        return _calls(
-            *[
-                (
-                    "spawn_subagent",
-                    {
-                        "name": name,
-                        "reason": f"{facet} needs a search of its own, apart from the rest",
-                        "task": f"Research {facet}, quoting what matters with its sources.",
-                        "max_steps": 6,
-                    },
-                )
-                for name, facet in facets
-            ]
-        )
+        launches = [
+            {
+                "name": name,
+                "reason": f"{facet} needs a search of its own, apart from the rest",
+                "task": f"Research {facet}, quoting what matters with its sources.",
+                "kind": "researcher",
+                "max_steps": 6,
+            }
+            for name, facet in facets
+        ]
+        if "spawn_subagents" in self.tools:  # one batch: all start, or none
+            return _calls(("spawn_subagents", {"subagents": launches}))
+        return _calls(*[("spawn_subagent", launch) for launch in launches])
 
     def _query(self) -> ChatResponse | None:
         if "query" in self.tools and not self.c.called("query"):
@@ -143,7 +145,7 @@ class Policy:
         return _calls(("send_message", {"to": siblings[0], "text": text}))
 
     def _wait(self) -> ChatResponse | None:
-        if "wait_subagents" in self.tools and self.c.called("spawn_subagent"):
+        if "wait_subagents" in self.tools and self.c.called(*SPAWNS):
             pending = "still working" in (self.c.results.get("wait_subagents") or [""])[-1]
             if not self.c.called("wait_subagents") or pending or self.c.refused:
                 return _calls(("wait_subagents", {}))

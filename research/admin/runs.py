@@ -30,7 +30,17 @@ class ChildInline(ReadOnlyInline):
     fk_name = "parent"
     verbose_name = "sub-agent"
     verbose_name_plural = "sub-agents"
-    fields = ["name", "status", "state", "steps", "cost_usd", "tree_cost_usd", "reason"]
+    fields = [
+        "name",
+        "kind",
+        "tier",
+        "status",
+        "state",
+        "steps",
+        "cost_usd",
+        "tree_cost_usd",
+        "reason",
+    ]
     readonly_fields = fields
     ordering = ["id"]
 
@@ -94,6 +104,9 @@ RUN_FIXED_FIELDS = [
     "owner",
     "name",
     "reason",
+    "kind",
+    "tier",
+    "tools",
     "topic",
     "model",
     "dataset",
@@ -167,6 +180,8 @@ class RunAdmin(admin.ModelAdmin):
         "status",
         "state",
         "depth",
+        "kind",
+        "tier",
         "model",
         "steps",
         "cost_usd",
@@ -181,7 +196,8 @@ class RunAdmin(admin.ModelAdmin):
     show_full_result_count = False
     readonly_fields = [*RUN_FIXED_FIELDS, *RUN_AGENT_FIELDS, "records"]
     fieldsets = [
-        (None, {"fields": ["owner", "name", "reason", "topic", "model", "dataset", "max_steps"]}),
+        (None, {"fields": ["owner", "name", "reason", "topic", "dataset", "max_steps"]}),
+        ("Delegation", {"fields": ["kind", "tier", "model", "tools"]}),
         ("Tree", {"fields": ["parent", "root", "depth", "worker", "records"]}),
         (
             "Progress",

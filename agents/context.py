@@ -22,6 +22,10 @@ class Cancelled(Exception):
         self.reason = reason
 
 
+class Paused(Exception):
+    """The root paused for the analyst's plan review: its thread ends, its run does not."""
+
+
 @dataclass
 class CancelToken:
     """Set in this process by the pool, or in the database by any process (run_cancel).
@@ -41,6 +45,25 @@ class CancelToken:
     # Set by a pool that reads the flags of all its agents in one query (AgentPool's cancel
     # watch): the token then never queries on its own.
     watched: bool = False
+    # Set when a note from the analyst waits for the agent (the run's notes_pending flag, read
+    # with the cancel flag): waits end at once, and the next round takes the notes.
+    _note: threading.Event = field(default_factory=threading.Event)
+
+    def note_arrived(self) -> None:
+        self._note.set()
+
+    def has_note(self) -> bool:
+        """Whether a note waits; it also reads the flags when due, like is_set."""
+        if not self._note.is_set():
+            self.is_set()
+        return self._note.is_set()
+
+    def take_note(self) -> bool:
+        """True once per arrival: the caller takes the notes now."""
+        if self.has_note():
+            self._note.clear()
+            return True
+        return False
 
     def cancel(self, reason: str) -> None:
         if not self._event.is_set():
@@ -62,19 +85,22 @@ class CancelToken:
             self._checked_at = now
             row = (
                 Run.objects.filter(pk=self.run_id)
-                .values_list("cancel_requested", "cancel_reason")
+                .values_list("cancel_requested", "cancel_reason", "notes_pending")
                 .first()
             )
             self.apply(row)
         return self._event.is_set()
 
-    def apply(self, row: tuple[bool, str] | None) -> None:
-        """Cancel from the run's row as read (cancel_requested, cancel_reason); None: the
-        run was deleted."""
+    def apply(self, row: tuple[bool, str, bool] | None) -> None:
+        """Cancel from the run's row as read (cancel_requested, cancel_reason, notes_pending);
+        None: the run was deleted. A pending note is flagged."""
         if row is None:
             self.cancel(DELETED)
-        elif row[0]:
+            return
+        if row[0]:
             self.cancel(row[1] or CANCELLED_BY_USER)
+        if row[2]:
+            self.note_arrived()
 
     def check(self) -> None:
         if self.is_set():

@@ -14,9 +14,9 @@ from typing import Any
 import jsonschema
 from django.conf import settings
 
-from agents import kinds, prompts, team
+from agents import kinds, prompts, review, team
 from agents.calls import ParallelCalls, PlannedCall, group_calls, group_state
-from agents.context import AgentContext, Cancelled, CancelToken
+from agents.context import AgentContext, Cancelled, CancelToken, Paused
 from agents.llm import chat_model_for
 from agents.llm.base import ChatResponse, LLMError, ToolCall
 from agents.tools import Tool, ToolError, toolset
@@ -40,9 +40,11 @@ def run_agent(*, run_id: int, token: CancelToken, pool) -> None:
     run = Run.objects.get(pk=run_id)
     ctx = AgentContext.of(run, token, pool)
     team.open_inbox(ctx)
-    report, error = "", ""
+    report, error, paused = "", "", False
     try:
         report = Agent(ctx, run).run()
+    except Paused:
+        paused = True  # the analyst reviews the plan; approving it queues the root again
     except Cancelled as cancelled:
         error = cancelled.reason
     except LLMError as failure:
@@ -57,6 +59,8 @@ def run_agent(*, run_id: int, token: CancelToken, pool) -> None:
         team.close_inbox(ctx)
         # A parent never finishes before its sub-agents: end them first.
         team.end_subagents(ctx)
+    if paused:
+        return
     if report:
         # The report is in: the agent checks what it cites against what the tree saw.
         services.run_set_state(run_id=run_id, state=State.WRITING, detail="checking citations")
@@ -75,6 +79,11 @@ class Agent:
             {"role": "system", "content": system_prompt(ctx, run, self.tools)},
             {"role": "user", "content": task_message(ctx, run)},
         ]
+        # A root resumed after its plan review starts from the plan the analyst approved.
+        resumed = review.resumed_plan_message(ctx, run)
+        if resumed is not None:
+            self.messages.append({"role": "user", "content": resumed})
+        self.steps_at_start = run.steps
         self.answers_refused = 0
         self.parallel = ParallelCalls()
         # The state the last write recorded: a write that would record it again is skipped.
@@ -82,16 +91,18 @@ class Agent:
 
     def run(self) -> str:
         try:
-            return self._rounds()
+            draft = self._rounds()
+            return review.reviewed_report(self, draft) if self.ctx.is_root else draft
         finally:
             with self._blocking():  # waiting for tool threads to end: others may run
                 self.parallel.close()
 
     def _rounds(self) -> str:
-        steps = 0
+        steps = self.steps_at_start
         while True:
             self.ctx.cancel.check()
             self._deliver_reports()
+            self._deliver_notes()
             final_why = self._final_round_reason(steps)
             if final_why is not None:
                 return self._final_round(final_why)
@@ -112,6 +123,13 @@ class Agent:
         if reports is not None:
             self.messages.append({"role": "user", "content": reports})
 
+    def _deliver_notes(self) -> None:
+        """Notes from the analyst that arrived since the last round join this one (seed 001:
+        a user's message reaches the lead at its next round)."""
+        notes = team.delivered_notes(self.ctx)
+        if notes is not None:
+            self.messages.append({"role": "user", "content": notes})
+
     def _final_round_reason(self, steps: int) -> str | None:
         if steps >= self.max_steps:
             return ""
@@ -129,7 +147,11 @@ class Agent:
 
     def _final_round(self, why: str) -> str:
         self.messages.append({"role": "user", "content": FINAL_ROUND_NOTE.format(why=why)})
-        response, _ = self._call_model(tools=[], state=State.WRITING)
+        return self.write_without_tools()
+
+    def write_without_tools(self, detail: str = "") -> str:
+        """One model round with no tools: the report."""
+        response, _ = self._call_model(tools=[], state=State.WRITING, detail=detail)
         return response.content.strip() or "(the agent wrote no report)"
 
     def _blocking(self) -> AbstractContextManager[None]:
@@ -144,9 +166,9 @@ class Agent:
             self.shown = state
 
     def _call_model(
-        self, *, tools: list[Tool], state: str = State.THINKING
+        self, *, tools: list[Tool], state: str = State.THINKING, detail: str = ""
     ) -> tuple[ChatResponse, list[PlannedCall]]:
-        self._show(NextState(state))
+        self._show(NextState(state, detail))
         started = time.monotonic()
         with self._blocking():
             response = self.model.chat(

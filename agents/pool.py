@@ -393,9 +393,9 @@ class AgentPool:
         if not tokens:
             return
         rows = {
-            pk: (requested, reason)
-            for pk, requested, reason in Run.objects.filter(pk__in=tokens).values_list(
-                "pk", "cancel_requested", "cancel_reason"
+            pk: (requested, reason, notes)
+            for pk, requested, reason, notes in Run.objects.filter(pk__in=tokens).values_list(
+                "pk", "cancel_requested", "cancel_reason", "notes_pending"
             )
         }
         for run_id, token in tokens.items():

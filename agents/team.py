@@ -30,11 +30,11 @@ def close_inbox(ctx: AgentContext) -> None:
         get_messenger().close(ctx.run_id)
 
 
-def end_subagents(ctx: AgentContext) -> None:
+def end_subagents(ctx: AgentContext, *, reason: str = PARENT_ENDED) -> None:
     """Cancel the sub-agents still working and wait until they have finished."""
     working = team_reads.working_children_ids(run_id=ctx.run_id)
     for run_id in working:
-        cancel_child(ctx, run_id, PARENT_ENDED)
+        cancel_child(ctx, run_id, reason)
     if not working:
         return
     with yielded(ctx):
@@ -43,7 +43,7 @@ def end_subagents(ctx: AgentContext) -> None:
             # itself: end it here rather than wait for ever.
             for run_id in still:
                 if ctx.pool is None or not ctx.pool.is_running(run_id):
-                    services.run_finish(run_id=run_id, error=PARENT_ENDED)
+                    services.run_finish(run_id=run_id, error=reason)
             # The agent may be ending because it was cancelled: this wait must go on.
             wait_for_change(ctx, 0.25, cancellable=False)
 
@@ -90,6 +90,19 @@ def delivered_reports(ctx: AgentContext) -> str | None:
         return None
     ctx.collected.update(run.pk for run in ended)
     return "\n\n".join([REPORTS_HEADER, *map(report_block, ended)])
+
+
+def delivered_notes(ctx: AgentContext) -> str | None:
+    """The analyst's notes that arrived for this agent, as one message, once. No query unless
+    the pool's watch saw the run's flag."""
+    if not ctx.cancel.take_note():
+        return None
+    notes = services.notes_take(run_id=ctx.run_id)
+    if not notes:
+        return None
+    return "\n\n".join(
+        f"[Note from the analyst, {note.sent_at:%H:%M:%S} UTC] {note.text}" for note in notes
+    )
 
 
 def writing_time_left(ctx: AgentContext) -> bool:
@@ -143,6 +156,8 @@ def wait_for_change(
     while (left := deadline - time.monotonic()) > 0:
         if cancellable:
             ctx.cancel.check()
+            if ctx.cancel.has_note():  # the agent reads the analyst's note first
+                return
         if pool is None:
             time.sleep(min(left, 0.25))
             return

@@ -21,6 +21,9 @@ from research.serializers import (
     EventSerializer,
     EventsFilterSerializer,
     MessageSerializer,
+    NoteSerializer,
+    PlanApproveSerializer,
+    PlanSerializer,
     ReportSerializer,
     RunListFilterSerializer,
     RunOutputSerializer,
@@ -80,6 +83,7 @@ def run_start(request: Request) -> Response:
         max_steps=data.get("max_steps"),
         model=data.get("model") or None,
         dataset_id=data.get("dataset"),
+        review_plan=data.get("review_plan", False),
     )
     return Response(RunOutputSerializer(run).data, status=status.HTTP_201_CREATED)
 
@@ -132,8 +136,48 @@ def run_report(request: Request, run_id: int) -> Response:
     """The report with each URL it cites, verified (an agent of the tree saw it) or flagged."""
     run = _run(request, run_id)
     citations = selectors.citations_for(run_id=run.pk)
-    data = {"id": run.pk, "status": run.status, "report": run.report, "citations": citations}
+    data = {
+        "id": run.pk,
+        "status": run.status,
+        "report": run.report,
+        "citations": citations,
+        "flagged_claims": run.flagged_claims,
+    }
     return Response(ReportSerializer(data).data)
+
+
+@extend_schema(responses=PlanSerializer)
+@api_view(["GET"])
+def run_plan(request: Request, run_id: int) -> Response:
+    """The lead's plan: each item with the status its sub-agents give it (open, working,
+    covered, failed, gap), whether it waits for the analyst's review, and its history."""
+    run = _run(request, run_id)
+    if not run.is_root:
+        raise NotFound(f"run {run.pk} is a sub-agent: the plan is its root's (run {run.root_id}).")
+    return Response(PlanSerializer(selectors.plan_view(root=run)).data)
+
+
+@extend_schema(request=PlanApproveSerializer, responses=PlanSerializer)
+@api_view(["POST"])
+def run_plan_approve(request: Request, run_id: int) -> Response:
+    """Approve a paused research's plan, as it is or edited (`items`): it resumes from it."""
+    run = _run(request, run_id)
+    data = checked(PlanApproveSerializer, request.data)
+    services.plan_approve(run=run, items=data.get("items"))
+    run.refresh_from_db()
+    return Response(PlanSerializer(selectors.plan_view(root=run)).data)
+
+
+@extend_schema(request=NoteSerializer, responses={201: MessageSerializer})
+@api_view(["POST"])
+def run_notes(request: Request, run_id: int) -> Response:
+    """Send a note to an agent of your research (the root or any agent still working): it
+    reads it at its next round, and a wait for sub-agents or messages ends at once."""
+    run = _run(request, run_id)
+    data = checked(NoteSerializer, request.data)
+    note = services.note_send(run=run, author_id=request.user.pk, text=data["text"])
+    note = selectors.run_messages(run=run).get(pk=note.pk)
+    return Response(MessageSerializer(note).data, status=status.HTTP_201_CREATED)
 
 
 @extend_schema(

@@ -12,15 +12,19 @@ from django.db import models
 class Status(models.TextChoices):
     QUEUED = "queued"
     WORKING = "working"
+    # A root waiting for the analyst to approve its plan: no thread, no slot, no worker.
+    PAUSED = "paused"
     DONE = "done"
     FAILED = "failed"
 
 
-ACTIVE_STATUSES = (Status.QUEUED, Status.WORKING)
+ACTIVE_STATUSES = (Status.QUEUED, Status.WORKING, Status.PAUSED)
 
 
 class State(models.TextChoices):
     QUEUED = "queued"
+    PLANNING = "planning"
+    REVIEWING = "reviewing"
     THINKING = "thinking"
     SEARCHING = "searching"
     READING = "reading"
@@ -56,6 +60,15 @@ class Run(models.Model):
     # The research tools this agent may use (a child: its kind's that its parent has);
     # null: every tool its run allows (a root).
     tools = models.JSONField(null=True, blank=True)
+    # The item of its root's plan a sub-agent covers (its text, so a revision that keeps the
+    # item keeps the link); "" when it covers none.
+    plan_item = models.CharField(max_length=200, blank=True, default="")
+    # A root that pauses after its first plan until the analyst approves it.
+    review_plan = models.BooleanField(default=False)
+    # Claims of the final report the verifier could not support (a root, issue 14).
+    flagged_claims = models.JSONField(default=list, blank=True)
+    # An analyst's note waits for this agent; read by the pool's watch with the cancel flag.
+    notes_pending = models.BooleanField(default=False)
     dataset = models.ForeignKey(
         "Dataset", null=True, blank=True, on_delete=models.SET_NULL, related_name="runs"
     )
@@ -129,9 +142,16 @@ class RunState(models.Model):
 
 
 class Message(models.Model):
-    """A message between sibling sub-agents: the stored transcript (the inbox is in memory)."""
+    """A message between sibling sub-agents: the stored transcript (the inbox is in memory);
+    or a note from the analyst (no `from_run`, an `author`), delivered at the agent's next
+    round."""
 
-    from_run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="sent_messages")
+    from_run = models.ForeignKey(
+        Run, null=True, blank=True, on_delete=models.CASCADE, related_name="sent_messages"
+    )
+    author = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     to_run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="received_messages")
     text = models.TextField()
     sent_at = models.DateTimeField(auto_now_add=True)
@@ -143,6 +163,32 @@ class Message(models.Model):
 
     def __str__(self) -> str:
         return f"message {self.pk}: run {self.from_run_id} to run {self.to_run_id}"
+
+
+class Plan(models.Model):
+    """One version of a root's plan: the items it means to cover. The latest version is the
+    plan; earlier ones are its history. The analyst's edits are versions too."""
+
+    class Author(models.TextChoices):
+        AGENT = "agent"
+        ANALYST = "analyst"
+
+    root = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="plans")
+    version = models.PositiveIntegerField()
+    items = models.JSONField()
+    author = models.CharField(max_length=8, choices=Author.choices, default=Author.AGENT)
+    # Set on the version the analyst approved (a reviewed research resumes from it).
+    approved_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["root", "version"]
+        constraints = [
+            models.UniqueConstraint(fields=["root", "version"], name="plan_unique_version"),
+        ]
+
+    def __str__(self) -> str:
+        return f"plan v{self.version} of run {self.root_id}"
 
 
 class LLMCall(models.Model):

@@ -2,7 +2,7 @@
 
 from rest_framework import serializers
 
-from research.events.payloads import RUN_FIELDS, run_fields
+from research.events.payloads import ANALYST, RUN_FIELDS, run_fields
 from research.models import Citation, Event, Message, Run, RunState
 
 
@@ -28,13 +28,57 @@ class RunStartSerializer(serializers.Serializer):
     max_steps = serializers.IntegerField(required=False, allow_null=True)
     model = serializers.CharField(required=False, allow_blank=True, allow_null=True)
     dataset = serializers.IntegerField(required=False, allow_null=True)
+    review_plan = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="pause after the lead's first plan until the analyst approves it",
+    )
+
+
+class PlanApproveSerializer(serializers.Serializer):
+    # The items' checks live in the service (the page and the API say the same thing).
+    items = serializers.ListField(
+        child=serializers.CharField(allow_blank=True, trim_whitespace=False),
+        required=False,
+        allow_null=True,
+        help_text="the plan as edited; leave out to approve it as it is",
+    )
+
+
+class NoteSerializer(serializers.Serializer):
+    text = serializers.CharField(allow_blank=True, trim_whitespace=False)
+
+
+class PlanItemSerializer(serializers.Serializer):
+    number = serializers.IntegerField()
+    text = serializers.CharField()
+    status = serializers.ChoiceField(choices=["open", "working", "covered", "failed", "gap"])
+    agents = serializers.ListField(child=serializers.DictField())
+
+
+class PlanVersionSerializer(serializers.Serializer):
+    version = serializers.IntegerField()
+    items = serializers.ListField(child=serializers.CharField())
+    author = serializers.ChoiceField(choices=["agent", "analyst"])
+    approved_at = serializers.DateTimeField(allow_null=True)
+    created_at = serializers.DateTimeField()
+
+
+class PlanSerializer(serializers.Serializer):
+    research = serializers.IntegerField()
+    review_plan = serializers.BooleanField()
+    awaiting_review = serializers.BooleanField()
+    version = serializers.IntegerField(allow_null=True)
+    approved = serializers.BooleanField()
+    items = PlanItemSerializer(many=True)
+    history = PlanVersionSerializer(many=True)
 
 
 class RunListFilterSerializer(serializers.Serializer):
     parent_id = serializers.IntegerField(required=False, min_value=1)
     root_id = serializers.IntegerField(required=False, min_value=1)
     status = serializers.ChoiceField(
-        required=False, choices=["queued", "working", "done", "failed"]
+        required=False, choices=["queued", "working", "paused", "done", "failed"]
     )
 
 
@@ -45,10 +89,11 @@ class RunStateSerializer(serializers.ModelSerializer):
 
 
 class MessageSerializer(serializers.ModelSerializer):
-    from_run_id = serializers.IntegerField()
+    from_run_id = serializers.IntegerField(allow_null=True)
     to_run_id = serializers.IntegerField()
-    from_name = serializers.CharField(source="from_run.name")
+    from_name = serializers.SerializerMethodField()
     to_name = serializers.CharField(source="to_run.name")
+    from_analyst = serializers.SerializerMethodField()
 
     class Meta:
         model = Message
@@ -56,12 +101,20 @@ class MessageSerializer(serializers.ModelSerializer):
             "id",
             "from_run_id",
             "from_name",
+            "from_analyst",
             "to_run_id",
             "to_name",
             "text",
             "sent_at",
             "read_at",
         ]
+
+    def get_from_name(self, message: Message) -> str:
+        return ANALYST if message.from_run_id is None else message.from_run.name
+
+    def get_from_analyst(self, message: Message) -> bool:
+        """A note the analyst sent (from_run_id is then null)."""
+        return message.from_run_id is None
 
 
 class CitationSerializer(serializers.ModelSerializer):
@@ -82,6 +135,9 @@ class ReportSerializer(serializers.Serializer):
     status = serializers.CharField()
     report = serializers.CharField()
     citations = CitationSerializer(many=True)
+    flagged_claims = serializers.ListField(
+        child=serializers.DictField(), help_text="claims the verifier could not support"
+    )
 
 
 class EventSerializer(serializers.ModelSerializer):

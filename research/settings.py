@@ -322,6 +322,10 @@ RESEARCH_MAX_WORKING_CHILDREN = envint("RESEARCH_MAX_WORKING_CHILDREN", 5)
 # the root's remaining time minus the reserve (seed 001). 0: no cap.
 RESEARCH_ROOT_TIMEOUT_SECONDS = envfloat("RESEARCH_ROOT_TIMEOUT_SECONDS", 3600.0)
 RESEARCH_WRITING_RESERVE_SECONDS = envfloat("RESEARCH_WRITING_RESERVE_SECONDS", 600.0)
+# The lead's plan (issue 14): at most this many items. Verification: before the report is
+# final, a verifier sub-agent checks the draft against the sources it cites.
+RESEARCH_PLAN_MAX_ITEMS = envint("RESEARCH_PLAN_MAX_ITEMS", 10)
+RESEARCH_VERIFY_REPORTS = envbool("RESEARCH_VERIFY_REPORTS", True)
 if RESEARCH_MAX_WORKING_CHILDREN < 1:
     raise ImproperlyConfigured(
         f"RESEARCH_MAX_WORKING_CHILDREN must be 1 or more, not {RESEARCH_MAX_WORKING_CHILDREN}"

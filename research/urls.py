@@ -13,6 +13,9 @@ api_urls = [
     path("research/<int:run_id>/messages", api.run_messages, name="run-messages"),
     path("research/<int:run_id>/events", api.run_events, name="run-events"),
     path("research/<int:run_id>/report", api.run_report, name="run-report"),
+    path("research/<int:run_id>/plan", api.run_plan, name="run-plan"),
+    path("research/<int:run_id>/plan/approve", api.run_plan_approve, name="run-plan-approve"),
+    path("research/<int:run_id>/notes", api.run_notes, name="run-notes"),
     path("datasets", api_datasets.datasets, name="datasets"),
     path("datasets/<int:dataset_id>", api_datasets.dataset_detail, name="dataset-detail"),
     path(

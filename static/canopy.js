@@ -16,7 +16,7 @@
   const NODE_H = 80;
   const GAP_X = 22;
   const GAP_Y = 80;
-  const ACTIVE = new Set(["queued", "working"]);
+  const ACTIVE = new Set(["queued", "working", "paused"]);
   const GAP_FILL_MS = 1500;
   const MAX_BACKOFF_MS = 10000;
   const CLOSE_REASONS = {

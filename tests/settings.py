@@ -8,6 +8,8 @@ os.environ.setdefault("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")  # tests start
 os.environ.setdefault("OPENAI_API_KEY", "test-key")
 os.environ.setdefault("RESEARCH_MODEL", "scripted")
 os.environ.setdefault("RESEARCH_MODEL_PRICES", '{"scripted": [1.0, 2.0]}')
+# Verification adds a verifier sub-agent to every research: the tests of it turn it on.
+os.environ.setdefault("RESEARCH_VERIFY_REPORTS", "false")
 
 from research.settings import *  # noqa: E402,F403
 

@@ -56,8 +56,12 @@ def test_seed_example_runs_end_to_end_on_the_demo_model(
     assert (chemistry.model, chemistry.dataset_id) == ("demo", ev_dataset.pk)
     # One batch launch of two researchers, the budget the demo asked for.
     assert (chemistry.kind, market.kind, chemistry.max_steps) == ("researcher", "researcher", 6)
-    first_step = root.transcript.order_by("id").first()
-    assert [name for name, _ in first_step.input["tool_calls"]] == ["spawn_subagents"]
+    # The lead writes its plan, then launches one researcher per item in one batch.
+    plan_step, spawn_step = root.transcript.filter(kind="model").order_by("id")[:2]
+    assert [name for name, _ in plan_step.input["tool_calls"]] == ["write_plan"]
+    assert [name for name, _ in spawn_step.input["tool_calls"]] == ["spawn_subagents"]
+    assert root.plans.get().items == [chemistry.plan_item, market.plan_item]
+    assert root.report.endswith("## Coverage and gaps\n\nEvery item of the plan (2) was covered.")
     message = Message.objects.get()
     assert (message.from_run, message.to_run) == (chemistry, market)
     assert "kb://dataset/" in message.text

@@ -61,6 +61,17 @@ class Conversation:
         self.refused = any(
             m["role"] == "user" and "not accepted yet" in (m["content"] or "") for m in messages
         )
+        # A root resumed after the analyst's review: its plan is the approved one.
+        approved = next(
+            (
+                m["content"]
+                for m in messages
+                if m["role"] == "user" and (m["content"] or "").startswith("The analyst approved")
+            ),
+            "",
+        )
+        self.approved_plan = re.findall(r"^\d+\. (.+)$", approved, re.M)
+        self.is_verifier = "You are a verifier." in self.system
 
     def called(self, *names: str) -> int:
         return sum(1 for called, _ in self.calls if called in names)
@@ -80,13 +91,30 @@ class Policy:
         self.tools = tools
 
     def next_turn(self) -> ChatResponse:
-        for step in (self._spawn, self._query, self._siblings, self._message, self._wait):
+        if self.c.is_verifier:
+            return ChatResponse(content=verify_draft(self.c.task))
+        for step in (
+            self._plan,
+            self._spawn,
+            self._query,
+            self._siblings,
+            self._message,
+            self._wait,
+        ):
             turn = step()
             if turn is not None:
                 return turn
         return ChatResponse(content=self._report())
 
     # Each step returns a turn, or None when it does not apply (any more).
+
+    def _plan(self) -> ChatResponse | None:
+        """The lead writes its plan first: one item per facet of the topic (seed 001)."""
+        if "write_plan" not in self.tools or self.c.called("write_plan") or self.c.approved_plan:
+            return None
+        facets = plan_facets(self.c.task)
+        items = [facet for _, facet in facets] if len(facets) >= 2 else [focus_of(self.c.task)]
+        return _calls(("write_plan", {"items": [item[:200] for item in items]}))
 
     def _spawn(self) -> ChatResponse | None:
         # Only the lead splits the work: a sub-agent's task is already one facet.
@@ -105,6 +133,9 @@ class Policy:
             }
             for name, facet in facets
         ]
+        if self.c.called("write_plan") or self.c.approved_plan:  # one researcher per item
+            for number, launch in enumerate(launches, start=1):
+                launch["plan_item"] = number
         if "spawn_subagents" in self.tools:  # one batch: all start, or none
             return _calls(("spawn_subagents", {"subagents": launches}))
         return _calls(*[("spawn_subagent", launch) for launch in launches])
@@ -259,6 +290,23 @@ HIT = re.compile(
     r"(?P<text>.*?)(?=\n\n\[\d+\] |\Z)",
     re.S | re.M,
 )
+
+
+def verify_draft(task: str) -> str:
+    """The verifier's role, deterministically: a claim whose cited source no agent of the
+    research read is unsupported (agents.review writes that into the verifier's task)."""
+    draft, _, sources = task.partition("# Sources it cites")
+    unread = re.findall(r"^- (\S+): NO AGENT OF THIS RESEARCH READ IT$", sources, re.M)
+    claims = []
+    for url in unread:
+        for line in draft.splitlines():
+            if url in line:
+                claim = re.sub(r"\s*[—(]?\s*\[[^\]]*\]\([^)]*\)\)?", "", line)
+                claim = claim.strip(' >-*"').strip()
+                if claim:
+                    claims.append(f'- "{claim[:200]}": it cites {url}, which no agent read.')
+                break
+    return "\n".join(["## Unsupported claims", *(claims or ["None."]), "", "## Gaps", "None."])
 
 
 def _quote(result: str) -> str:

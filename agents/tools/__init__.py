@@ -10,6 +10,7 @@ def toolset(ctx: AgentContext) -> list[Tool]:
     from agents.tools import team
     from agents.tools.knowledge import QUERY, REMEMBER
     from agents.tools.pages import READ_PAGE
+    from agents.tools.plan import WRITE_PLAN
     from agents.tools.web import WEB_SEARCH
 
     tools = [WEB_SEARCH, READ_PAGE]
@@ -18,5 +19,7 @@ def toolset(ctx: AgentContext) -> list[Tool]:
     if ctx.allowed_tools is not None:  # a sub-agent: its kind's tools that its parent has
         tools = [tool for tool in tools if tool.name in ctx.allowed_tools]
     ctx.research_tools = frozenset(tool.name for tool in tools)
+    if ctx.is_root:  # the lead's plan (seed 001)
+        tools.append(WRITE_PLAN)
     tools += team.tools_for(ctx)
     return tools

@@ -27,6 +27,7 @@ from agents.team import (
     yielded,
 )
 from agents.tools.base import Tool, ToolError, object_schema
+from agents.tools.plan import plan_item_text
 from research import services
 from research.errors import ResearchError
 from research.models import ACTIVE_STATUSES, Run, State, Status
@@ -44,8 +45,8 @@ def tools_for(ctx: AgentContext) -> list[Tool]:
     if may_spawn(ctx):
         catalog = kinds.catalog()
         tools += [
-            spawn_subagent_tool(catalog),
-            spawn_subagents_tool(catalog),
+            spawn_subagent_tool(catalog, plan=ctx.is_root),
+            spawn_subagents_tool(catalog, plan=ctx.is_root),
             WAIT_SUBAGENTS,
             INSPECT_SUBAGENT,
             CANCEL_SUBAGENT,
@@ -92,6 +93,7 @@ def _launch(ctx: AgentContext, args: dict[str, Any], catalog: kinds.Catalog) -> 
         raise ToolError(f"unknown tier {tier!r}; the tiers are: {valid}")
     kind = catalog.kind(kind_name)
     tier, model = catalog.model_for(kind=kind, tier=tier, parent_model=ctx.model)
+    plan_item = plan_item_text(ctx, args.get("plan_item"))
     return services.Launch(
         name=name,
         reason=reason,
@@ -101,6 +103,7 @@ def _launch(ctx: AgentContext, args: dict[str, Any], catalog: kinds.Catalog) -> 
         tier=tier,
         model=model,
         tools=[tool for tool in kind.tools if tool in ctx.research_tools],
+        plan_item=plan_item,
     )
 
 
@@ -239,7 +242,7 @@ def _refuse_repeated_task(ctx: AgentContext, task: str, batch: list[services.Lau
             )
 
 
-def _launch_properties(catalog: kinds.Catalog) -> dict[str, Any]:
+def _launch_properties(catalog: kinds.Catalog, *, plan: bool) -> dict[str, Any]:
     properties: dict[str, Any] = {
         "name": {
             "type": "string",
@@ -261,6 +264,12 @@ def _launch_properties(catalog: kinds.Catalog) -> dict[str, Any]:
             "description": "its step budget; clipped to the kind's range, default the kind's",
         },
     }
+    if plan:
+        properties["plan_item"] = {
+            "type": "integer",
+            "minimum": 1,
+            "description": "the number of the plan item it covers (see write_plan)",
+        }
     if catalog.tiers:
         properties["tier"] = {
             "type": "string",
@@ -270,7 +279,7 @@ def _launch_properties(catalog: kinds.Catalog) -> dict[str, Any]:
     return properties
 
 
-def spawn_subagent_tool(catalog: kinds.Catalog) -> Tool:
+def spawn_subagent_tool(catalog: kinds.Catalog, *, plan: bool = False) -> Tool:
     return Tool(
         name="spawn_subagent",
         description=(
@@ -278,15 +287,17 @@ def spawn_subagent_tool(catalog: kinds.Catalog) -> Tool:
             "task and reports back. Returns at once. It knows nothing of your conversation, so "
             "the task must say everything it needs and what to bring back."
         ),
-        parameters=object_schema(_launch_properties(catalog), required=["name", "task"]),
+        parameters=object_schema(_launch_properties(catalog, plan=plan), required=["name", "task"]),
         state=State.SPAWNING,
         handler=spawn_subagent,
         detail=lambda args: str(args.get("name", "")),
     )
 
 
-def spawn_subagents_tool(catalog: kinds.Catalog) -> Tool:
-    entry = object_schema(_launch_properties(catalog), required=["name", "reason", "task"])
+def spawn_subagents_tool(catalog: kinds.Catalog, *, plan: bool = False) -> Tool:
+    entry = object_schema(
+        _launch_properties(catalog, plan=plan), required=["name", "reason", "task"]
+    )
     return Tool(
         name="spawn_subagents",
         description=(
@@ -332,9 +343,12 @@ def _named_children(
 def wait_subagents(ctx: AgentContext, args: dict[str, Any]) -> str:
     targets = [child.pk for child in _named_children(ctx, args.get("names"))]
     deadline = time.monotonic() + settings.RESEARCH_WAIT_SLICE_SECONDS
+    noted = False
     with yielded(ctx):
         while working := team_reads.working_children_ids(run_id=ctx.run_id, among=targets):
-            if time.monotonic() >= deadline:
+            # A note from the analyst ends the wait at once: it is read first (seed 001).
+            noted = ctx.cancel.has_note()
+            if noted or time.monotonic() >= deadline:
                 break
             # Woken when one of those still working leaves the pool, not by every agent of
             # the pool that ends.
@@ -350,6 +364,8 @@ def wait_subagents(ctx: AgentContext, args: dict[str, Any]) -> str:
         blocks.append(report_block(run))
     if any(run.status in ACTIVE_STATUSES for run in runs):
         blocks.append("Some sub-agents are still working: call wait_subagents again to wait.")
+    if noted:
+        blocks.append("The wait ended early: a note from the analyst arrived; it follows.")
     return "\n\n".join(blocks)
 
 
@@ -575,9 +591,13 @@ def read_messages(ctx: AgentContext, args: dict[str, Any]) -> str:
     if not messages and wait > 0:
         services.run_set_state(run_id=ctx.run_id, state=State.WAITING, detail="for messages")
         with yielded(ctx):
-            messages = messenger.receive(ctx.run_id, wait, cancelled=ctx.cancel.is_set)
+            messages = messenger.receive(
+                ctx.run_id, wait, cancelled=lambda: ctx.cancel.is_set() or ctx.cancel.has_note()
+            )
         ctx.cancel.check()
     if not messages:
+        if ctx.cancel.has_note():
+            return "No new messages. A note from the analyst arrived; it follows."
         return "No new messages."
     services.messages_mark_read(message_ids=[m.record_id for m in messages if m.record_id])
     return "\n\n".join(

@@ -150,7 +150,7 @@ class TreeModel:
 
 def _state_text(agent: Agent) -> Text:
     style = STATUS_STYLE.get(agent.status, "")
-    if agent.status in (Status.QUEUED, Status.WORKING):
+    if agent.status in (Status.QUEUED, Status.WORKING, Status.PAUSED):
         detail = f" {one_line(agent.detail)}" if agent.detail else ""
         return Text(f"{agent.state}{detail}", style=style)
     error = f": {one_line(agent.error)}" if agent.error else ""

@@ -40,6 +40,8 @@ RUN_FIELDS = (
     "reason",
     "kind",
     "tier",
+    "plan_item",
+    "review_plan",
     "topic",
     "model",
     "status",
@@ -58,6 +60,10 @@ RUN_FIELDS = (
 )
 
 
+# Who a note comes from, where a message names its sender.
+ANALYST = "analyst"
+
+
 def run_fields(run: Run) -> dict[str, Any]:
     """A run as the REST API, the snapshot and `run.created` show it (DESIGN: a run's JSON)."""
     return {
@@ -69,6 +75,8 @@ def run_fields(run: Run) -> dict[str, Any]:
         "reason": run.reason,
         "kind": run.kind,
         "tier": run.tier,
+        "plan_item": run.plan_item,
+        "review_plan": run.review_plan,
         "topic": run.topic,
         "model": run.model,
         "status": run.status,
@@ -147,7 +155,8 @@ class RunUsage(Payload):
 
 @dataclass(frozen=True)
 class RunMessage(Payload):
-    """A message between siblings (`run` in the envelope is the sender)."""
+    """A message between siblings (`run` in the envelope is the sender), or a note from the
+    analyst (`from_analyst`; `run` is then the agent it is for)."""
 
     type: ClassVar[str] = "run.message"
     id: int
@@ -156,6 +165,7 @@ class RunMessage(Payload):
     to_name: str
     text: str
     sent_at: str
+    from_analyst: bool
 
     @classmethod
     def of(cls, message: Message, *, from_name: str, to_name: str) -> "RunMessage":
@@ -166,7 +176,20 @@ class RunMessage(Payload):
             to_name=to_name,
             text=message.text,
             sent_at=message.sent_at.isoformat(),
+            from_analyst=message.from_run_id is None,
         )
+
+
+@dataclass(frozen=True)
+class RunPlan(Payload):
+    """A root's plan was written, revised, edited or approved (`run` is the root); the
+    statuses of its items follow its sub-agents (GET .../plan has them)."""
+
+    type: ClassVar[str] = "run.plan"
+    version: int
+    items: list
+    author: str
+    approved: bool
 
 
 @dataclass(frozen=True)
@@ -193,7 +216,15 @@ class RunReport(Payload):
 
 PAYLOADS: dict[str, type[Payload]] = {
     cls.type: cls
-    for cls in (RunCreated, RunStateChanged, RunUsage, RunMessage, RunFinished, RunReport)
+    for cls in (
+        RunCreated,
+        RunStateChanged,
+        RunUsage,
+        RunMessage,
+        RunFinished,
+        RunReport,
+        RunPlan,
+    )
 }
 EVENT_TYPES = tuple(PAYLOADS)
 
@@ -214,13 +245,23 @@ def message_fields(message: Message) -> dict[str, Any]:
 
     Needs `from_run` and `to_run` loaded (selectors.run_messages selects them).
     """
+    if message.from_run_id is None:  # a note from the analyst: `run` is the agent it is for
+        payload = RunMessage.of(message, from_name=ANALYST, to_name=message.to_run.name)
+        return {"run": message.to_run_id, **payload.fields()}
     payload = RunMessage.of(message, from_name=message.from_run.name, to_name=message.to_run.name)
     return {"run": message.from_run_id, **payload.fields()}
 
 
 # --- JSON Schema, from the classes above ---------------------------------------------------
 
-_JSON_TYPES = {int: "integer", float: "number", str: "string", bool: "boolean", dict: "object"}
+_JSON_TYPES = {
+    int: "integer",
+    float: "number",
+    str: "string",
+    bool: "boolean",
+    dict: "object",
+    list: "array",
+}
 
 
 def _json_type(hint: Any) -> str | list[str]:

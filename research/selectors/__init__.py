@@ -9,6 +9,7 @@ from research.selectors.knowledge import (
     document_list,
     remembered_facts,
 )
+from research.selectors.plans import plan_items, plan_view
 from research.selectors.runs import (
     RunFacts,
     roots_for,
@@ -37,6 +38,8 @@ from research.selectors.trees import (
 from research.selectors.workers import agent_process_alive
 
 __all__ = [
+    "plan_items",
+    "plan_view",
     "REPLAY_LIMIT",
     "TRANSCRIPT_LIMIT",
     "AgentPanel",

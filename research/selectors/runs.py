@@ -86,9 +86,11 @@ def run_states(*, run: Run) -> QuerySet[RunState]:
 
 
 def run_messages(*, run: Run) -> QuerySet[Message]:
-    """Messages sent or received by the run, or, for a root, every message of its tree."""
+    """Messages sent or received by the run, or, for a root, every message of its tree, the
+    analyst's notes included."""
     if run.parent_id is None:
-        messages = Message.objects.filter(from_run__root_id=run.pk)
+        # Notes from the analyst have no sending run: the tree is the recipient's.
+        messages = Message.objects.filter(to_run__root_id=run.pk)
     else:
         messages = Message.objects.filter(Q(from_run=run) | Q(to_run=run))
     return messages.select_related("from_run", "to_run").order_by("id")

@@ -4,7 +4,7 @@ Callers import from here; each name lives in the module of its entity. Domain er
 `research.errors`, events in `research.events`, reads in `research.selectors`.
 """
 
-from research.services.citations import citations_record
+from research.services.citations import citations_record, cited_sources
 from research.services.datasets import (
     dataset_create,
     dataset_delete,
@@ -19,10 +19,20 @@ from research.services.messages import (
     message_withdraw,
     messages_mark_read,
 )
+from research.services.plans import (
+    current_plan,
+    note_send,
+    notes_take,
+    plan_approve,
+    plan_needs_review,
+    plan_pause,
+    plan_write,
+)
 from research.services.runs import (
     CANCELLED_BY_USER,
     INTERRUPTED,
     on_root_queued,
+    report_flags_set,
     run_cancel,
     run_claim,
     run_delete,
@@ -40,7 +50,7 @@ from research.services.steps import (
     tool_call_record,
     usage_add,
 )
-from research.services.subagents import Launch, subagent_spawn, subagents_spawn
+from research.services.subagents import Launch, subagent_spawn, subagents_spawn, verifier_spawn
 from research.services.workers import (
     WORKER_LOST,
     root_claim,
@@ -52,11 +62,19 @@ from research.services.workers import (
 )
 
 __all__ = [
+    "current_plan",
+    "note_send",
+    "notes_take",
+    "plan_approve",
+    "plan_needs_review",
+    "plan_pause",
+    "plan_write",
     "CANCELLED_BY_USER",
     "NextState",
     "INTERRUPTED",
     "WORKER_LOST",
     "citations_record",
+    "cited_sources",
     "dataset_create",
     "dataset_delete",
     "document_add",
@@ -84,6 +102,8 @@ __all__ = [
     "subagent_create",
     "subagent_spawn",
     "subagents_spawn",
+    "verifier_spawn",
+    "report_flags_set",
     "Launch",
     "tool_call_record",
     "usage_add",

@@ -110,3 +110,13 @@ def citations_record(*, run_id: int, report: str) -> list[Citation]:
             )
         )
     return Citation.objects.bulk_create(rows)
+
+
+def cited_sources(*, root_id: int, report: str) -> list[tuple[CitedUrl, Source | None]]:
+    """Each URL a draft cites with the source of the tree that saw it (its stored snapshot:
+    page text, passage, or search snippet, and the agent that found it), or None."""
+    index = _source_index(root_id)
+    pairs = [(cited, index.get(url_key(cited.url))) for cited in cited_urls(report or "")]
+    found = {source.pk for _, source in pairs if source is not None}
+    full = Source.objects.select_related("run").in_bulk(found)
+    return [(cited, full.get(source.pk) if source else None) for cited, source in pairs]

@@ -5,7 +5,8 @@ from collections.abc import Callable
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Q, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from research import pricing
@@ -82,8 +83,10 @@ def run_start(
     max_steps: int | None = None,
     model: str | None = None,
     dataset_id: int | None = None,
+    review_plan: bool = False,
 ) -> Run:
-    """Create a root run, queued; the agent runtime picks it up after commit."""
+    """Create a root run, queued; the agent runtime picks it up after commit. With
+    `review_plan`, it pauses after its first plan until the analyst approves it."""
     topic = validate_topic(topic)
     max_steps = validate_max_steps(max_steps)
     model = validate_model(model)
@@ -111,15 +114,25 @@ def run_start(
         )
 
     run = Run.objects.create(
-        owner=owner, topic=topic, model=model, max_steps=max_steps, dataset=dataset
+        owner=owner,
+        topic=topic,
+        model=model,
+        max_steps=max_steps,
+        dataset=dataset,
+        review_plan=bool(review_plan),
     )
     run.root = run
     run.save(update_fields=["root"])
     RunState.objects.create(run=run, state=State.QUEUED)
     _publish_created(run)
-    for callback in _on_root_queued:
-        transaction.on_commit(lambda callback=callback: callback(run.pk))
+    root_queued(run.pk)
     return run
+
+
+def root_queued(run_id: int) -> None:
+    """Tell the agent pools a root waits in the queue, once the transaction commits."""
+    for callback in _on_root_queued:
+        transaction.on_commit(lambda callback=callback: callback(run_id))
 
 
 def _publish_created(run: Run) -> None:
@@ -138,6 +151,7 @@ def subagent_create(
     tier: str = "",
     model: str | None = None,
     tools: list[str] | None = None,
+    plan_item: str = "",
 ) -> Run:
     """Record a sub-agent of `parent_id`: same owner, dataset and worker (seed 001), the
     parent's model unless its tier names another, the research tools its kind allows.
@@ -159,6 +173,7 @@ def subagent_create(
         topic=task,
         model=model or parent.model,
         tools=tools,
+        plan_item=plan_item,
         dataset_id=parent.dataset_id,
         max_steps=max_steps,
         worker_id=parent.worker_id,
@@ -175,8 +190,8 @@ def run_claim(*, run_id: int, worker_id: int | None = None) -> bool:
     if root_id is None:
         return False
     tree_lock(root_id=root_id)
-    now = timezone.now()
-    fields = {"status": Status.WORKING, "started_at": now}
+    # A root resumed after its plan review keeps the time it first started.
+    fields = {"status": Status.WORKING, "started_at": Coalesce("started_at", Value(timezone.now()))}
     if worker_id is not None:
         fields["worker_id"] = worker_id
     claimed = Run.objects.filter(pk=run_id, status=Status.QUEUED).update(**fields)
@@ -187,7 +202,7 @@ def run_claim(*, run_id: int, worker_id: int | None = None) -> bool:
         root_id=run.root_id,
         run_id=run.pk,
         payload=RunStateChanged(
-            status=run.status, state=run.state, detail="", started_at=now.isoformat()
+            status=run.status, state=run.state, detail="", started_at=run.started_at.isoformat()
         ),
     )
     return True
@@ -243,10 +258,16 @@ def run_finish(*, run_id: int, report: str = "", error: str = "") -> None:
     )
 
 
+def report_flags_set(*, run_id: int, claims: list[dict[str, str]]) -> None:
+    """The claims of a root's report its verifier could not support (the page marks them)."""
+    Run.objects.filter(pk=run_id).update(flagged_claims=claims)
+
+
 def run_cancel(*, run: Run, reason: str = CANCELLED_BY_USER) -> None:
     """Ask a run and its sub-agents to stop. The agent runtime sees the flag within a second.
 
-    A run no process has claimed yet (a queued root) has no agent to see it: it ends here.
+    A run no process has claimed yet (a queued root, a root paused for its plan review) has
+    no agent to see it: it ends here, its plan and what was covered kept.
     """
     with transaction.atomic():
         tree_lock(root_id=run.root_id)
@@ -254,7 +275,9 @@ def run_cancel(*, run: Run, reason: str = CANCELLED_BY_USER) -> None:
             cancel_requested=True, cancel_reason=reason
         )
         unclaimed = Run.objects.filter(
-            Q(pk=run.pk) | Q(root_id=run.pk), status=Status.QUEUED, worker__isnull=True
+            Q(pk=run.pk) | Q(root_id=run.pk),
+            status__in=[Status.QUEUED, Status.PAUSED],
+            worker__isnull=True,
         ).values_list("pk", flat=True)
         for run_id in unclaimed:
             run_finish(run_id=run_id, error=reason)

@@ -29,6 +29,7 @@ from research.sql import Insert, as_decimal, one
 
 _RUNS = Run._meta.db_table
 _COST = Run._meta.get_field("cost_usd")
+_ACTIVE = ", ".join(["%s"] * len(ACTIVE_STATUSES))
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,7 @@ def _inserts() -> dict[str, Insert]:
 def _set_state(facts: RunFacts, next_state: NextState) -> Payload:
     detail = next_state.detail[:500]
     row = one(
-        f"UPDATE {_RUNS} SET state = %s WHERE id = %s AND status IN (%s, %s) RETURNING status",
+        f"UPDATE {_RUNS} SET state = %s WHERE id = %s AND status IN ({_ACTIVE}) RETURNING status",
         [next_state.state, facts.run_id, *ACTIVE_STATUSES],
     )
     if row is None:

@@ -29,6 +29,7 @@ class Launch:
     tier: str = ""
     model: str | None = None
     tools: list[str] | None = None
+    plan_item: str = ""
 
 
 def subagent_spawn(
@@ -105,4 +106,20 @@ def _check(launch: Launch, parent: Run, taken: dict[str, int | None], in_tree: i
         "tier": launch.tier,
         "model": launch.model,
         "tools": launch.tools,
+        "plan_item": launch.plan_item,
     }
+
+
+@transaction.atomic
+def verifier_spawn(*, parent_id: int, name: str, **fields) -> Run:
+    """Record the verifier the runtime starts on a root's draft (issue 14). The runtime, not
+    the model, asks for it: seed 000's limits and the task's length do not apply, and the
+    name gets a number if the model already used it."""
+    parent = Run.objects.only("root_id").get(pk=parent_id)
+    tree_lock(root_id=parent.root_id)
+    taken = set(Run.objects.filter(parent_id=parent_id).values_list("name", flat=True))
+    unique, number = name, 1
+    while unique in taken:
+        number += 1
+        unique = f"{name}-{number}"
+    return subagent_create(parent_id=parent_id, name=unique, **fields)

@@ -1,0 +1,202 @@
+"""The lead's review before its report (seed 001): a verifier checks the draft against the
+sources it cites, the lead revises once, and the report ends with what was not covered.
+
+Also where a root resumed after the analyst's plan review is told which plan to carry out.
+The verifier is a sub-agent of kind `verifier` that the runtime starts, not the model: its
+task is the draft and, for each cited URL, what the tree stored of it (the page text, the
+knowledge-base passage, the search snippet) or that no agent read it.
+"""
+
+import re
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from django.conf import settings
+
+from agents import kinds
+from agents.context import AgentContext
+from agents.messages import get_messenger
+from agents.team import wait_for_change, yielded
+from research import services
+from research.models import Plan, Run, Status
+from research.selectors import plans as plan_reads
+from research.selectors import team as team_reads
+
+if TYPE_CHECKING:
+    from agents.loop import Agent
+
+VERIFIER_NAME = "verifier"
+VERIFIER_REASON = "checks the lead's draft against the sources it cites before it is final"
+EXCERPT_CHARS = 600
+COVERAGE_HEADING = "## Coverage and gaps"
+REVISE_NOTE = (
+    "A verifier read your draft and the sources it cites. Its findings:\n\n{findings}\n\n"
+    "Revise your report once: fix or remove each unsupported claim (or say plainly that it "
+    "is unverified) and cover the gaps you can from what you found. Write the whole final "
+    "report now, in Markdown, with its Sources section. No more tool calls."
+)
+
+
+@dataclass
+class Verdict:
+    """What the verifier found: claims it could not support, gaps, or why it could not run."""
+
+    claims: list[dict[str, str]] = field(default_factory=list)
+    gaps: list[str] = field(default_factory=list)
+    report: str = ""
+    error: str = ""
+
+
+def resumed_plan_message(ctx: AgentContext, run: Run) -> str | None:
+    """For a root that paused for its plan review and was approved: the plan to carry out."""
+    if not (ctx.is_root and run.review_plan and run.steps):
+        return None
+    plan = services.current_plan(root_id=run.pk)
+    if plan is None or plan.approved_at is None:
+        return None
+    edited = " as the analyst edited it" if plan.author == Plan.Author.ANALYST else ""
+    items = "\n".join(f"{number}. {item}" for number, item in enumerate(plan.items, start=1))
+    return (
+        f"The analyst approved your plan{edited} (version {plan.version}):\n{items}\n\n"
+        "Carry it out now: start the sub-agents it needs, each naming the plan_item it "
+        "covers, research your own part, then write your report."
+    )
+
+
+def reviewed_report(agent: "Agent", draft: str) -> str:
+    """The root's draft, verified and revised once when RESEARCH_VERIFY_REPORTS is on, with
+    its Coverage and gaps section when it had a plan or a verifier."""
+    ctx = agent.ctx
+    verdict = None
+    if settings.RESEARCH_VERIFY_REPORTS and ctx.pool is not None:
+        verdict = verify(ctx, draft)
+        if verdict.report:
+            agent.messages.append(
+                {"role": "user", "content": REVISE_NOTE.format(findings=verdict.report)}
+            )
+            draft = agent.write_without_tools(detail="revising after verification")
+    root = team_reads.run_by_id(run_id=ctx.run_id)
+    items = plan_reads.plan_items(root=root)
+    if verdict is not None:
+        services.report_flags_set(run_id=ctx.run_id, claims=verdict.claims)
+    section = coverage_section(items, verdict)
+    return f"{draft.rstrip()}\n\n{section}" if section else draft
+
+
+def verify(ctx: AgentContext, draft: str) -> Verdict:
+    """Start the verifier on the draft and wait for it (the root's slot given back)."""
+    catalog = kinds.catalog()
+    kind = catalog.kinds.get(VERIFIER_NAME)
+    if kind is None:
+        return Verdict(error="no verifier kind is defined")
+    tier, model = catalog.model_for(kind=kind, tier=None, parent_model=ctx.model)
+    services.run_set_state(run_id=ctx.run_id, state="waiting", detail="verifier checks the draft")
+    child = services.verifier_spawn(
+        parent_id=ctx.run_id,
+        name=VERIFIER_NAME,
+        reason=VERIFIER_REASON,
+        task=verifier_task(ctx, draft),
+        kind=kind.name,
+        tier=tier,
+        model=model,
+        tools=[tool for tool in kind.tools if tool in ctx.research_tools],
+        max_steps=kind.default_steps,
+    )
+    ctx.spawned.add(child.pk)
+    ctx.collected.add(child.pk)  # its findings come in the revision round, not as a report
+    get_messenger().open(child.pk)
+    # Half of the root's time left, so the root keeps the other half to revise.
+    deadline, reason = None, ""
+    if ctx.cancel.deadline is not None:
+        deadline = time.monotonic() + max(0.0, ctx.cancel.deadline - time.monotonic()) / 2
+        reason = "timed out: the verifier used half of the research's time left"
+    ctx.pool.submit(child.pk, parent_id=ctx.run_id, deadline=deadline, deadline_reason=reason)
+    with yielded(ctx):
+        while team_reads.working_children_ids(run_id=ctx.run_id, among=[child.pk]):
+            wait_for_change(ctx, run_ids=[child.pk])
+    child = team_reads.run_by_id(run_id=child.pk)
+    if child.status != Status.DONE:
+        return Verdict(error=child.error or "the verifier did not finish")
+    return parse_verdict(child.report)
+
+
+def verifier_task(ctx: AgentContext, draft: str) -> str:
+    lines = [
+        "Check this draft report against the sources it cites: list every claim they do not "
+        "support and every gap.",
+        "",
+        "# Draft",
+        "",
+        draft.strip(),
+        "",
+        "# Sources it cites, as the agents of this research stored them",
+        "",
+    ]
+    cited = services.cited_sources(root_id=ctx.root_id, report=draft)
+    if not cited:
+        lines.append("(the draft cites no source)")
+    for url, source in cited:
+        if source is None:
+            lines.append(f"- {url.url}: NO AGENT OF THIS RESEARCH READ IT")
+            continue
+        who = f'sub-agent "{source.run.name}"' if source.run.name else "the lead"
+        text = " ".join((source.text or source.snippet or "").split())[:EXCERPT_CHARS]
+        lines.append(f'- {url.url}: {source.kind} seen by {who}: "{text}"')
+    return "\n".join(lines)
+
+
+_SECTION = re.compile(r"^##\s*(?P<title>[^\n]+)\n(?P<body>.*?)(?=^##\s|\Z)", re.M | re.S)
+_CLAIM = re.compile(r'^\s*[-*]\s*"(?P<claim>[^"\n]+)"\s*[:—-]?\s*(?P<why>.*)$', re.M)
+_BULLET = re.compile(r"^\s*[-*]\s*(?P<text>.+)$", re.M)
+
+
+def parse_verdict(report: str) -> Verdict:
+    """The verifier's two sections (prompts/agents/verifier.md): its quoted unsupported
+    claims and its gaps; "None." in a section means none."""
+    verdict = Verdict(report=report.strip())
+    for match in _SECTION.finditer(report):
+        title, body = match.group("title").strip().lower(), match.group("body")
+        if title.startswith("unsupported"):
+            verdict.claims = [
+                {"claim": claim.group("claim").strip(), "why": claim.group("why").strip()}
+                for claim in _CLAIM.finditer(body)
+            ]
+        elif title.startswith("gaps"):
+            verdict.gaps = [
+                bullet.group("text").strip()
+                for bullet in _BULLET.finditer(body)
+                if bullet.group("text").strip().rstrip(".").lower() != "none"
+            ]
+    return verdict
+
+
+def coverage_section(items: list[dict] | None, verdict: Verdict | None) -> str:
+    """The report's last section: plan items not covered, unsupported claims, gaps."""
+    if items is None and verdict is None:
+        return ""
+    lines = [COVERAGE_HEADING, ""]
+    if items is not None:
+        uncovered = [item for item in items if item["status"] != plan_reads.COVERED]
+        if uncovered:
+            lines.append("Plan items not covered:")
+            lines += [
+                f"- {item['number']}. {item['text']} ({item['status']})" for item in uncovered
+            ]
+        else:
+            lines.append(f"Every item of the plan ({len(items)}) was covered.")
+        lines.append("")
+    if verdict is not None:
+        if verdict.error:
+            lines.append(f"The report could not be verified: {verdict.error}.")
+        elif verdict.claims:
+            lines.append("Claims the verifier could not support:")
+            lines += [
+                f'- "{claim["claim"]}"' + (f": {claim['why']}" if claim["why"] else "")
+                for claim in verdict.claims
+            ]
+        else:
+            lines.append("The verifier found every claim supported by its sources.")
+        if verdict.gaps:
+            lines += ["", "Gaps the verifier noted:"] + [f"- {gap}" for gap in verdict.gaps]
+    return "\n".join(lines).rstrip()

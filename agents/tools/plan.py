@@ -1,0 +1,74 @@
+"""write_plan: the lead's plan (seed 001), the items it means to cover, one researcher each.
+
+The plan is stored in versions (research.services.plans); a spawn names the item its child
+covers (`plan_item`), and each item's status follows its sub-agents. A research started with
+plan review pauses after its first plan until the analyst approves it.
+"""
+
+from typing import Any
+
+from agents.context import AgentContext, Paused
+from agents.team import end_subagents
+from agents.tools.base import Tool, ToolError, object_schema
+from research import services
+from research.errors import ResearchError
+from research.models import State
+
+PAUSED_FOR_REVIEW = "cancelled: the research paused for the analyst to review its plan"
+
+
+def write_plan(ctx: AgentContext, args: dict[str, Any]) -> str:
+    try:
+        plan = services.plan_write(root_id=ctx.run_id, items=args["items"])
+    except ResearchError as error:
+        raise ToolError(error.message) from None
+    if services.plan_needs_review(root_id=ctx.run_id):
+        # The analyst reviews the plan before any work on it: nothing may run meanwhile.
+        end_subagents(ctx, reason=PAUSED_FOR_REVIEW)
+        services.plan_pause(root_id=ctx.run_id)
+        raise Paused()
+    items = "\n".join(f"{number}. {item}" for number, item in enumerate(plan.items, start=1))
+    return (
+        f"plan saved (version {plan.version}):\n{items}\n"
+        "Give each sub-agent the number of the item it covers (plan_item). Call write_plan "
+        "again to revise the plan."
+    )
+
+
+def plan_item_text(ctx: AgentContext, number: int | None) -> str:
+    """The text of the root's current plan item `number` (what a spawn's `plan_item` names)."""
+    if number is None:
+        return ""
+    plan = services.current_plan(root_id=ctx.root_id)
+    if plan is None:
+        raise ToolError("you have no plan yet: call write_plan before naming a plan_item")
+    if not 1 <= number <= len(plan.items):
+        raise ToolError(
+            f"plan item {number} does not exist: your plan has items 1 to {len(plan.items)}"
+        )
+    return plan.items[number - 1]
+
+
+WRITE_PLAN = Tool(
+    name="write_plan",
+    description=(
+        "Write (or revise) your research plan: a short list of the items the report must "
+        "cover, one line each. The analyst sees it as a checklist; each sub-agent you start "
+        "names the item it covers, and items nobody covered are reported as gaps."
+    ),
+    parameters=object_schema(
+        {
+            "items": {
+                "type": "array",
+                "items": {"type": "string", "maxLength": 200},
+                "minItems": 1,
+                "maxItems": 10,
+                "description": "the plan's items, in order",
+            }
+        },
+        required=["items"],
+    ),
+    state=State.PLANNING,
+    handler=write_plan,
+    detail=lambda args: f"{len(args.get('items') or [])} items",
+)

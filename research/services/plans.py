@@ -1,0 +1,179 @@
+"""A root's plan (seed 001's lead writes one before it launches researchers), its review by
+the analyst, and the analyst's notes to the agents of a running research.
+
+The plan is versioned: every write, revision and edit is a new `Plan` row, the latest is the
+plan. A research started with `review_plan` pauses after its first plan: the root's thread
+ends, the run is `paused` with no worker (a restart finds nothing to fail), and approving it
+queues the root again, which resumes from the approved plan.
+
+A note is a `Message` with an author and no sending run. The run's `notes_pending` flag is
+what the agent pool's watch reads with the cancel flag, so an agent hears of a note within a
+quarter second without a query of its own; it takes its notes at its next round.
+"""
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Max
+from django.utils import timezone
+
+from research.errors import InvalidInput
+from research.events import RunMessage, RunPlan, RunStateChanged, publish, tree_lock
+from research.events.payloads import ANALYST
+from research.models import ACTIVE_STATUSES, Message, Plan, Run, RunState, State, Status
+from research.text import without_control_characters
+
+PLAN_ITEM_MAX_CHARS = Run._meta.get_field("plan_item").max_length
+REVIEW_DETAIL = "waiting for the analyst to approve the plan"
+
+
+def validate_plan_items(items: object, *, field: str = "items") -> list[str]:
+    limit = settings.RESEARCH_PLAN_MAX_ITEMS
+    if not isinstance(items, list) or not all(isinstance(item, str) for item in items):
+        raise InvalidInput(f"{field} must be a list of strings, one per plan item.", field=field)
+    cleaned = [" ".join(without_control_characters(item).split()) for item in items]
+    if not 1 <= len(cleaned) <= limit:
+        raise InvalidInput(f"a plan has 1 to {limit} items, not {len(cleaned)}.", field=field)
+    for number, item in enumerate(cleaned, start=1):
+        if not item:
+            raise InvalidInput(f"plan item {number} is empty.", field=field)
+        if len(item) > PLAN_ITEM_MAX_CHARS:
+            raise InvalidInput(
+                f"plan item {number} is {len(item)} characters; the limit is "
+                f"{PLAN_ITEM_MAX_CHARS}.",
+                field=field,
+            )
+    repeated = next((item for item in cleaned if cleaned.count(item) > 1), None)
+    if repeated is not None:
+        raise InvalidInput(f"plan item {repeated!r} appears twice.", field=field)
+    return cleaned
+
+
+def current_plan(*, root_id: int) -> Plan | None:
+    return Plan.objects.filter(root_id=root_id).order_by("-version").first()
+
+
+@transaction.atomic
+def plan_write(*, root_id: int, items: object, author: str = Plan.Author.AGENT) -> Plan:
+    """Store a new version of the root's plan and tell the page."""
+    items = validate_plan_items(items)
+    tree_lock(root_id=root_id)
+    latest = Plan.objects.filter(root_id=root_id).aggregate(latest=Max("version"))["latest"]
+    plan = Plan.objects.create(
+        root_id=root_id, version=(latest or 0) + 1, items=items, author=author
+    )
+    _publish(plan)
+    return plan
+
+
+def _publish(plan: Plan) -> None:
+    publish(
+        root_id=plan.root_id,
+        run_id=plan.root_id,
+        payload=RunPlan(
+            version=plan.version,
+            items=plan.items,
+            author=plan.author,
+            approved=plan.approved_at is not None,
+        ),
+    )
+
+
+def plan_needs_review(*, root_id: int) -> bool:
+    """Whether a root started with `review_plan` has yet to have a plan approved."""
+    return (
+        Run.objects.filter(pk=root_id, review_plan=True).exists()
+        and not Plan.objects.filter(root_id=root_id, approved_at__isnull=False).exists()
+    )
+
+
+@transaction.atomic
+def plan_pause(*, root_id: int) -> None:
+    """The root waits for the analyst: paused, no worker, no thread (the caller's ends)."""
+    tree_lock(root_id=root_id)
+    paused = Run.objects.filter(pk=root_id, status=Status.WORKING).update(
+        status=Status.PAUSED, state=State.REVIEWING, worker=None
+    )
+    if paused:
+        RunState.objects.create(run_id=root_id, state=State.REVIEWING, detail=REVIEW_DETAIL)
+        publish(
+            root_id=root_id,
+            run_id=root_id,
+            payload=RunStateChanged(
+                status=Status.PAUSED, state=State.REVIEWING, detail=REVIEW_DETAIL
+            ),
+        )
+
+
+@transaction.atomic
+def plan_approve(*, run: Run, items: object = None) -> Plan:
+    """Approve the paused root's plan as it is, or as the analyst edited it (a new version),
+    and queue the root again: any agent pool resumes it from the approved plan."""
+    from research.services.runs import root_queued
+
+    tree_lock(root_id=run.root_id)
+    run.refresh_from_db(fields=["status"])
+    if not run.is_root or run.status != Status.PAUSED:
+        raise InvalidInput(
+            f"research {run.pk} is not waiting for a plan review (it is {run.status}).",
+            field="status",
+        )
+    plan = current_plan(root_id=run.pk)
+    if items is not None and validate_plan_items(items) != plan.items:
+        plan = plan_write(root_id=run.pk, items=items, author=Plan.Author.ANALYST)
+    plan.approved_at = timezone.now()
+    plan.save(update_fields=["approved_at"])
+    _publish(plan)
+    Run.objects.filter(pk=run.pk).update(status=Status.QUEUED, state=State.QUEUED, worker=None)
+    RunState.objects.create(run_id=run.pk, state=State.QUEUED, detail="plan approved")
+    publish(
+        root_id=run.pk,
+        run_id=run.pk,
+        payload=RunStateChanged(status=Status.QUEUED, state=State.QUEUED, detail="plan approved"),
+    )
+    root_queued(run.pk)
+    return plan
+
+
+# --- notes from the analyst -----------------------------------------------------------------
+
+
+@transaction.atomic
+def note_send(*, run: Run, author_id: int, text: object) -> Message:
+    """Store a note for a working agent, flag it for the agent's pool, publish it."""
+    if not isinstance(text, str) or not without_control_characters(text).strip():
+        raise InvalidInput("text must be a non-empty string.", field="text")
+    text = without_control_characters(text).strip()
+    limit = settings.RESEARCH_MESSAGE_MAX_CHARS
+    if len(text) > limit:
+        raise InvalidInput(f"text is {len(text)} characters; the limit is {limit}.", field="text")
+    tree_lock(root_id=run.root_id)
+    run.refresh_from_db(fields=["status"])
+    if run.status not in ACTIVE_STATUSES:
+        who = f'agent "{run.name}"' if run.name else "the root agent"
+        raise InvalidInput(
+            f"{who} (run {run.pk}) has ended ({run.status}): a note reaches only an agent "
+            "that is still working.",
+            field="run",
+        )
+    note = Message.objects.create(from_run=None, author_id=author_id, to_run=run, text=text)
+    Run.objects.filter(pk=run.pk).update(notes_pending=True)
+    publish(
+        root_id=run.root_id,
+        run_id=run.pk,
+        payload=RunMessage.of(note, from_name=ANALYST, to_name=run.name),
+    )
+    return note
+
+
+@transaction.atomic
+def notes_take(*, run_id: int) -> list[Message]:
+    """The notes waiting for an agent, oldest first, marked read; the flag cleared."""
+    notes = list(
+        Message.objects.select_for_update()
+        .filter(to_run_id=run_id, from_run__isnull=True, read_at__isnull=True)
+        .order_by("id")
+    )
+    Run.objects.filter(pk=run_id).update(notes_pending=False)
+    if notes:
+        Message.objects.filter(pk__in=[note.pk for note in notes]).update(read_at=timezone.now())
+    return notes

@@ -20,6 +20,8 @@ RUN_FIELDS = {
     "depth",
     "name",
     "reason",
+    "kind",
+    "tier",
     "topic",
     "model",
     "status",
@@ -54,7 +56,7 @@ def test_post_returns_the_run_with_every_field_of_the_contract(api, alice):
     assert body["root_id"] == body["id"]
     assert body["parent_id"] is None
     assert body["depth"] == 0
-    assert body["name"] == body["reason"] == ""
+    assert body["name"] == body["reason"] == body["kind"] == body["tier"] == ""
     assert body["topic"] == "Why is the sky blue?"
     assert body["model"] == "scripted"
     assert body["status"] == "queued"

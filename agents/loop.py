@@ -268,7 +268,7 @@ class Agent:
             return item.tool.handler(self.ctx, item.arguments), False
         except ToolError as error:
             return f"error: {error}", True
-        except Cancelled:
+        except (Cancelled, Paused):
             raise
         except Exception as error:
             log.exception("tool %s of run %s raised", item.call.name, self.ctx.run_id)

@@ -71,13 +71,13 @@ def reviewed_report(agent: "Agent", draft: str) -> str:
     verdict = None
     if settings.RESEARCH_VERIFY_REPORTS and ctx.pool is not None:
         verdict = verify(ctx, draft)
-        if verdict.report:
+        if verdict.report and not verdict.error:
             agent.messages.append(
                 {"role": "user", "content": REVISE_NOTE.format(findings=verdict.report)}
             )
             draft = agent.write_without_tools(detail="revising after verification")
     root = team_reads.run_by_id(run_id=ctx.run_id)
-    items = plan_reads.plan_items(root=root)
+    items = plan_reads.plan_items(root=root, ending=True)
     if verdict is not None:
         services.report_flags_set(run_id=ctx.run_id, claims=verdict.claims)
     section = coverage_section(items, verdict)
@@ -155,6 +155,10 @@ def parse_verdict(report: str) -> Verdict:
     """The verifier's two sections (prompts/agents/verifier.md): its quoted unsupported
     claims and its gaps; "None." in a section means none."""
     verdict = Verdict(report=report.strip())
+    titles = [match.group("title").strip().lower() for match in _SECTION.finditer(report)]
+    if not any(title.startswith("unsupported") for title in titles):
+        verdict.error = "the verifier's report has no 'Unsupported claims' section"
+        return verdict
     for match in _SECTION.finditer(report):
         title, body = match.group("title").strip().lower(), match.group("body")
         if title.startswith("unsupported"):

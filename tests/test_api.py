@@ -22,6 +22,8 @@ RUN_FIELDS = {
     "reason",
     "kind",
     "tier",
+    "plan_item",
+    "review_plan",
     "topic",
     "model",
     "status",

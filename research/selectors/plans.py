@@ -20,8 +20,9 @@ def item_status(agents: list[Run], *, research_ended: bool) -> str:
     return FAILED if agents else OPEN
 
 
-def plan_items(*, root: Run) -> list[dict[str, Any]] | None:
-    """The latest plan's items with their status and agents; None when there is no plan."""
+def plan_items(*, root: Run, ending: bool = False) -> list[dict[str, Any]] | None:
+    """The latest plan's items with their status and agents; None when there is no plan.
+    `ending`: the root is writing its report, so what is not covered now is a gap."""
     plan = Plan.objects.filter(root_id=root.pk).order_by("-version").first()
     if plan is None:
         return None
@@ -33,7 +34,7 @@ def plan_items(*, root: Run) -> list[dict[str, Any]] | None:
     )
     for agent in covering:
         agents[agent.plan_item].append(agent)
-    ended = root.status not in ACTIVE_STATUSES
+    ended = ending or root.status not in ACTIVE_STATUSES
     return [
         {
             "number": number,

@@ -1,0 +1,375 @@
+"""The lead's plan, the analyst's review of it, the verifier before the report and the
+analyst's notes (issue 14, seed 001): through the real loop, pool, database and HTTP API, the
+model scripted over HTTP."""
+
+import threading
+import time
+
+import httpx
+import pytest
+from rest_framework.authtoken.models import Token
+
+from agents.llm.scripted import call, calls, fail, reply
+from agents.review import COVERAGE_HEADING
+from research import services
+from research.models import Message, Plan, Run
+from tests.conftest import start_daphne, wait_finished, wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def start(owner, topic, **kwargs) -> Run:
+    return services.run_start(owner=owner, topic=topic, **kwargs)
+
+
+def spawn(name: str, task: str, **extra):
+    return call("spawn_subagent", name=name, reason=f"{name} covers its part", task=task, **extra)
+
+
+def results(llm, match: str, name: str | None = None) -> list[str]:
+    return [m["content"] for m in llm.tool_results(match, name=name)]
+
+
+def user_messages(request: dict) -> list[str]:
+    return [m["content"] for m in request["messages"] if m["role"] == "user"]
+
+
+def plan_url(run: Run) -> str:
+    return f"/v1/gb/research/{run.pk}/plan"
+
+
+# --- the plan ------------------------------------------------------------------------------
+
+
+def test_plan_items_are_covered_by_named_sub_agents_and_one_is_reported_as_a_gap(
+    agent_pool, scripted_llm, alice, api
+):
+    topic = "Otters: habitat, diet and predators"
+    scripted_llm.script(
+        topic,
+        call("write_plan", items=["Habitat", "Diet", "Predators"]),
+        call("write_plan", items=["Habitat of otters", "Diet of otters", "Predators of otters"]),
+        calls(
+            spawn("habitat", "where otters live", plan_item=1),
+            spawn("diet", "what otters eat", plan_item=2),
+            spawn("stray", "nothing in particular", plan_item=7),
+        ),
+        call("wait_subagents"),
+        reply("# Otters\n\nThey live by rivers and eat fish."),
+    )
+    scripted_llm.script("where otters live", reply("Rivers and coasts."))
+    scripted_llm.script("what otters eat", reply("Fish, mostly."))
+    root = wait_finished(start(alice, topic))
+
+    written, revised = results(scripted_llm, topic, "write_plan")
+    assert written.startswith("plan saved (version 1):\n1. Habitat\n2. Diet\n3. Predators")
+    assert revised.startswith("plan saved (version 2):")
+    stray = results(scripted_llm, topic, "spawn_subagent")[2]
+    assert stray == "error: plan item 7 does not exist: your plan has items 1 to 3"
+
+    plan = api.get(plan_url(root)).json()
+    assert plan["version"] == 2
+    assert [(item["text"], item["status"]) for item in plan["items"]] == [
+        ("Habitat of otters", "covered"),
+        ("Diet of otters", "covered"),
+        ("Predators of otters", "gap"),
+    ]
+    assert plan["items"][0]["agents"][0]["name"] == "habitat"
+    assert [version["items"][0] for version in plan["history"]] == ["Habitat", "Habitat of otters"]
+    # The report ends with what was not covered.
+    assert root.report.endswith(
+        f"{COVERAGE_HEADING}\n\nPlan items not covered:\n- 3. Predators of otters (gap)"
+    )
+    assert Run.objects.get(name="diet").plan_item == "Diet of otters"
+
+
+def test_a_plan_item_before_any_plan_and_a_bad_plan_are_refused(agent_pool, scripted_llm, alice):
+    topic = "Beavers without a plan"
+    scripted_llm.script(
+        topic,
+        spawn("early", "an early task", plan_item=1),
+        call("write_plan", items=["same", "same"]),
+        call("write_plan", items=["   "]),
+        reply("done"),
+    )
+    wait_finished(start(alice, topic))
+    (early,) = results(scripted_llm, topic, "spawn_subagent")
+    assert early == "error: you have no plan yet: call write_plan before naming a plan_item"
+    twice, empty = results(scripted_llm, topic, "write_plan")
+    assert twice == "error: plan item 'same' appears twice."
+    assert empty == "error: plan item 1 is empty."
+    assert not Plan.objects.exists()
+
+
+def test_the_plan_of_another_users_research_is_not_found(api_for, bob, run_factory):
+    run = run_factory(topic="Alice's secret research")
+    assert api_for(bob).get(plan_url(run)).status_code == 404
+    assert api_for(bob).post(f"{plan_url(run)}/approve", {}, format="json").status_code == 404
+
+
+# --- review before work --------------------------------------------------------------------
+
+
+def client_for(server, user) -> httpx.Client:
+    token, _ = Token.objects.get_or_create(user=user)
+    return httpx.Client(
+        base_url=f"{server.url}/v1/gb", headers={"Authorization": f"Token {token.key}"}, timeout=10
+    )
+
+
+def test_a_reviewed_plan_waits_for_approval_and_resumes_after_a_server_restart(
+    transactional_db, scripted_llm, settings, tmp_path, alice
+):
+    topic = "Kingfishers: nests and food"
+    scripted_llm.script(
+        topic,
+        call("write_plan", items=["Nests", "Food"]),
+        # After the approval: one researcher per item of the edited plan, then the report.
+        calls(
+            spawn("nests", "kingfisher nests", plan_item=1),
+            spawn("food", "kingfisher food", plan_item=2),
+            spawn("range", "kingfisher range", plan_item=3),
+        ),
+        call("wait_subagents"),
+        reply("Kingfisher report."),
+    )
+    for task in ("kingfisher nests", "kingfisher food", "kingfisher range"):
+        scripted_llm.script(task, reply(f"{task}: found"))
+
+    server = start_daphne(settings, tmp_path)
+    try:
+        with client_for(server, alice) as client:
+            started = client.post("/research", json={"topic": topic, "review_plan": True})
+            assert started.status_code == 201 and started.json()["review_plan"] is True
+            root_id = started.json()["id"]
+            wait_for(lambda: client.get(f"/research/{root_id}").json()["status"] == "paused")
+            paused = client.get(f"/research/{root_id}").json()
+            assert paused["state"] == "reviewing"
+            plan = client.get(f"/research/{root_id}/plan").json()
+            assert plan["awaiting_review"] and not plan["approved"]
+            assert [item["status"] for item in plan["items"]] == ["open", "open"]
+    finally:
+        server.stop()
+    # A paused research costs nothing: no thread, no model call, and the stopped server left
+    # it paused rather than failed.
+    requests_while_paused = len(scripted_llm.requests_for(topic))
+    assert requests_while_paused == 1
+    assert Run.objects.get(pk=root_id).status == "paused"
+
+    server = start_daphne(settings, tmp_path)
+    try:
+        with client_for(server, alice) as client:
+            time.sleep(1)  # the new server's pool is up and claims nothing meanwhile
+            assert len(scripted_llm.requests_for(topic)) == requests_while_paused
+            bad = client.post(f"/research/{root_id}/plan/approve", json={"items": ["", "x"]})
+            assert bad.status_code == 400
+            assert bad.json() == {"items": ["plan item 1 is empty."]}
+            edited = ["Where kingfishers nest", "What kingfishers eat", "Their range"]
+            approved = client.post(f"/research/{root_id}/plan/approve", json={"items": edited})
+            assert approved.status_code == 200, approved.text
+            assert approved.json()["approved"] and approved.json()["version"] == 2
+            again = client.post(f"/research/{root_id}/plan/approve", json={})
+            assert again.status_code == 400
+            assert "is not waiting for a plan review" in again.json()["status"][0]
+            wait_for(
+                lambda: client.get(f"/research/{root_id}").json()["status"] == "done", timeout=30
+            )
+            plan = client.get(f"/research/{root_id}/plan").json()
+    finally:
+        server.stop()
+
+    resumed = scripted_llm.requests_for(topic)[requests_while_paused]
+    assert user_messages(resumed)[1] == (
+        "The analyst approved your plan as the analyst edited it (version 2):\n"
+        "1. Where kingfishers nest\n2. What kingfishers eat\n3. Their range\n\n"
+        "Carry it out now: start the sub-agents it needs, each naming the plan_item it "
+        "covers, research your own part, then write your report."
+    )
+    assert [item["status"] for item in plan["items"]] == ["covered"] * 3
+    assert [version["author"] for version in plan["history"]] == ["agent", "analyst"]
+    root = Run.objects.get(pk=root_id)
+    assert root.report.startswith("Kingfisher report.")
+    assert root.steps == 4  # one before the pause, three after
+
+
+def test_cancelling_a_paused_research_keeps_its_plan(agent_pool, scripted_llm, alice, api):
+    topic = "Herons: a plan then a cancel"
+    scripted_llm.script(topic, call("write_plan", items=["Nesting", "Feeding"]))
+    root = start(alice, topic, review_plan=True)
+    wait_for(lambda: Run.objects.get(pk=root.pk).status == "paused")
+    assert api.post(f"/v1/gb/research/{root.pk}/cancel").status_code == 202
+    root = wait_finished(root)
+    assert (root.status, root.error) == ("failed", "cancelled by the user")
+    plan = api.get(plan_url(root)).json()
+    assert [(item["text"], item["status"]) for item in plan["items"]] == [
+        ("Nesting", "gap"),
+        ("Feeding", "gap"),
+    ]
+
+
+# --- verification before the report ----------------------------------------------------------
+
+
+def test_the_verifier_flags_a_claim_whose_source_no_agent_read_and_the_report_lists_it(
+    agent_pool, scripted_llm, alice, api, settings
+):
+    settings.RESEARCH_VERIFY_REPORTS = True
+    topic = "Where do otters sleep?"
+    invented = "https://invented.example/otter-beds"
+    draft = f"# Otters\n\nOtters sleep in holts, dens by the water [beds]({invented})."
+    verifier_tasks = []
+
+    def verifier_turn(messages):
+        verifier_tasks.append(messages[1]["content"])
+        return reply(
+            "## Unsupported claims\n"
+            '- "Otters sleep in holts, dens by the water": the cited page was never read.\n\n'
+            "## Gaps\n- Nothing on sea otters."
+        )
+
+    scripted_llm.script(topic, reply(draft), reply("# Otters\n\nRevised: unverified."))
+    scripted_llm.script("Check this draft report", verifier_turn)
+    root = wait_finished(start(alice, topic))
+
+    verifier = Run.objects.get(parent=root)
+    assert (verifier.name, verifier.kind, verifier.status) == ("verifier", "verifier", "done")
+    (task,) = verifier_tasks
+    assert draft in task
+    assert f"- {invented}: NO AGENT OF THIS RESEARCH READ IT" in task
+    revision = user_messages(scripted_llm.requests_for(topic)[1])[-1]
+    assert revision.startswith("A verifier read your draft and the sources it cites.")
+    assert root.report == (
+        "# Otters\n\nRevised: unverified.\n\n"
+        f"{COVERAGE_HEADING}\n\n"
+        "Claims the verifier could not support:\n"
+        '- "Otters sleep in holts, dens by the water": the cited page was never read.\n\n'
+        "Gaps the verifier noted:\n- Nothing on sea otters."
+    )
+    report = api.get(f"/v1/gb/research/{root.pk}/report").json()
+    assert report["flagged_claims"] == [
+        {
+            "claim": "Otters sleep in holts, dens by the water",
+            "why": "the cited page was never read.",
+        }
+    ]
+
+
+@pytest.mark.parametrize(
+    ("verifier_turn", "why"),
+    [
+        (fail(500, times=3), "llm: 500 from 127.0.0.1:"),
+        (reply("Looks fine to me."), "the verifier's report has no 'Unsupported claims' section"),
+    ],
+)
+def test_a_verifier_that_fails_leaves_the_draft_and_says_so(
+    agent_pool, scripted_llm, alice, settings, verifier_turn, why
+):
+    settings.RESEARCH_VERIFY_REPORTS = True
+    topic = "A draft the verifier cannot check"
+    scripted_llm.script(topic, reply("The draft."))
+    scripted_llm.script("Check this draft report", verifier_turn)
+    root = wait_finished(start(alice, topic))
+    assert root.status == "done"
+    # No revision round: the draft stands, and its last section says it is unverified.
+    assert len(scripted_llm.requests_for(topic)) == 1
+    prefix = f"The draft.\n\n{COVERAGE_HEADING}\n\nThe report could not be verified: "
+    assert root.report.startswith(prefix)
+    assert why in root.report
+
+
+# --- notes from the analyst ----------------------------------------------------------------
+
+
+def test_a_note_releases_a_waiting_root_and_its_next_round_contains_it(
+    agent_pool, scripted_llm, alice, api
+):
+    topic = "Owls: a root that waits"
+    child_may_end = threading.Event()
+
+    def child_turn(messages):
+        child_may_end.wait(30)
+        return reply("owl child report")
+
+    scripted_llm.script(
+        topic,
+        spawn("slowpoke", "slow owl errand"),
+        call("wait_subagents"),
+        call("wait_subagents"),
+        reply("Owl report."),
+    )
+    scripted_llm.script("slow owl errand", child_turn)
+    root = start(alice, topic)
+    wait_for(lambda: Run.objects.filter(pk=root.pk, state="waiting").exists())
+    sent_at = time.monotonic()
+    response = api.post(
+        f"/v1/gb/research/{root.pk}/notes", {"text": "Focus on barn owls."}, format="json"
+    )
+    assert response.status_code == 201, response.content
+    note = response.json()
+    assert (note["from_analyst"], note["from_name"], note["to_run_id"]) == (
+        True,
+        "analyst",
+        root.pk,
+    )
+    # The wait (a 300 s slice) ends at once, and the root's next round holds the note.
+    wait_for(lambda: len(scripted_llm.requests_for(topic)) >= 3, timeout=5)
+    released_after = time.monotonic() - sent_at
+    child_may_end.set()
+    root = wait_finished(root)
+
+    third = scripted_llm.requests_for(topic)[2]
+    assert any(text.endswith("] Focus on barn owls.") for text in user_messages(third))
+    assert any(text.startswith("[Note from the analyst, ") for text in user_messages(third))
+    waited = results(scripted_llm, topic, "wait_subagents")[0]
+    assert waited.endswith("The wait ended early: a note from the analyst arrived; it follows.")
+    assert released_after < 5
+    stored = Message.objects.get(to_run=root)
+    assert (stored.from_run, stored.author, stored.read_at is not None) == (None, alice, True)
+    listed = api.get(f"/v1/gb/research/{root.pk}/messages").json()
+    assert [(m["from_name"], m["text"]) for m in listed] == [("analyst", "Focus on barn owls.")]
+
+
+def test_a_note_releases_a_sub_agent_waiting_for_messages(agent_pool, scripted_llm, alice, api):
+    topic = "Swifts: a child that listens"
+    scripted_llm.script(
+        topic, spawn("listener", "listening swift errand"), call("wait_subagents"), reply("r")
+    )
+    scripted_llm.script(
+        "listening swift errand", call("read_messages", wait_seconds=60), reply("heard it")
+    )
+    root = start(alice, topic)
+    wait_for(lambda: Run.objects.filter(name="listener", state="waiting").exists())
+    listener = Run.objects.get(name="listener")
+    response = api.post(
+        f"/v1/gb/research/{listener.pk}/notes", {"text": "Swifts sleep on the wing."}, format="json"
+    )
+    assert response.status_code == 201
+    wait_finished(root, timeout=10)
+    (read,) = results(scripted_llm, "listening swift errand", "read_messages")
+    assert read == "No new messages. A note from the analyst arrived; it follows."
+    last = scripted_llm.requests_for("listening swift errand")[-1]
+    assert any(text.endswith("] Swifts sleep on the wing.") for text in user_messages(last))
+
+
+def test_notes_that_cannot_be_sent_are_refused_with_the_reason(api, api_for, bob, run_factory):
+    run = run_factory(topic="Alice's research")
+    assert (
+        api_for(bob)
+        .post(f"/v1/gb/research/{run.pk}/notes", {"text": "hi"}, format="json")
+        .status_code
+        == 404
+    )
+    empty = api.post(f"/v1/gb/research/{run.pk}/notes", {"text": "  \x1b "}, format="json")
+    assert empty.status_code == 400 and empty.json() == {
+        "text": ["text must be a non-empty string."]
+    }
+    services.run_finish(run_id=run.pk, report="done")
+    ended = api.post(f"/v1/gb/research/{run.pk}/notes", {"text": "too late"}, format="json")
+    assert ended.status_code == 400
+    assert ended.json() == {
+        "run": [
+            f"the root agent (run {run.pk}) has ended (done): a note reaches only an agent "
+            "that is still working."
+        ]
+    }
+    assert not Message.objects.exists()

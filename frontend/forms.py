@@ -43,6 +43,11 @@ class StartResearchForm(forms.Form):
         empty_label="None: search the web only",
         help_text="A knowledge base the agents may query and add to.",
     )
+    review_plan = forms.BooleanField(
+        label="Review the plan first",
+        required=False,
+        help_text="The research pauses after the lead writes its plan, until you approve it.",
+    )
 
     def __init__(self, *args, owner, **kwargs):
         super().__init__(*args, **kwargs)

@@ -8,6 +8,7 @@ page styles, as a second wall in case a renderer rule ever lets something throug
 
 import re
 from collections.abc import Iterable
+from html import escape
 from typing import Any
 from urllib.parse import unquote
 
@@ -35,16 +36,34 @@ def _markdown() -> MarkdownIt:
     return MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"])
 
 
-def render_report(text: str, citations: Iterable[Any] = ()) -> str:
-    """The report as safe HTML; links to cited URLs carry their verdict."""
+FLAGGED_CLAIM_NOTE = "the verifier could not support this claim"
+
+
+def render_report(
+    text: str, citations: Iterable[Any] = (), flagged_claims: Iterable[dict] = ()
+) -> str:
+    """The report as safe HTML; links to cited URLs carry their verdict, and the claims its
+    verifier could not support are marked."""
     md = _markdown()
     verdicts = {url_key(citation.url): citation for citation in citations}
     tokens = md.parse(text or "")
     for token in tokens:
         if token.type == "inline" and token.children:
             token.children = _mark(_linkify(md, token.children), verdicts)
-    html = md.renderer.render(tokens, md.options, {})
-    return sanitize(html)
+    html = sanitize(md.renderer.render(tokens, md.options, {}))
+    return mark_claims(html, flagged_claims)
+
+
+def mark_claims(html: str, claims: Iterable[dict]) -> str:
+    """Wrap each flagged claim where the sanitised HTML holds it as text. The claim is
+    escaped the way the renderer escapes text, so only text matches, never markup."""
+    for claim in claims:
+        text = escape(str(claim.get("claim", "")).strip(), quote=False)
+        if len(text) < 8:  # a word or two would mark every place it appears
+            continue
+        why = escape(f"{FLAGGED_CLAIM_NOTE}: {claim.get('why', '')}".rstrip(": "))
+        html = html.replace(text, f'<mark class="flagged-claim" title="{why}">{text}</mark>')
+    return html
 
 
 def sanitize(html: str) -> str:

@@ -51,6 +51,7 @@ def _start(request: HttpRequest, form: StartResearchForm) -> Run | None:
             model=data["model"],
             max_steps=data["max_steps"],
             dataset_id=data["dataset"].pk if data["dataset"] else None,
+            review_plan=data["review_plan"],
         )
     except TooManyRuns as error:
         form.add_error(None, error.message)
@@ -73,6 +74,9 @@ def run(request: HttpRequest, run_id: int) -> HttpResponse:
         "socket": f"/ws/runs/{run.pk}/",
         "panel": reverse("agent-panel", args=[run.pk, 0]),
         "cancel": reverse("api:run-cancel", args=[0]),
+        "plan": reverse("api:run-plan", args=[run.pk]),
+        "approve": reverse("api:run-plan-approve", args=[run.pk]),
+        "notes": reverse("api:run-notes", args=[0]),
         "events": reverse("api:run-events", args=[run.pk]),
     }
     context = {"run": run, "config": config, "demo": run.model == DEMO_MODEL}
@@ -93,6 +97,8 @@ def agent_panel(request: HttpRequest, root_id: int, run_id: int) -> HttpResponse
     if run.root_id != root_id:
         raise Http404("no such agent in this research.")
     panel = selectors.agent_panel(run=run)
-    report_html = render_report(run.report, panel.citations) if run.report else ""
+    report_html = (
+        render_report(run.report, panel.citations, run.flagged_claims) if run.report else ""
+    )
     context = {"panel": panel, "run": run, "report_html": report_html}
     return render(request, "agent_panel.html", context)

@@ -40,6 +40,19 @@
     tokens: document.getElementById("tree-tokens"),
     agents: document.getElementById("agent-count"),
     messageCount: document.getElementById("message-count"),
+    planCard: document.getElementById("plan-card"),
+    planVersion: document.getElementById("plan-version"),
+    planItems: document.getElementById("plan-items"),
+    planReview: document.getElementById("plan-review"),
+    planEditor: document.getElementById("plan-editor"),
+    planError: document.getElementById("plan-error"),
+    planApprove: document.getElementById("plan-approve"),
+    noteCard: document.getElementById("note-card"),
+    noteForm: document.getElementById("note-form"),
+    noteText: document.getElementById("note-text"),
+    noteTarget: document.getElementById("note-target"),
+    noteError: document.getElementById("note-error"),
+    noteStatus: document.getElementById("note-status"),
   };
 
   // Exposed on window.canopy for tests and for anyone debugging a page: the socket, the last
@@ -168,6 +181,10 @@
 
   function apply(event) {
     const selected = canopy.selected;
+    // A plan item's status follows its sub-agents, and the root's review state the plan.
+    if (event.type === "run.created" || event.type === "run.finished" || event.run === canopy.root) {
+      if (event.type !== "run.usage") refreshPlanSoon();
+    }
     switch (event.type) {
       case "run.created": {
         const run = Object.assign({ detail: "" }, event.data);
@@ -212,12 +229,18 @@
           text: event.text,
           sent_at: event.sent_at,
         });
-        if (!known) {
+        canopy.messages.get(event.id).from_analyst = Boolean(event.from_analyst);
+        if (!known && event.from_analyst) {
+          announce(`Your note reached ${event.to_name || "the root agent"}.`);
+        } else if (!known) {
           freshArrows.add(`${event.run}-${event.to}`);
           announce(`${event.from_name} sent a message to ${event.to_name}.`);
         }
         break;
       }
+      case "run.plan":
+        refreshPlanSoon();
+        break;
       case "run.report":
         update(event.run, { report: event.report });
         break;
@@ -270,6 +293,7 @@
       fitTree(layout);
     }
     renderFeed();
+    renderNoteTarget();
   }
 
   function renderTotals() {
@@ -414,6 +438,7 @@
   function messagePairs() {
     const pairs = new Map();
     for (const message of canopy.messages.values()) {
+      if (message.from_analyst) continue; // a note has no sender in the tree: no arrow
       const key = `${message.run}-${message.to}`;
       const pair = pairs.get(key) || { key, from: message.run, to: message.to, count: 0, last: message };
       pair.count += 1;
@@ -500,10 +525,11 @@
       item.dataset.messageId = message.id;
       const meta = document.createElement("p");
       meta.className = "feed-meta";
+      if (message.from_analyst) item.classList.add("note");
       const from = document.createElement("strong");
-      from.textContent = message.from_name;
+      from.textContent = message.from_analyst ? "the analyst" : message.from_name;
       const to = document.createElement("strong");
-      to.textContent = message.to_name;
+      to.textContent = message.to_name || "root";
       const time = document.createElement("time");
       time.className = "muted";
       time.dateTime = message.sent_at;
@@ -667,6 +693,133 @@
     page.panel.prepend(alert);
   }
 
+  // --- the plan and its review -------------------------------------------------------------------
+
+  let planTimer = null;
+  let planShownVersion = null;
+  const PLAN_MARKS = { open: "○", working: "◐", covered: "✓", failed: "✗", gap: "!" };
+
+  function refreshPlanSoon() {
+    if (planTimer) return;
+    planTimer = setTimeout(() => {
+      planTimer = null;
+      loadPlan();
+    }, 300);
+  }
+
+  async function loadPlan() {
+    try {
+      const response = await fetch(config.plan, {
+        credentials: "same-origin",
+        headers: { Accept: "application/json" },
+      });
+      if (response.ok) renderPlan(await response.json());
+    } catch (error) {
+      // The next event tries again.
+    }
+  }
+
+  function renderPlan(plan) {
+    page.planCard.hidden = plan.version === null;
+    if (plan.version === null) return;
+    page.planVersion.textContent = `version ${plan.version}${plan.approved ? " · approved" : ""}`;
+    const items = plan.items.map((item) => {
+      const li = document.createElement("li");
+      li.className = "plan-item";
+      li.dataset.status = item.status;
+      const mark = document.createElement("span");
+      mark.className = "plan-mark";
+      mark.setAttribute("aria-hidden", "true");
+      mark.textContent = PLAN_MARKS[item.status] || "•";
+      const text = document.createElement("span");
+      text.className = "plan-text";
+      text.textContent = `${item.number}. ${item.text}`;
+      const status = document.createElement("span");
+      status.className = "badge plan-status";
+      status.textContent = item.status;
+      li.append(mark, text, " ", status);
+      if (item.agents.length) {
+        const agents = document.createElement("span");
+        agents.className = "plan-agents muted";
+        agents.textContent = ` by ${item.agents.map((agent) => agent.name).join(", ")}`;
+        li.append(agents);
+      }
+      return li;
+    });
+    page.planItems.replaceChildren(...items);
+    page.planReview.hidden = !plan.awaiting_review;
+    // The editor is filled once per version, so an analyst's edits survive refreshes.
+    if (plan.awaiting_review && planShownVersion !== plan.version) {
+      page.planEditor.value = plan.items.map((item) => item.text).join("\n");
+      planShownVersion = plan.version;
+    }
+  }
+
+  function firstError(body) {
+    if (!body || typeof body !== "object") return "";
+    if (body.detail) return body.detail;
+    const first = Object.values(body)[0];
+    return Array.isArray(first) ? first[0] : String(first || "");
+  }
+
+  async function postJson(url, data) {
+    const response = await fetch(url, {
+      method: "POST",
+      credentials: "same-origin",
+      headers: { "X-CSRFToken": csrfToken(), Accept: "application/json", "Content-Type": "application/json" },
+      body: JSON.stringify(data),
+    });
+    let body = null;
+    try {
+      body = await response.json();
+    } catch (error) {
+      body = null;
+    }
+    if (!response.ok) throw new Error(firstError(body) || `HTTP ${response.status}`);
+    return body;
+  }
+
+  page.planApprove.addEventListener("click", async () => {
+    const items = page.planEditor.value.split("\n").map((line) => line.trim()).filter(Boolean);
+    page.planApprove.disabled = true;
+    page.planError.hidden = true;
+    try {
+      renderPlan(await postJson(config.approve, { items }));
+      announce("Plan approved: the research resumes.");
+    } catch (error) {
+      page.planError.textContent = error.message;
+      page.planError.hidden = false;
+    } finally {
+      page.planApprove.disabled = false;
+    }
+  });
+
+  // --- notes to an agent ------------------------------------------------------------------------
+
+  function renderNoteTarget() {
+    const run = canopy.runs.get(canopy.selected);
+    page.noteTarget.textContent = !run || run.id === canopy.root ? "the root agent" : agentName(run);
+    const root = canopy.runs.get(canopy.root);
+    page.noteCard.hidden = !root || !ACTIVE.has(root.status);
+  }
+
+  page.noteForm.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const text = page.noteText.value;
+    const runId = canopy.selected || canopy.root;
+    page.noteError.hidden = true;
+    page.noteStatus.textContent = "Sending…";
+    try {
+      await postJson(config.notes.replace(/\/0\/notes$/, `/${runId}/notes`), { text });
+      page.noteText.value = "";
+      page.noteStatus.textContent = `Sent to ${page.noteTarget.textContent}.`;
+    } catch (error) {
+      page.noteStatus.textContent = "";
+      page.noteError.textContent = error.message;
+      page.noteError.hidden = false;
+    }
+  });
+
   // --- cancelling ----------------------------------------------------------------------------------
 
   function csrfToken() {
@@ -770,6 +923,7 @@
   // --- start -------------------------------------------------------------------------------------
 
   applySnapshot(config.snapshot);
+  loadPlan();
   render();
   loadPanel();
   connect();

@@ -368,6 +368,72 @@ def test_nodes_show_each_agents_kind_and_tier_and_the_panel_its_model(
         server.stop()
 
 
+def test_an_analyst_approves_an_edited_plan_and_sends_a_note_from_the_page(
+    page, server, scripted_llm, gates, alice
+):
+    topic = "Dippers: how do they feed underwater?"
+    scripted_llm.script(
+        topic,
+        call("write_plan", items=["Diving", "Prey"]),
+        call(
+            "spawn_subagents",
+            subagents=[
+                {"name": "diving", "reason": "a", "task": "DIVING-TASK: dives", "plan_item": 1},
+                {"name": "prey", "reason": "b", "task": "PREY-TASK: prey", "plan_item": 2},
+            ],
+        ),
+        call("wait_subagents"),
+        call("wait_subagents"),
+        reply("Dipper report."),
+    )
+    scripted_llm.script("DIVING-TASK", gated(gates("children"), reply("Dives report.")))
+    scripted_llm.script("PREY-TASK", gated(gates("children"), reply("Prey report.")))
+
+    log_in(page, server, "alice")
+    page.get_by_label("What should Canopy research?").fill(topic)
+    page.get_by_label("Review the plan first").check()
+    page.get_by_role("button", name="Start research").click()
+    page.wait_for_url(re.compile(r"/runs/\d+/$"))
+    root_id = int(re.search(r"/runs/(\d+)/$", page.url).group(1))
+
+    # The research pauses on its plan; the analyst edits it and approves it.
+    expect(page.locator("#run-status")).to_have_text("paused")
+    expect(page.locator("#plan-review")).to_be_visible()
+    editor = page.get_by_label("Plan items, one per line")
+    expect(editor).to_have_value("Diving\nPrey")
+    editor.fill("How dippers dive\nWhat dippers eat\nWhere dippers nest")
+    page.get_by_role("button", name="Approve plan").click()
+    expect(page.locator("#plan-review")).to_be_hidden()
+    expect(page.locator("#plan-version")).to_have_text("version 2 · approved")
+    items = page.locator("#plan-items .plan-item")
+    expect(items).to_have_count(3)
+    expect(items.nth(0)).to_have_attribute("data-status", "working")
+    expect(items.nth(0)).to_contain_text("1. How dippers dive")
+    expect(items.nth(2)).to_have_attribute("data-status", "open")
+
+    # The root waits for its children; a note from the page releases it.
+    expect(node(page, "root")).to_have_attribute("data-state", "waiting")
+    expect(page.locator("#note-target")).to_have_text("the root agent")
+    page.get_by_label("Note to the root agent").fill("Cover the nesting item yourself.")
+    page.get_by_role("button", name="Send note").click()
+    expect(page.locator("#note-status")).to_have_text("Sent to the root agent.")
+    note = page.locator("#message-feed .feed-item.note")
+    expect(note).to_contain_text("the analyst → root")
+    expect(note).to_contain_text("Cover the nesting item yourself.")
+    wait_for(lambda: len(scripted_llm.requests_for(topic)) >= 4)
+    fourth = scripted_llm.requests_for(topic)[3]["messages"]
+    assert any(
+        m["role"] == "user" and m["content"].endswith("] Cover the nesting item yourself.")
+        for m in fourth
+    )
+
+    gates("children").set()
+    expect(node(page, "root")).to_have_attribute("data-status", "done")
+    expect(items.nth(0)).to_have_attribute("data-status", "covered")
+    expect(items.nth(2)).to_have_attribute("data-status", "gap")
+    assert Run.objects.get(pk=root_id).report.startswith("Dipper report.")
+
+
 def test_bob_gets_no_page_and_no_socket_for_alices_research(page, server, alice, bob, run_factory):
     root = run_factory(topic="Alice's private question")
 

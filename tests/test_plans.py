@@ -7,6 +7,8 @@ import time
 
 import httpx
 import pytest
+from django.test import Client
+from django.urls import reverse
 from rest_framework.authtoken.models import Token
 
 from agents.llm.scripted import call, calls, fail, reply
@@ -245,6 +247,14 @@ def test_the_verifier_flags_a_claim_whose_source_no_agent_read_and_the_report_li
         '- "Otters sleep in holts, dens by the water": the cited page was never read.\n\n'
         "Gaps the verifier noted:\n- Nothing on sea otters."
     )
+    # The page marks the claim where the report holds it.
+    client = Client()
+    client.force_login(alice)
+    panel = client.get(reverse("agent-panel", args=[root.pk, root.pk])).content.decode()
+    assert (
+        '<mark class="flagged-claim" title="the verifier could not support this claim: the '
+        'cited page was never read.">Otters sleep in holts, dens by the water</mark>'
+    ) in panel
     report = api.get(f"/v1/gb/research/{root.pk}/report").json()
     assert report["flagged_claims"] == [
         {

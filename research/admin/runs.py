@@ -16,6 +16,7 @@ from research.models import (
     Event,
     LLMCall,
     Message,
+    Plan,
     Profile,
     Run,
     RunState,
@@ -69,11 +70,12 @@ class ReceivedMessageInline(ReadOnlyInline):
     fk_name = "to_run"
     verbose_name = "message received"
     verbose_name_plural = "messages received"
-    fields = ["from_run", "text", "sent_at", "read_at"]
+    # A note from the analyst has an author and no sending run.
+    fields = ["from_run", "author", "text", "sent_at", "read_at"]
     readonly_fields = fields
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Message]:
-        return super().get_queryset(request).select_related("from_run")
+        return super().get_queryset(request).select_related("from_run", "author")
 
 
 class StepInline(ReadOnlyInline):
@@ -107,6 +109,8 @@ RUN_FIXED_FIELDS = [
     "kind",
     "tier",
     "tools",
+    "plan_item",
+    "review_plan",
     "topic",
     "model",
     "dataset",
@@ -133,6 +137,8 @@ RUN_AGENT_FIELDS = [
     "cancel_requested",
     "cancel_reason",
     "event_seq",
+    "flagged_claims",
+    "notes_pending",
 ]
 
 
@@ -148,6 +154,20 @@ class ModelFilter(admin.SimpleListFilter):
 
     def queryset(self, request, queryset):
         return queryset.filter(model=self.value()) if self.value() else queryset
+
+
+class PlanInline(admin.TabularInline):
+    """A root's plan, every version: the history is kept."""
+
+    model = Plan
+    fields = ["version", "items", "author", "approved_at", "created_at"]
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+    verbose_name_plural = "plan versions"
+
+    def has_add_permission(self, request, obj=None) -> bool:
+        return False
 
 
 class DepthFilter(admin.SimpleListFilter):
@@ -197,7 +217,7 @@ class RunAdmin(admin.ModelAdmin):
     readonly_fields = [*RUN_FIXED_FIELDS, *RUN_AGENT_FIELDS, "records"]
     fieldsets = [
         (None, {"fields": ["owner", "name", "reason", "topic", "dataset", "max_steps"]}),
-        ("Delegation", {"fields": ["kind", "tier", "model", "tools"]}),
+        ("Delegation", {"fields": ["kind", "tier", "model", "tools", "plan_item", "review_plan"]}),
         ("Tree", {"fields": ["parent", "root", "depth", "worker", "records"]}),
         (
             "Progress",
@@ -213,13 +233,15 @@ class RunAdmin(admin.ModelAdmin):
                     "cancel_requested",
                     "cancel_reason",
                     "event_seq",
+                    "notes_pending",
                 ]
             },
         ),
-        ("Result", {"fields": ["report", "error"]}),
+        ("Result", {"fields": ["report", "error", "flagged_claims"]}),
         ("Times", {"fields": ["created_at", "started_at", "finished_at"]}),
     ]
     inlines = [
+        PlanInline,
         ChildInline,
         RunStateInline,
         SentMessageInline,
@@ -283,8 +305,8 @@ class RunStateAdmin(ReadOnlyAdmin):
 
 @admin.register(Message)
 class MessageAdmin(ReadOnlyAdmin):
-    list_display = ["id", "from_run", "to_run", "excerpt", "sent_at", "read_at"]
-    list_select_related = ["from_run", "to_run"]
+    list_display = ["id", "from_run", "author", "to_run", "excerpt", "sent_at", "read_at"]
+    list_select_related = ["from_run", "author", "to_run"]
     raw_id_fields = ["from_run", "to_run"]
     search_fields = ["text"]
 

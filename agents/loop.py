@@ -306,6 +306,8 @@ def system_prompt(ctx: AgentContext, run: Run, tools: dict[str, Tool]) -> str:
     parts = [prompts.load("research")]
     if "query" in tools:
         parts.append(prompts.load("knowledge"))
+    if "write_plan" in tools:
+        parts.append(prompts.load("plan"))
     if "spawn_subagent" in tools:
         parts.append(prompts.load("spawn"))
         parts.append(kinds_section(catalog, model=ctx.model))

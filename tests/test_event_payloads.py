@@ -20,6 +20,8 @@ def busy_tree(tree_factory):
     services.run_set_state(run_id=a.pk, state="searching", detail="tides")
     services.usage_add(run_id=a.pk, input_tokens=1200, output_tokens=300, latency_ms=40)
     services.message_record(from_run_id=a.pk, to_run_id=b.pk, text="I take the moon")
+    services.note_send(run=a, author_id=root.owner_id, text="Mind the spring tides")
+    services.plan_write(root_id=root.pk, items=["Tides", "The moon"])
     services.run_finish(run_id=a.pk, report="Tides follow the moon.")
     services.run_finish(run_id=b.pk, error="cancelled by the user")
     return root

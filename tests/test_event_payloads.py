@@ -83,9 +83,12 @@ def test_a_new_run_reads_the_same_in_its_event_and_in_the_api(api, run_factory):
 
 @pytest.mark.django_db
 def test_a_snapshot_message_is_the_run_message_event_without_its_envelope(busy_tree):
-    event = Event.objects.get(root=busy_tree, type="run.message").payload
+    events = Event.objects.filter(root=busy_tree, type="run.message").order_by("seq")
     snapshot = selectors.tree_snapshot(root=busy_tree)
 
-    (message,) = snapshot["messages"]
+    # A message between siblings and a note from the analyst, each as its event shows it.
+    assert len(snapshot["messages"]) == len(events) == 2
     envelope = {"seq", "type", "at"}
-    assert message == {key: value for key, value in event.items() if key not in envelope}
+    for message, event in zip(snapshot["messages"], events, strict=True):
+        assert message == {k: v for k, v in event.payload.items() if k not in envelope}
+    assert [m["from_analyst"] for m in snapshot["messages"]] == [False, True]

@@ -9,6 +9,7 @@ from research.selectors.knowledge import (
     document_list,
     remembered_facts,
 )
+from research.selectors.remote import remote_server_get, remote_servers_for
 from research.selectors.runs import (
     RunFacts,
     roots_for,
@@ -49,6 +50,8 @@ __all__ = [
     "document_list",
     "events_after",
     "remembered_facts",
+    "remote_server_get",
+    "remote_servers_for",
     "roots_for",
     "run_get",
     "run_facts",

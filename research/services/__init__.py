@@ -19,6 +19,7 @@ from research.services.messages import (
     message_withdraw,
     messages_mark_read,
 )
+from research.services.remote import remote_catalog_store
 from research.services.runs import (
     CANCELLED_BY_USER,
     INTERRUPTED,
@@ -69,6 +70,7 @@ __all__ = [
     "message_withdraw",
     "messages_mark_read",
     "on_root_queued",
+    "remote_catalog_store",
     "root_claim",
     "root_claim_next",
     "run_cancel",

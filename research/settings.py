@@ -233,6 +233,8 @@ LOGGING = {
     "loggers": {
         "django.channels.server": {"level": "WARNING"},
         "httpx": {"level": "WARNING"},
+        "httpx2": {"level": "WARNING"},  # the MCP SDK's HTTP client: a line per request
+        "mcp": {"level": "WARNING"},
         "openai": {"level": "WARNING"},
     },
 }

@@ -5,6 +5,7 @@ import json
 import threading
 from datetime import timedelta
 
+import anyio
 import pytest
 import uvicorn
 from django.utils import timezone
@@ -13,7 +14,8 @@ from mcp.server.mcpserver import Context, MCPServer
 from agents.context import AgentContext, CancelToken
 from agents.llm.scripted import call, reply
 from agents.tools.remote import offered_tools
-from research.models import Event, RemoteServer, Run, Step
+from research import services
+from research.models import Event, RemoteServer, Run, RunState, Step
 from tests.conftest import free_port, wait_finished, wait_for
 
 TOPIC = "Remote topic: when does the launch happen"
@@ -34,6 +36,12 @@ class LocalMcpServer:
             first, with its author."""
             self.calls.append((topic, ctx.request_context.request.headers.get("x-api-key")))
             return NOTE
+
+        @notes.tool()
+        async def wait(seconds: float) -> str:
+            """Wait, then answer."""
+            await anyio.sleep(seconds)
+            return "waited"
 
         @notes.tool()
         def delete_everything() -> str:
@@ -193,6 +201,40 @@ def test_an_unknown_remote_tool_is_a_tool_error(
         "error: enable_remote_tool: there is no remote tool 'notes__delete_everything'; the "
         "remote tools you may enable are: notes__lookup."
     )
+
+
+def test_a_remote_call_stops_when_the_research_is_cancelled(
+    agent_pool, scripted_llm, run_factory, notes_server
+):
+    register(notes_server.url, allowed_tools=["wait"])
+    scripted_llm.script(
+        TOPIC, call("enable_remote_tool", name="notes__wait"), call("notes__wait", seconds=60)
+    )
+    run = run_factory(topic=TOPIC)
+    wait_for(
+        lambda: RunState.objects.filter(run=run, detail="notes: wait").exists(),
+        message="the agent never called notes__wait",
+    )
+    services.run_cancel(run=run)
+    run = wait_finished(run, timeout=15)  # well before the remote tool's 60 s
+    assert run.status == "failed" and run.error == "cancelled by the user"
+
+
+def test_a_remote_call_that_takes_too_long_is_a_tool_error(
+    agent_pool, scripted_llm, run_factory, notes_server, settings
+):
+    settings.REMOTE_MCP_TIMEOUT_SECONDS = 1
+    register(notes_server.url, allowed_tools=["wait"])
+    scripted_llm.script(
+        TOPIC,
+        call("enable_remote_tool", name="notes__wait"),
+        call("notes__wait", seconds=30),
+        reply("Nothing came back."),
+    )
+    run = wait_finished(run_factory(topic=TOPIC))
+    assert run.status == "done" and run.report == "Nothing came back."
+    error = scripted_llm.tool_results(TOPIC, name="notes__wait")[0]["content"]
+    assert error == "error: notes__wait: the MCP server notes did not answer within 1 s."
 
 
 # --- Who is offered what (no network: the tool list is fresh) ------------------------------

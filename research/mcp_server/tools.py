@@ -46,6 +46,9 @@ INSTRUCTIONS = (
 
 FOLLOW_POLL_SECONDS = 0.5
 FOLLOW_MAX_SECONDS = 3600
+# A progress notification at least this often while nothing changes: the client (and any
+# proxy between) sees the call is alive; MCP clients give up on a silent stream (300 s).
+FOLLOW_HEARTBEAT_SECONDS = 20
 PAGE_SIZE_MAX = 200
 # Fields of a run that a listing leaves out: the report is read with get_report.
 LISTED_WITHOUT = ("report",)
@@ -222,9 +225,9 @@ class Tools:
             int,
             Field(
                 description="Return after this many seconds even if the research still "
-                f"works (1 to {FOLLOW_MAX_SECONDS}, default 600); call again to keep waiting."
+                f"works (1 to {FOLLOW_MAX_SECONDS}, default 240); call again to keep waiting."
             ),
-        ] = 600,
+        ] = 240,
     ) -> CallToolResult:
         """Wait until a research ends, sending progress notifications (agents working,
         steps, cost, what the agents do) while it works when the client asked for progress.
@@ -235,16 +238,17 @@ class Tools:
                 f"timeout_seconds must be from 1 to {FOLLOW_MAX_SECONDS}, not {timeout_seconds}."
             )
         deadline = anyio.current_time() + timeout_seconds
-        sent, last_line = 0, None
+        sent, last_line, last_sent = 0, None, 0.0
         try:
             while True:
                 research = await self._answer(ctx, partial(_research, research_id=research_id))
                 finished = research["status"] not in ACTIVE_STATUSES
                 line = progress_line(research)
-                if line != last_line:
-                    sent += 1
+                now = anyio.current_time()
+                if line != last_line or now - last_sent >= FOLLOW_HEARTBEAT_SECONDS:
+                    sent += 1  # the progress value must grow with every notification
                     await ctx.report_progress(sent, None, line)
-                    last_line = line
+                    last_line, last_sent = line, now
                 if finished or anyio.current_time() >= deadline:
                     return _result({**research, "finished": finished})
                 await anyio.sleep(FOLLOW_POLL_SECONDS)

@@ -52,6 +52,9 @@ T = TypeVar("T")
 ENABLE = "enable_remote_tool"
 SUMMARY_CHARS = 120
 CATALOG_PAGES = 10
+# Loading a tool list happens as an agent starts: a server that does not answer must not
+# hold the agent up for the whole call timeout.
+CATALOG_TIMEOUT_SECONDS = 15.0
 NOT_LOADED = "(its description could not be loaded yet)"
 _UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
@@ -270,7 +273,13 @@ def _refresh(ctx: "AgentContext", server: RemoteServer) -> list[dict[str, Any]] 
         return tools
 
     try:
-        catalog = call_remote(ctx, server, list_all, what=f"loading the tools of {server.name}")
+        catalog = call_remote(
+            ctx,
+            server,
+            list_all,
+            what=f"loading the tools of {server.name}",
+            timeout=min(CATALOG_TIMEOUT_SECONDS, settings.REMOTE_MCP_TIMEOUT_SECONDS),
+        )
     except ToolError as error:
         services.remote_catalog_store(server_id=server.pk, tools=None, error=str(error))
         server.catalog_error = str(error)
@@ -289,10 +298,11 @@ def call_remote(
     work: Callable[[Client], Awaitable[T]],
     *,
     what: str,
+    timeout: float | None = None,
 ) -> T:
     """`work(client)` in a session with the server, in an event loop of its own thread; the
     agent's thread waits, and stops it when the agent is cancelled."""
-    timeout = settings.REMOTE_MCP_TIMEOUT_SECONDS
+    timeout = timeout or settings.REMOTE_MCP_TIMEOUT_SECONDS
     try:
         url, address = guarded(server)
     except ToolError as refused:

@@ -245,8 +245,10 @@ def test_bad_arguments_are_tool_errors_with_the_rest_apis_texts(
     rest = api.get("/v1/gb/research?parent_id=0").json()
     assert answers["list"] == f"parent_id: {rest['parent_id'][0]}"
     assert answers["cursor"] == "cursor 'zzz' is not a next_cursor that list_research gave."
-    assert "max_steps" in answers["type"]
-    assert "research_id" in answers["missing"]
+    assert answers["type"] == (
+        "max_steps: Input should be a valid integer, unable to parse string as an integer."
+    )
+    assert answers["missing"] == "research_id: Field required."
     assert answers["follow"] == "timeout_seconds must be from 1 to 3600, not 0."
     assert Run.objects.count() == 1  # nothing refused was started
 

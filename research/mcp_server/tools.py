@@ -24,8 +24,10 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import close_old_connections
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
+from pydantic import ValidationError as ArgumentsError
 from rest_framework.exceptions import ValidationError
 
 from research import selectors, services
@@ -79,11 +81,31 @@ def build_server(
     """Canopy's MCP server. `owner_of(ctx)` names the user a call acts for; `on_started(id)`
     runs after a research is queued (the stdio command runs its agents when nothing else
     does)."""
-    server = MCPServer(
+    server = CanopyServer(
         "canopy", title="Canopy deep research", instructions=INSTRUCTIONS, log_level="WARNING"
     )
     register(server, Tools(owner_of=owner_of, on_started=on_started))
     return server
+
+
+class CanopyServer(MCPServer):
+    """The SDK's server, with arguments that do not fit a tool's schema named the way the
+    REST API names a bad field (`max_steps: ...`), without pydantic's links and echoes."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context=None):
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as error:
+            if isinstance(error.__cause__, ArgumentsError):
+                raise ToolError(_arguments_text(error.__cause__)) from error.__cause__
+            raise
+
+
+def _arguments_text(error: ArgumentsError) -> str:
+    return " ".join(
+        f"{'.'.join(str(part) for part in problem['loc']) or 'arguments'}: {problem['msg']}."
+        for problem in error.errors()
+    )
 
 
 def register(server: MCPServer, tools: "Tools") -> None:

@@ -6,12 +6,15 @@ import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from django.conf import settings
 
 from research.models import Run
 from research.services.runs import CANCELLED_BY_USER, DELETED
+
+if TYPE_CHECKING:
+    from agents.tools.base import Tool
 
 
 class Cancelled(Exception):
@@ -168,6 +171,9 @@ class AgentContext:
     # While a turn's spawns are recorded, the starts of their children wait here, so that
     # the children of one turn start together (agents.calls); None: children start at once.
     start_later: list[Callable[[], None]] | None = None
+    # The agent's tools by name, offered to its model each turn. A tool may add one here
+    # (enable_remote_tool): the model gets it from its next turn on.
+    tools: dict[str, "Tool"] = field(default_factory=dict)
 
     @classmethod
     def load(cls, run_id: int, cancel: CancelToken, pool: Runtime | None = None) -> "AgentContext":

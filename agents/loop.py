@@ -73,7 +73,9 @@ class Agent:
         self.ctx = ctx
         self.facts = selectors.run_facts(run=run)
         self.max_steps = run.max_steps
-        self.tools = {tool.name: tool for tool in toolset(ctx)}
+        # Shared with the tools through ctx.tools: one may add another (agents.tools.remote).
+        self.tools = ctx.tools
+        self.tools.update((tool.name, tool) for tool in toolset(ctx))
         self.model = chat_model_for(ctx.model)
         self.messages: list[dict[str, Any]] = [
             {"role": "system", "content": system_prompt(ctx, run, self.tools)},
@@ -317,6 +319,7 @@ def system_prompt(ctx: AgentContext, run: Run, tools: dict[str, Tool]) -> str:
         if kind is not None:
             parts.append(kind.instructions)
         parts.append(prompts.load("messaging"))
+    parts += [tool.prompt for tool in tools.values()]  # sections tools bring (remote tools)
     return prompts.join(*parts)
 
 

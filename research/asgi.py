@@ -18,13 +18,15 @@ from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: 
 
 from frontend.routing import auth_stack, websocket_urlpatterns  # noqa: E402  (needs Django set up)
 from research.events.transport import serve_on_server_loop  # noqa: E402
+from research.mcp_server.http import McpEndpoint  # noqa: E402
 
 application = serve_on_server_loop(
     ProtocolTypeRouter(
         {
             # Canopy's own few static files, served by daphne itself: no separate web server
             # is needed for `make run`; a large deployment may put a CDN in front.
-            "http": ASGIStaticFilesHandler(django_asgi_app),
+            # /mcp: the MCP tools over streamable HTTP (research.mcp_server); the rest: Django.
+            "http": McpEndpoint(ASGIStaticFilesHandler(django_asgi_app)),
             "websocket": AllowedHostsOriginValidator(auth_stack(URLRouter(websocket_urlpatterns))),
         }
     )

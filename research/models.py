@@ -378,3 +378,6 @@ class Citation(models.Model):
 
     def __str__(self) -> str:
         return f"{'verified' if self.verified else 'flagged'} {self.url}"
+
+
+from research.models_remote import RemoteServer  # noqa: E402, F401  (remote MCP servers)

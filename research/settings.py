@@ -233,6 +233,8 @@ LOGGING = {
     "loggers": {
         "django.channels.server": {"level": "WARNING"},
         "httpx": {"level": "WARNING"},
+        "httpx2": {"level": "WARNING"},  # the MCP SDK's HTTP client: a line per request
+        "mcp": {"level": "WARNING"},
         "openai": {"level": "WARNING"},
     },
 }
@@ -344,3 +346,10 @@ READ_PAGE_MAX_BYTES = envint("READ_PAGE_MAX_BYTES", 5 * 1024 * 1024)
 READ_PAGE_TIMEOUT_SECONDS = envfloat("READ_PAGE_TIMEOUT_SECONDS", 20.0)
 # Hosts read_page may fetch even though they resolve to private or loopback addresses.
 READ_PAGE_ALLOWED_HOSTS = envlist("READ_PAGE_ALLOWED_HOSTS")
+
+# Remote MCP servers (admin, "Remote MCP servers"): their URLs pass read_page's address guard
+# unless their host is listed here; a call, and loading a tool list, give up after the timeout;
+# an agent reloads a server's tool list when the one it has is older than the catalog age.
+REMOTE_MCP_ALLOWED_HOSTS = envlist("REMOTE_MCP_ALLOWED_HOSTS")
+REMOTE_MCP_TIMEOUT_SECONDS = envfloat("REMOTE_MCP_TIMEOUT_SECONDS", 60.0)
+REMOTE_MCP_CATALOG_SECONDS = envfloat("REMOTE_MCP_CATALOG_SECONDS", 300.0)

@@ -21,6 +21,7 @@ from research.models import (
     Document,
     Event,
     Profile,
+    RemoteServer,
     Run,
     RunState,
     Source,
@@ -263,6 +264,9 @@ def _one_of_everything(owner, tree_factory) -> None:
     Citation.objects.create(run=root, url=source.url, verified=True, source=source)
     Worker.objects.create(hostname="box", pid=42, heartbeat_at=timezone.now())
     Profile.objects.create(user=owner)
+    RemoteServer.objects.create(
+        name=f"notes-{owner.pk}", url="https://notes.example/mcp", allowed_tools=["*"]
+    )
 
 
 RESEARCH_MODELS = sorted(

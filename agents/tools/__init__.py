@@ -11,6 +11,7 @@ def toolset(ctx: AgentContext) -> list[Tool]:
     from agents.tools.knowledge import QUERY, REMEMBER
     from agents.tools.pages import READ_PAGE
     from agents.tools.plan import WRITE_PLAN
+    from agents.tools.remote import tools_for as remote_tools
     from agents.tools.web import WEB_SEARCH
 
     tools = [WEB_SEARCH, READ_PAGE]
@@ -22,4 +23,5 @@ def toolset(ctx: AgentContext) -> list[Tool]:
     if ctx.is_root:  # the lead's plan (seed 001)
         tools.append(WRITE_PLAN)
     tools += team.tools_for(ctx)
+    tools += remote_tools(ctx)  # enable_remote_tool, when an admin connected MCP servers
     return tools

@@ -36,6 +36,8 @@ class Tool:
     # Reads that depend on nothing else of the turn (a search, a page, a query): several in
     # one turn run at once (RESEARCH_PARALLEL_TOOL_CALLS), their results still in call order.
     parallel: bool = False
+    # A section of the system prompt that comes with the tool (the remote tools it offers).
+    prompt: str = ""
 
     def schema(self) -> dict[str, Any]:
         return {

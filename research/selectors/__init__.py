@@ -10,6 +10,7 @@ from research.selectors.knowledge import (
     remembered_facts,
 )
 from research.selectors.plans import plan_items, plan_view
+from research.selectors.remote import remote_server_get, remote_servers_for
 from research.selectors.runs import (
     RunFacts,
     roots_for,
@@ -52,6 +53,8 @@ __all__ = [
     "document_list",
     "events_after",
     "remembered_facts",
+    "remote_server_get",
+    "remote_servers_for",
     "roots_for",
     "run_get",
     "run_facts",

@@ -28,6 +28,7 @@ from research.services.plans import (
     plan_pause,
     plan_write,
 )
+from research.services.remote import remote_catalog_store
 from research.services.runs import (
     CANCELLED_BY_USER,
     INTERRUPTED,
@@ -87,6 +88,7 @@ __all__ = [
     "message_withdraw",
     "messages_mark_read",
     "on_root_queued",
+    "remote_catalog_store",
     "root_claim",
     "root_claim_next",
     "run_cancel",

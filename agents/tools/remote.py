@@ -1,0 +1,417 @@
+"""Remote MCP tools: the tools of MCP servers an admin registered, offered to agents lazily.
+
+An agent's prompt lists the remote tools it may use by name and one-line summary only (seed
+001: 185 full tool definitions cost 99K tokens); `enable_remote_tool` loads one's full
+description and input schema into the agent's tools (`ctx.tools`), where it stays for the
+rest of that agent's run. A remote tool is a `Tool` like the others, so the loop records its
+calls as steps, checks its arguments against its schema, and sends its errors back to the
+model as the tool's result: an unreachable server is a tool error, never a failed run.
+
+Each call opens a session with the server (the MCP SDK's client over streamable HTTP) in an
+event loop of its own thread, while the agent's thread waits for it and watches its cancel
+token. The server's URL passes read_page's address guard (unless its host is in
+REMOTE_MCP_ALLOWED_HOSTS) and the connection goes to the address that was checked. The
+headers, which hold the server's secrets, go to the server and nowhere else: not into a
+step, an event, a log line or an error text.
+"""
+
+import concurrent.futures
+import ipaddress
+import json
+import logging
+import re
+import socket
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import anyio
+import anyio.from_thread
+import httpx2
+import jsonschema
+from django.conf import settings
+from django.utils import timezone
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.types import CallToolResult, TextContent
+
+from agents import prompts
+from agents.context import Cancelled
+from agents.kinds import DEFAULT_KIND
+from agents.tools.base import Tool, ToolError, object_schema
+from agents.tools.pages import not_public
+from research import selectors, services
+from research.models import RemoteServer, State
+from research.models_remote import TOOL_SEPARATOR
+
+if TYPE_CHECKING:
+    from agents.context import AgentContext
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+ENABLE = "enable_remote_tool"
+SUMMARY_CHARS = 120
+CATALOG_PAGES = 10
+# Loading a tool list happens as an agent starts: a server that does not answer must not
+# hold the agent up for the whole call timeout.
+CATALOG_TIMEOUT_SECONDS = 15.0
+NOT_LOADED = "(its description could not be loaded yet)"
+_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+
+
+@dataclass(frozen=True)
+class Offered:
+    """A remote tool an agent may enable: its agent-facing name and where it comes from."""
+
+    name: str
+    server_id: int
+    server_name: str
+    tool_name: str
+    entry: dict[str, Any] | None  # the catalog entry; None when the list did not load
+
+    @property
+    def summary(self) -> str:
+        if self.entry is None:
+            return NOT_LOADED
+        return summary_of(self.entry.get("description") or "") or "(no description)"
+
+
+def agent_kind(ctx: "AgentContext") -> str:
+    """The agent's kind (agents.kinds); a root, which has none, is checked as the default
+    kind by callers that let roots through anyway."""
+    return ctx.kind or DEFAULT_KIND
+
+
+def tools_for(ctx: "AgentContext") -> list[Tool]:
+    """`enable_remote_tool`, with the prompt section listing what it can enable; nothing
+    when no remote tool is offered to this agent."""
+    offered = offered_tools(ctx)
+    if not offered:
+        return []
+    return [enable_tool(offered)]
+
+
+def offered_tools(ctx: "AgentContext") -> list[Offered]:
+    offered: list[Offered] = []
+    for server in selectors.remote_servers_for(kind=agent_kind(ctx), is_root=ctx.is_root):
+        if not server.allowed_tools:
+            continue
+        if _stale(server):
+            _refresh(ctx, server)
+        listed = {entry["name"]: entry for entry in server.catalog}
+        names = list(listed) if "*" in server.allowed_tools else server.allowed_tools
+        for tool_name in names:
+            if server.allows(tool_name):
+                offered.append(
+                    Offered(
+                        name=agent_name(server.name, tool_name),
+                        server_id=server.pk,
+                        server_name=server.name,
+                        tool_name=tool_name,
+                        entry=listed.get(tool_name),
+                    )
+                )
+    return offered
+
+
+def agent_name(server_name: str, tool_name: str) -> str:
+    """The name the model calls: server and tool, in the characters function names allow."""
+    return f"{server_name}{TOOL_SEPARATOR}{_UNSAFE.sub('_', tool_name)}"[:64]
+
+
+def summary_of(description: str) -> str:
+    line = description.strip().split("\n", 1)[0].strip()
+    sentence = line.split(". ", 1)[0].rstrip(".")
+    return sentence if len(sentence) <= SUMMARY_CHARS else sentence[: SUMMARY_CHARS - 1] + "…"
+
+
+# --- enable_remote_tool --------------------------------------------------------------------
+
+
+def enable_tool(offered: list[Offered]) -> Tool:
+    by_name = {tool.name: tool for tool in offered}
+
+    def enable(ctx: "AgentContext", args: dict[str, Any]) -> str:
+        name = args["name"].strip()
+        choice = by_name.get(name)
+        if choice is None:
+            raise ToolError(
+                f"{ENABLE}: there is no remote tool {name!r}; the remote tools you may "
+                f"enable are: {', '.join(by_name)}."
+            )
+        if name in ctx.tools:
+            return f"{name} is already enabled: call it."
+        entry = choice.entry or _entry_now(ctx, choice)
+        tool = remote_tool(choice, entry)
+        ctx.tools[name] = tool
+        return (
+            f"Enabled {name}: call it from your next turn on, with arguments that match its "
+            f"schema.\n\n{tool.description}"
+        )
+
+    listing = "\n".join(f"- `{tool.name}`: {tool.summary}" for tool in offered)
+    return Tool(
+        name=ENABLE,
+        description=(
+            "Load one of the remote tools listed in your instructions (## Remote tools) by "
+            "its name; you can call it from your next turn on."
+        ),
+        parameters=object_schema(
+            {"name": {"type": "string", "description": "The remote tool's name, as listed."}},
+            ["name"],
+        ),
+        state=State.THINKING,
+        handler=enable,
+        detail=lambda args: str(args.get("name", "")),
+        prompt=prompts.render("remote_tools", tools=listing),
+    )
+
+
+def _entry_now(ctx: "AgentContext", choice: Offered) -> dict[str, Any]:
+    """The tool's catalog entry, loading the server's list again (it did not load before)."""
+    server = _server(choice)
+    catalog = _refresh(ctx, server)
+    if catalog is None:
+        raise ToolError(f"{ENABLE}: {server.catalog_error}")
+    for entry in catalog:
+        if entry["name"] == choice.tool_name:
+            return entry
+    raise ToolError(
+        f"{ENABLE}: the MCP server {server.name} no longer lists a tool {choice.tool_name!r}."
+    )
+
+
+# --- A remote tool -------------------------------------------------------------------------
+
+
+def remote_tool(choice: Offered, entry: dict[str, Any]) -> Tool:
+    description = (entry.get("description") or "").strip() or "(no description)"
+
+    def handler(ctx: "AgentContext", arguments: dict[str, Any]) -> str:
+        server = _server(choice)
+        if not server.allows(choice.tool_name):
+            raise ToolError(f"{choice.name}: an admin no longer allows this tool.")
+        result = call_remote(
+            ctx,
+            server,
+            lambda client: client.call_tool(choice.tool_name, arguments),
+            what=choice.name,
+        )
+        text = result_text(result)
+        if result.is_error:
+            raise ToolError(f"{choice.name}: {text}")
+        return text
+
+    return Tool(
+        name=choice.name,
+        description=f"{description}\n\n(A tool of the MCP server {choice.server_name}.)",
+        parameters=_schema(entry.get("input_schema")),
+        state=State.QUERYING,
+        handler=handler,
+        detail=lambda args: f"{choice.server_name}: {choice.tool_name}",
+    )
+
+
+def _schema(schema: Any) -> dict[str, Any]:
+    """The tool's input schema, or any object when it is not one the loop can check."""
+    if isinstance(schema, dict) and schema.get("type") == "object":
+        try:
+            jsonschema.Draft202012Validator.check_schema(schema)
+            return schema
+        except jsonschema.SchemaError:
+            pass
+    return {"type": "object"}
+
+
+def result_text(result: CallToolResult) -> str:
+    parts = []
+    for block in result.content:
+        if isinstance(block, TextContent):
+            parts.append(block.text)
+        else:
+            parts.append(f"[{block.type} content: not shown]")
+    if not parts and result.structured_content is not None:
+        parts.append(json.dumps(result.structured_content))
+    return "\n".join(parts) or "(the tool returned nothing)"
+
+
+def _server(choice: Offered) -> RemoteServer:
+    server = selectors.remote_server_get(server_id=choice.server_id)
+    if server is None:
+        raise ToolError(f"{choice.name}: an admin removed or disabled its MCP server.")
+    return server
+
+
+# --- The server's tool list ----------------------------------------------------------------
+
+
+def _stale(server: RemoteServer) -> bool:
+    checked = server.catalog_checked_at
+    if checked is None:
+        return True
+    age = (timezone.now() - checked).total_seconds()
+    return age >= settings.REMOTE_MCP_CATALOG_SECONDS
+
+
+def _refresh(ctx: "AgentContext", server: RemoteServer) -> list[dict[str, Any]] | None:
+    """Load the server's tool list and store it; None (the error stored) when it fails."""
+
+    async def list_all(client: Client) -> list[dict[str, Any]]:
+        tools, cursor = [], None
+        for _ in range(CATALOG_PAGES):
+            page = await client.list_tools(cursor=cursor) if cursor else await client.list_tools()
+            tools += [
+                {
+                    "name": tool.name,
+                    "description": tool.description or "",
+                    "input_schema": tool.input_schema,
+                }
+                for tool in page.tools
+            ]
+            cursor = page.next_cursor
+            if not cursor:
+                break
+        return tools
+
+    try:
+        catalog = call_remote(
+            ctx,
+            server,
+            list_all,
+            what=f"loading the tools of {server.name}",
+            timeout=min(CATALOG_TIMEOUT_SECONDS, settings.REMOTE_MCP_TIMEOUT_SECONDS),
+        )
+    except ToolError as error:
+        services.remote_catalog_store(server_id=server.pk, tools=None, error=str(error))
+        server.catalog_error = str(error)
+        return None
+    services.remote_catalog_store(server_id=server.pk, tools=catalog)
+    server.catalog = catalog
+    return catalog
+
+
+# --- Talking to a server -------------------------------------------------------------------
+
+
+def call_remote(
+    ctx: "AgentContext",
+    server: RemoteServer,
+    work: Callable[[Client], Awaitable[T]],
+    *,
+    what: str,
+    timeout: float | None = None,
+) -> T:
+    """`work(client)` in a session with the server, in an event loop of its own thread; the
+    agent's thread waits, and stops it when the agent is cancelled."""
+    timeout = timeout or settings.REMOTE_MCP_TIMEOUT_SECONDS
+    try:
+        url, address = guarded(server)
+    except ToolError as refused:
+        raise ToolError(f"{what}: {refused}") from None
+
+    async def session() -> T:
+        with anyio.fail_after(timeout):
+            async with (
+                _http_client(url, address, server.headers) as http,
+                Client(streamable_http_client(str(url), http_client=http)) as client,
+            ):
+                return await work(client)
+
+    with anyio.from_thread.start_blocking_portal() as portal:
+        future = portal.start_task_soon(session)
+        while not concurrent.futures.wait([future], settings.RESEARCH_CANCEL_POLL_SECONDS)[0]:
+            if ctx.cancel.is_set():
+                future.cancel()
+                raise Cancelled(ctx.cancel.reason)
+        try:
+            return future.result()
+        except TimeoutError:
+            raise ToolError(
+                f"{what}: the MCP server {server.name} did not answer within {timeout:g} s."
+            ) from None
+        except Exception as error:  # the server is down, refused, or broke the protocol
+            raise ToolError(
+                f"{what}: the MCP server {server.name} could not be reached or failed "
+                f"({describe(error)})."
+            ) from None
+
+
+def describe(error: BaseException) -> str:
+    """The innermost reason of a failure (task groups wrap what happened in groups)."""
+    while isinstance(error, BaseExceptionGroup) and error.exceptions:
+        error = error.exceptions[0]
+    text = str(error) or type(error).__name__
+    return text if len(text) <= 300 else text[:299] + "…"
+
+
+def guarded(server: RemoteServer) -> tuple[httpx2.URL, str]:
+    """The server's URL and the address to connect to, after read_page's address guard."""
+    try:
+        url = httpx2.URL(server.url)
+    except httpx2.InvalidURL:
+        raise ToolError(f"the MCP server {server.name} has an invalid URL.") from None
+    if url.scheme not in ("http", "https") or not url.host:
+        raise ToolError(f"the MCP server {server.name} has no http or https URL.")
+    port = url.port or (443 if url.scheme == "https" else 80)
+    try:
+        infos = socket.getaddrinfo(url.raw_host.decode("ascii"), port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as error:
+        raise ToolError(
+            f"the host of the MCP server {server.name}, {url.host}, does not resolve ({error})."
+        ) from None
+    addresses = sorted(
+        {ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos},
+        key=lambda address: (address.version, str(address)),
+    )
+    if not _host_allowed(url, port):
+        for address in addresses:
+            if kind := not_public(address):
+                where = (
+                    f"{address} is a {kind} address"
+                    if url.host == str(address)
+                    else f"{url.host} resolves to {address}, a {kind} address"
+                )
+                raise ToolError(
+                    f"refused the MCP server {server.name}: {where}; an operator may allow "
+                    "its host (REMOTE_MCP_ALLOWED_HOSTS)."
+                )
+    return url, str(addresses[0])
+
+
+def _host_allowed(url: httpx2.URL, port: int) -> bool:
+    host = url.host.lower()
+    host = f"[{host}]" if ":" in host else host
+    allowed = {entry.lower() for entry in settings.REMOTE_MCP_ALLOWED_HOSTS}
+    return host in allowed or f"{host}:{port}" in allowed
+
+
+def _http_client(url: httpx2.URL, address: str, headers: dict[str, str]) -> httpx2.AsyncClient:
+    return httpx2.AsyncClient(
+        headers={str(name): str(value) for name, value in (headers or {}).items()},
+        timeout=httpx2.Timeout(settings.REMOTE_MCP_TIMEOUT_SECONDS),
+        trust_env=False,  # a proxy would connect to addresses the guard never saw
+        transport=_PinnedTransport(url, address),
+    )
+
+
+class _PinnedTransport(httpx2.AsyncBaseTransport):
+    """Sends every request to the address the guard checked, with the Host header and TLS
+    server name of the URL: a DNS answer that changes after the check cannot redirect it."""
+
+    def __init__(self, url: httpx2.URL, address: str):
+        self.host = url.host
+        self.address = address
+        self.inner = httpx2.AsyncHTTPTransport(trust_env=False)
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        if request.url.host != self.host:
+            raise httpx2.ConnectError(f"refused a request to another host ({request.url.host})")
+        if request.url.scheme == "https":
+            request.extensions = {**request.extensions, "sni_hostname": self.host}
+        request.headers["Host"] = request.url.netloc.decode("ascii")
+        request.url = request.url.copy_with(host=self.address)
+        return await self.inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()

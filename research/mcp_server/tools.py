@@ -1,0 +1,432 @@
+"""The MCP tools: start, list, get, follow, read the report of, and cancel researches.
+
+Each tool is a thin edge, like a REST view: it checks its arguments, calls a selector or a
+service as the client's user, and returns JSON. A domain error becomes an MCP tool error
+(`isError: true`) whose text is the REST API's text for the same input, so an assistant reads
+what a script reads. The descriptions and argument descriptions are what a model reads to
+pick a tool and fill it in: they say what the tool does, when to use it and what comes back.
+
+Who the user is depends on the transport: `owner_of(ctx)` is given by the caller (the
+bearer token's user over HTTP, `--user` over stdio).
+
+More tools plug in through `register`; `send_note` is the analyst's note to a working agent,
+as `POST /v1/gb/research/<id>/notes` sends it.
+"""
+
+import json
+from collections.abc import Callable
+from functools import partial
+from typing import Annotated, Any, Literal
+
+import anyio
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import close_old_connections
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import Field
+from pydantic import ValidationError as ArgumentsError
+from rest_framework.exceptions import ValidationError
+
+from research import selectors, services
+from research.api_helpers import checked
+from research.errors import InvalidInput, NotFound, ResearchError
+from research.events.payloads import run_fields
+from research.models import ACTIVE_STATUSES, Run
+from research.serializers import MessageSerializer, ReportSerializer, RunListFilterSerializer
+
+INSTRUCTIONS = (
+    "Canopy runs deep research with a tree of LLM agents: a research agent searches the web "
+    "and the user's knowledge bases, may split the work among sub-agents, and writes a "
+    "report that cites its sources. A research takes minutes. Start one with start_research, "
+    "wait for it with follow_research (it reports progress while the agents work), then read "
+    "the report and its citations with get_report. list_research finds earlier researches; "
+    "get_research shows one with its sub-agents, their states and costs."
+)
+
+FOLLOW_POLL_SECONDS = 0.5
+FOLLOW_MAX_SECONDS = 3600
+# A progress notification at least this often while nothing changes: the client (and any
+# proxy between) sees the call is alive; MCP clients give up on a silent stream (300 s).
+FOLLOW_HEARTBEAT_SECONDS = 20
+PAGE_SIZE_MAX = 200
+# Fields of a run that a listing leaves out: the report is read with get_report.
+LISTED_WITHOUT = ("report",)
+AGENT_FIELDS = (
+    "id",
+    "parent_id",
+    "depth",
+    "name",
+    "reason",
+    "status",
+    "state",
+    "steps",
+    "max_steps",
+    "cost_usd",
+    "tree_cost_usd",
+    "error",
+)
+
+ResearchId = Annotated[
+    int, Field(description="The id of a research (or of one of its sub-agents).")
+]
+OwnerOf = Callable[[Context], int]
+
+
+def build_server(
+    *, owner_of: OwnerOf, on_started: Callable[[int], None] | None = None
+) -> MCPServer:
+    """Canopy's MCP server. `owner_of(ctx)` names the user a call acts for; `on_started(id)`
+    runs after a research is queued (the stdio command runs its agents when nothing else
+    does)."""
+    server = CanopyServer(
+        "canopy", title="Canopy deep research", instructions=INSTRUCTIONS, log_level="WARNING"
+    )
+    register(server, Tools(owner_of=owner_of, on_started=on_started))
+    return server
+
+
+class CanopyServer(MCPServer):
+    """The SDK's server, with arguments that do not fit a tool's schema named the way the
+    REST API names a bad field (`max_steps: ...`), without pydantic's links and echoes."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context=None):
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as error:
+            if isinstance(error.__cause__, ArgumentsError):
+                raise ToolError(_arguments_text(error.__cause__)) from error.__cause__
+            raise
+
+
+def _arguments_text(error: ArgumentsError) -> str:
+    return " ".join(
+        f"{'.'.join(str(part) for part in problem['loc']) or 'arguments'}: {problem['msg']}."
+        for problem in error.errors()
+    )
+
+
+def register(server: MCPServer, tools: "Tools") -> None:
+    reads = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+    server.add_tool(tools.start_research, name="start_research")
+    server.add_tool(tools.list_research, name="list_research", annotations=reads)
+    server.add_tool(tools.get_research, name="get_research", annotations=reads)
+    server.add_tool(tools.follow_research, name="follow_research", annotations=reads)
+    server.add_tool(tools.get_report, name="get_report", annotations=reads)
+    server.add_tool(tools.send_note, name="send_note")
+    server.add_tool(
+        tools.cancel_research,
+        name="cancel_research",
+        annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=True),
+    )
+
+
+class Tools:
+    def __init__(self, *, owner_of: OwnerOf, on_started: Callable[[int], None] | None):
+        self.owner_of = owner_of
+        self.on_started = on_started
+
+    async def _answer(self, ctx: Context, work: Callable[[AbstractBaseUser], Any]) -> Any:
+        """`work(owner)` in a worker thread (the ORM is synchronous); a refusal raises
+        `Refused` with the REST API's text."""
+        owner_id = self.owner_of(ctx)
+        try:
+            return await anyio.to_thread.run_sync(partial(_as_owner, work, owner_id))
+        except ResearchError as error:
+            raise Refused(error.message) from None
+        except ValidationError as error:
+            raise Refused(_validation_text(error.detail)) from None
+
+    async def start_research(
+        self,
+        topic: Annotated[
+            str,
+            Field(
+                description="The research question or task, self-contained: what to find "
+                "out, for whom, and any scope or sources to prefer."
+            ),
+        ],
+        ctx: Context,
+        max_steps: Annotated[
+            int | None,
+            Field(
+                description="The root agent's step budget (model turns), 1 to the server's "
+                "limit (40 by default). Omit for the default (10). More steps: deeper, "
+                "slower, costlier."
+            ),
+        ] = None,
+        dataset: Annotated[
+            int | None,
+            Field(
+                description="The id of one of the user's datasets (knowledge bases) for the "
+                "agents to query beside the web. Omit for none."
+            ),
+        ] = None,
+        review_plan: Annotated[
+            bool,
+            Field(
+                description="Pause after the lead agent writes its plan, until the user "
+                "approves it in Canopy (the run page or POST .../plan/approve). Default false."
+            ),
+        ] = False,
+    ) -> CallToolResult:
+        """Start a new research in the background and return it at once (status "queued").
+        The agents then work for minutes: call follow_research with its id to wait for it
+        with progress, then get_report to read the report. A user may have 3 researches
+        working at once; a fourth is refused until one ends or is cancelled."""
+
+        def start(owner: AbstractBaseUser) -> dict:
+            run = services.run_start(
+                owner=owner,
+                topic=topic,
+                max_steps=max_steps,
+                dataset_id=dataset,
+                review_plan=review_plan,
+            )
+            if self.on_started is not None:
+                self.on_started(run.pk)
+            return _listed(run)
+
+        return await self._call(ctx, start)
+
+    async def list_research(
+        self,
+        ctx: Context,
+        status: Annotated[
+            Literal["queued", "working", "done", "failed"] | None,
+            Field(description="Only researches with this status."),
+        ] = None,
+        parent_id: Annotated[
+            int | None,
+            Field(description="List the sub-agents this run spawned instead of researches."),
+        ] = None,
+        root_id: Annotated[
+            int | None,
+            Field(description="List every agent of this research's tree instead."),
+        ] = None,
+        cursor: Annotated[
+            str | None,
+            Field(description="The next_cursor of the previous page, for the next page."),
+        ] = None,
+        page_size: Annotated[
+            int, Field(description=f"At most this many, 1 to {PAGE_SIZE_MAX} (default 20).")
+        ] = 20,
+    ) -> CallToolResult:
+        """List the user's researches, newest first, without their reports (get_report
+        reads one). Without parent_id or root_id it lists researches the user started, not
+        their sub-agents. When more remain, next_cursor is set: pass it as cursor."""
+
+        def listing(owner: AbstractBaseUser) -> dict:
+            given = {"status": status, "parent_id": parent_id, "root_id": root_id}
+            filters = checked(
+                RunListFilterSerializer, {k: v for k, v in given.items() if v is not None}
+            )
+            if not 1 <= page_size <= PAGE_SIZE_MAX:
+                raise InvalidInput(
+                    f"page_size must be from 1 to {PAGE_SIZE_MAX}, not {page_size}.",
+                    field="page_size",
+                )
+            runs = selectors.run_list(
+                owner=owner, **filters, roots_only=parent_id is None and root_id is None
+            )
+            if cursor:
+                runs = selectors.runs_older_than(runs, run=_cursor_run(owner, cursor))
+            else:
+                runs = runs.order_by("-created_at", "-id")
+            page = list(runs[: page_size + 1])
+            more, page = len(page) > page_size, page[:page_size]
+            return {
+                "researches": [_listed(run) for run in page],
+                "next_cursor": f"before-{page[-1].pk}" if more else None,
+            }
+
+        return await self._call(ctx, listing)
+
+    async def get_research(self, research_id: ResearchId, ctx: Context) -> CallToolResult:
+        """One research (or sub-agent) as it is now: status, state, step count, tokens and
+        cost (cost_usd its own, tree_cost_usd with its sub-agents), and `agents`: every
+        sub-agent below it with its state, steps and cost. The report is read with
+        get_report."""
+        return await self._call(ctx, partial(_research, research_id=research_id))
+
+    async def follow_research(
+        self,
+        research_id: ResearchId,
+        ctx: Context,
+        timeout_seconds: Annotated[
+            int,
+            Field(
+                description="Return after this many seconds even if the research still "
+                f"works (1 to {FOLLOW_MAX_SECONDS}, default 240); call again to keep waiting."
+            ),
+        ] = 240,
+    ) -> CallToolResult:
+        """Wait until a research ends, sending progress notifications (agents working,
+        steps, cost, what the agents do) while it works when the client asked for progress.
+        Returns what get_research returns, with `finished`: false when the wait timed out
+        first."""
+        if not 1 <= timeout_seconds <= FOLLOW_MAX_SECONDS:
+            return _error(
+                f"timeout_seconds must be from 1 to {FOLLOW_MAX_SECONDS}, not {timeout_seconds}."
+            )
+        deadline = anyio.current_time() + timeout_seconds
+        sent, last_line, last_sent = 0, None, 0.0
+        try:
+            while True:
+                research = await self._answer(ctx, partial(_research, research_id=research_id))
+                finished = research["status"] not in ACTIVE_STATUSES
+                line = progress_line(research)
+                now = anyio.current_time()
+                if line != last_line or now - last_sent >= FOLLOW_HEARTBEAT_SECONDS:
+                    sent += 1  # the progress value must grow with every notification
+                    await ctx.report_progress(sent, None, line)
+                    last_line, last_sent = line, now
+                if finished or anyio.current_time() >= deadline:
+                    return _result({**research, "finished": finished})
+                await anyio.sleep(FOLLOW_POLL_SECONDS)
+        except Refused as refused:
+            return _error(str(refused))
+
+    async def get_report(self, research_id: ResearchId, ctx: Context) -> CallToolResult:
+        """The report of a research (Markdown, empty until it is done) with each URL it
+        cites, marked verified (an agent of the research read it) or flagged (no agent saw
+        it: check it before trusting it)."""
+
+        def report(owner: AbstractBaseUser) -> dict:
+            run = selectors.run_get(owner=owner, run_id=research_id)
+            citations = selectors.citations_for(run_id=run.pk)
+            data = {
+                "id": run.pk,
+                "status": run.status,
+                "report": run.report,
+                "citations": citations,
+                "flagged_claims": run.flagged_claims,
+            }
+            return json.loads(json.dumps(ReportSerializer(data).data))
+
+        return await self._call(ctx, report)
+
+    async def cancel_research(self, research_id: ResearchId, ctx: Context) -> CallToolResult:
+        """Cancel a research (or one sub-agent) and every sub-agent below it. Its agents stop
+        within a second or two; it then ends "failed" with the error "cancelled by the
+        user". Returns the research as it is right after the request."""
+
+        def cancel(owner: AbstractBaseUser) -> dict:
+            run = selectors.run_get(owner=owner, run_id=research_id)
+            services.run_cancel(run=run)
+            run.refresh_from_db()
+            return _listed(run)
+
+        return await self._call(ctx, cancel)
+
+    async def send_note(
+        self,
+        research_id: ResearchId,
+        text: Annotated[
+            str,
+            Field(
+                description="What the agent should know or do, short and specific, at most "
+                "10,000 characters."
+            ),
+        ],
+        ctx: Context,
+    ) -> CallToolResult:
+        """Send a note to an agent of a research that is still working: the research's id
+        for its lead agent, or a sub-agent's id (see get_research). The agent reads it at its
+        next step; an agent waiting for its sub-agents or for messages stops waiting to read
+        it. Returns the stored note. A note to an agent that has ended is refused."""
+
+        def send(owner: AbstractBaseUser) -> dict:
+            run = selectors.run_get(owner=owner, run_id=research_id)
+            note = services.note_send(run=run, author_id=owner.pk, text=text)
+            note = selectors.run_messages(run=run).get(pk=note.pk)
+            return json.loads(json.dumps(MessageSerializer(note).data))
+
+        return await self._call(ctx, send)
+
+    async def _call(self, ctx: Context, work: Callable[[AbstractBaseUser], Any]):
+        try:
+            return _result(await self._answer(ctx, work))
+        except Refused as refused:
+            return _error(str(refused))
+
+
+class Refused(Exception):
+    """A call the domain refused; its text is what the client reads."""
+
+
+def _as_owner(work: Callable[[AbstractBaseUser], Any], owner_id: int) -> Any:
+    # A worker thread of the MCP server's loop: like an agent thread, it closes connections
+    # that went stale (or, with the PostgreSQL pool, gives them back) around each call.
+    close_old_connections()
+    try:
+        return work(get_user_model().objects.get(pk=owner_id))
+    finally:
+        close_old_connections()
+
+
+def _cursor_run(owner: AbstractBaseUser, cursor: str) -> Run:
+    prefix, _, number = cursor.partition("-")
+    try:
+        if prefix == "before" and number.isdigit():
+            return selectors.run_get(owner=owner, run_id=int(number))
+    except NotFound:
+        pass
+    raise InvalidInput(
+        f"cursor {cursor!r} is not a next_cursor that list_research gave.", field="cursor"
+    )
+
+
+def _listed(run: Run) -> dict:
+    fields = run_fields(run)
+    return {k: v for k, v in fields.items() if k not in LISTED_WITHOUT} | {
+        "has_report": bool(run.report)
+    }
+
+
+def _research(owner: AbstractBaseUser, *, research_id: int) -> dict:
+    run = selectors.run_get(owner=owner, run_id=research_id)
+    latest = selectors.run_states(run=run).order_by("-id").first()
+    agents = [agent for agent in selectors.subtree_runs(run=run) if agent.pk != run.pk]
+    return {
+        **_listed(run),
+        "detail": latest.detail if latest else "",
+        "agents": [
+            {key: value for key, value in run_fields(agent).items() if key in AGENT_FIELDS}
+            for agent in agents
+        ],
+    }
+
+
+def progress_line(research: dict) -> str:
+    """One line saying where a research is: what a client shows while it waits."""
+    agents = research["agents"]
+    working = sum(agent["status"] in ACTIVE_STATUSES for agent in agents)
+    steps = research["steps"] + sum(agent["steps"] for agent in agents)
+    doing = research["state"] + (f" ({research['detail']})" if research["detail"] else "")
+    team = f", {len(agents)} sub-agents ({working} working)" if agents else ""
+    return (
+        f"research {research['id']} {research['status']}: {doing}{team}, {steps} steps, "
+        f"${research['tree_cost_usd']}"
+    )
+
+
+def _validation_text(detail: Any) -> str:
+    """DRF's field errors as one line: `field: message` for each."""
+    if isinstance(detail, dict):
+        return " ".join(
+            f"{field}: {' '.join(str(m) for m in messages)}" for field, messages in detail.items()
+        )
+    return " ".join(str(message) for message in detail)
+
+
+def _result(data: Any) -> CallToolResult:
+    return CallToolResult(
+        content=[TextContent(type="text", text=json.dumps(data, indent=1))],
+        structured_content=data,
+    )
+
+
+def _error(text: str) -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)

@@ -563,3 +563,56 @@ class Terminal(io.StringIO):
 
     def isatty(self) -> bool:
         return True
+
+
+# --- plans and notes -----------------------------------------------------------------------
+
+
+def test_plan_approve_and_note_do_what_the_page_does(db, alice, bob, run_factory):
+    run_id = int(
+        research("start", "Reviewed topic", "--review-plan", "--no-wait", "--user", "alice")
+    )
+    run = Run.objects.get(pk=run_id)
+    assert run.review_plan is True
+    assert research("plan", str(run_id), "--user", "alice") == (
+        f"research {run_id} has no plan yet.\n"
+    )
+    # What the lead does when it writes its plan (the agent is not running in this test).
+    services.run_claim(run_id=run_id)
+    services.plan_write(root_id=run_id, items=["Tides", "The moon"])
+    services.plan_pause(root_id=run_id)
+
+    shown = research("plan", str(run_id), "--user", "alice").splitlines()
+    assert shown == [
+        f"research {run_id}: plan version 1 (waiting for your approval)",
+        "1\topen\tTides",
+        "2\topen\tThe moon",
+        f"approve it: manage.py research approve {run_id} [--item TEXT ...]",
+    ]
+    with pytest.raises(CommandError, match="invalid --item: plan item 2 is empty."):
+        research("approve", str(run_id), "--item", "Tides", "--item", " ", "--user", "alice")
+    with pytest.raises(CommandError, match=f"no research with id {run_id}"):
+        research("approve", str(run_id), "--user", "bob")
+    approved = research(
+        "approve",
+        str(run_id),
+        "--item",
+        "Tides",
+        "--item",
+        "Moon",
+        "--item",
+        "Sun",
+        "--user",
+        "alice",
+    )
+    assert approved == f"research {run_id}: plan version 2 approved; the research resumes.\n"
+    run.refresh_from_db()
+    assert run.status == "queued"
+
+    sent = research("note", str(run_id), "Mind the spring tides", "--user", "alice")
+    assert sent.startswith("note ") and sent.endswith(
+        f" sent to the lead agent of research {run_id}; it reads it at its next step.\n"
+    )
+    services.run_finish(run_id=run_id, report="done")
+    with pytest.raises(CommandError, match=r"invalid id: the root agent \(run \d+\) has ended"):
+        research("note", str(run_id), "too late", "--user", "alice")

@@ -45,6 +45,9 @@ AGENT_COLUMNS = (
     "steps",
     "max_steps",
     "cost_usd",
+    "kind",
+    "tier",
+    "model",
 )
 SHOW_FIELDS = (
     "id",
@@ -200,13 +203,14 @@ def rich_list(runs: Iterable[Run], console: Console) -> None:
 
 def rich_agents(tree: list[Run]) -> Table:
     table = Table(box=None, header_style="bold")
-    for heading in ("Agent", "State", "Steps", "Cost"):
+    for heading in ("Agent", "Kind", "State", "Steps", "Cost"):
         table.add_column(heading, justify="right" if heading in ("Steps", "Cost") else "left")
     top = tree[0].depth if tree else 0
     for run in tree:
         indent = "  " * (run.depth - top)
         table.add_row(
             f"{indent}{agent_label(run)}",
+            f"{run.kind}{' · ' + run.tier if run.tier else ''}",
             status_text(run),
             f"{run.steps}/{run.max_steps}",
             money(run.cost_usd),

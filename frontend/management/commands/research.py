@@ -1,4 +1,5 @@
-"""`manage.py research ...`: start, list, show, follow, cancel and export researches.
+"""`manage.py research ...`: start, list, show, follow, cancel and export researches; read
+and approve a research's plan; send a note to a working agent.
 
 The same owner scoping and validation as the REST API: every read goes through
 research.selectors, every write through research.services, as one user (see --user).
@@ -39,6 +40,10 @@ OPTION_OF_FIELD = {
     "max_steps": "--max-steps",
     "model": "--model",
     "dataset": "--dataset",
+    "items": "--item",
+    "text": "text",
+    "run": "id",
+    "status": "id",
 }
 EXIT_HELP = "Exit status: 0 when the research is done, 1 when it failed, 130 when interrupted."
 
@@ -57,6 +62,11 @@ class Command(BaseCommand):
         start.add_argument("--model", help="the model (default: RESEARCH_MODEL)")
         start.add_argument("--max-steps", type=int, help="the step budget of the agent")
         start.add_argument("--dataset", type=int, help="the id of a dataset to query")
+        start.add_argument(
+            "--review-plan",
+            action="store_true",
+            help="pause after the lead's first plan until you approve it (research approve)",
+        )
         start.add_argument(
             "--wait",
             action=argparse.BooleanOptionalAction,
@@ -86,6 +96,23 @@ class Command(BaseCommand):
 
         cancel = self._action(actions, "cancel", "cancel a run and its sub-agents")
         cancel.add_argument("id", type=int)
+
+        plan = self._action(actions, "plan", "a research's plan: items, status, history")
+        plan.add_argument("id", type=int)
+
+        approve = self._action(actions, "approve", "approve the plan of a paused research")
+        approve.add_argument("id", type=int)
+        approve.add_argument(
+            "--item",
+            action="append",
+            dest="items",
+            metavar="TEXT",
+            help="the plan as you edit it, one --item per item, in order (default: as it is)",
+        )
+
+        note = self._action(actions, "note", "send a note to a working agent")
+        note.add_argument("id", type=int, help="the research (its lead) or a sub-agent")
+        note.add_argument("text", help="the note; it reads it at its next step")
 
         export = self._action(actions, "export", "the report (md) or the whole tree (json)")
         export.add_argument("id", type=int)
@@ -130,6 +157,7 @@ class Command(BaseCommand):
             max_steps=options["max_steps"],
             model=options["model"],
             dataset_id=options["dataset"],
+            review_plan=options["review_plan"],
         )
         wait = self.rich if options["wait"] is None else options["wait"]
         if not wait:
@@ -206,6 +234,47 @@ class Command(BaseCommand):
             return
         services.run_cancel(run=run)
         self.write(f"research {run.pk}: cancel requested; its agents stop within a second.")
+
+    def do_plan(self, user: AbstractBaseUser, options: dict) -> None:
+        run = selectors.run_get(owner=user, run_id=options["id"])
+        if not run.is_root:
+            raise CommandError(
+                f"run {run.pk} is a sub-agent: its plan is its root's ({run.root_id})."
+            )
+        plan = selectors.plan_view(root=run)
+        if plan["version"] is None:
+            self.write(f"research {run.pk} has no plan yet.")
+            return
+        if plan["approved"]:
+            state = "approved"
+        elif plan["awaiting_review"]:
+            state = "waiting for your approval"
+        else:
+            state = "not reviewed"
+        self.write(f"research {run.pk}: plan version {plan['version']} ({state})")
+        for item in plan["items"]:
+            agents = ", ".join(agent["name"] for agent in item["agents"])
+            self.write(
+                f"{item['number']}\t{item['status']}\t{item['text']}"
+                + (f"\t{agents}" if agents else "")
+            )
+        if plan["awaiting_review"]:
+            self.write(f"approve it: manage.py research approve {run.pk} [--item TEXT ...]")
+
+    def do_approve(self, user: AbstractBaseUser, options: dict) -> None:
+        run = selectors.run_get(owner=user, run_id=options["id"])
+        plan = services.plan_approve(run=run, items=options["items"])
+        self.write(
+            f"research {run.pk}: plan version {plan.version} approved; the research resumes."
+        )
+
+    def do_note(self, user: AbstractBaseUser, options: dict) -> None:
+        run = selectors.run_get(owner=user, run_id=options["id"])
+        note = services.note_send(run=run, author_id=user.pk, text=options["text"])
+        who = f'"{run.name}"' if run.name else "the lead agent"
+        self.write(
+            f"note {note.pk} sent to {who} of research {run.root_id}; it reads it at its next step."
+        )
 
     def do_export(self, user: AbstractBaseUser, options: dict) -> None:
         run = selectors.run_get(owner=user, run_id=options["id"])

@@ -79,6 +79,30 @@ def test_seed_example_runs_end_to_end_on_the_demo_model(
     assert b"chemistry" in page.content and b"market" in page.content
 
 
+def test_the_demo_plays_the_verifier_too_so_make_run_shows_a_checked_report(
+    agent_pool, alice, ev_dataset, settings
+):
+    settings.RESEARCH_VERIFY_REPORTS = True  # the default of `make run`
+    root = services.run_start(
+        owner=alice,
+        topic="EV batteries: chemistry and market",
+        model="demo",
+        dataset_id=ev_dataset.pk,
+    )
+    root = wait_finished(root, timeout=40)
+
+    assert root.status == "done", root.error
+    verifier = Run.objects.get(parent=root, kind="verifier")
+    assert (verifier.name, verifier.status) == ("verifier", "done")
+    # Every claim of the demo's report quotes a passage an agent read: nothing is flagged.
+    assert verifier.report.startswith("## Unsupported claims\nNone.")
+    assert root.flagged_claims == []
+    assert root.report.endswith(
+        "## Coverage and gaps\n\nEvery item of the plan (2) was covered.\n\n"
+        "The verifier found every claim supported by its sources."
+    )
+
+
 def test_demo_answers_the_python_question_from_the_starter_dataset(agent_pool, alice):
     call_command("load_starter_dataset", user="alice", stdout=StringIO())
     dataset = Dataset.objects.get(owner=alice, name="Python reference")

@@ -59,6 +59,10 @@ class Kind:
     instructions: str
     path: Path
 
+    def tools_for(self, parent_tools: frozenset[str]) -> list[str]:
+        """A child's research tools: its kind's that its parent has, never more (seed 001)."""
+        return [tool for tool in self.tools if tool in parent_tools]
+
     def clip_steps(self, requested: int | None) -> int:
         """The step budget a child of this kind gets: the request clipped to the kind's range
         (and the server's limit), or the kind's default when there is none (seed 001)."""
@@ -85,7 +89,8 @@ class Catalog:
 
 def parse(path: Path) -> Kind:
     """One kind file, checked field by field."""
-    text = path.read_text(encoding="utf-8")
+    # utf-8-sig: an editor's byte-order mark is not text; Windows line ends read as Unix ones.
+    text = path.read_text(encoding="utf-8-sig").replace("\r\n", "\n")
     match = FRONT_MATTER.match(text)
     if match is None:
         raise KindError(f"{path}: a kind file starts with YAML front matter between '---' lines")

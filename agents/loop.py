@@ -295,12 +295,27 @@ class Agent:
             jsonschema.Draft202012Validator(tool.parameters).iter_errors(arguments)
         )
         if error is not None:
-            where = ".".join(str(part) for part in error.absolute_path)
+            where = _where(list(error.absolute_path), arguments)
             raise ToolError(
                 f"invalid arguments for {call.name}: "
                 + (f"{where}: {error.message}" if where else error.message)
             )
         return tool, arguments
+
+
+def _where(path: list, arguments: Any) -> str:
+    """Where in the arguments a schema error is, as a model reads it: `subagents: entry 2
+    ("beta"): kind` rather than `subagents.1.kind`."""
+    parts, value = [], arguments
+    for part in path:
+        if isinstance(part, int) and isinstance(value, list) and part < len(value):
+            value = value[part]
+            name = value.get("name") if isinstance(value, dict) else None
+            parts.append(f"entry {part + 1}" + (f' ("{name}")' if isinstance(name, str) else ""))
+            continue
+        value = value.get(part) if isinstance(value, dict) else None
+        parts.append(str(part))
+    return ": ".join(parts)
 
 
 def system_prompt(ctx: AgentContext, run: Run, tools: dict[str, Tool]) -> str:

@@ -208,28 +208,27 @@ class AgentPool:
 
     def _acquire_first(self, token: CancelToken, agent: _Agent | None) -> bool:
         """Take an agent's first place and slot; False when it was cancelled (or its deadline
-        passed) before it got them."""
+        passed) before it got them. A child waiting for its parent's place is not about to
+        take a slot: it stops counting as starting, so the claim loop may take roots."""
+        in_family = agent is not None and agent.family is not None
+        if in_family:
+            with self._lock:
+                self._starting -= 1
         try:
             return self._acquire(token, agent, cancellable=True)
         finally:
-            with self._lock:
-                self._starting -= 1
+            if not in_family:
+                with self._lock:
+                    self._starting -= 1
 
     def _acquire(self, token: CancelToken, agent: _Agent | None, *, cancellable: bool) -> bool:
         """Its parent's place first (a child waiting for one holds no slot), then a slot."""
+        in_family = agent is not None and agent.family is not None
+        if in_family and not self._take_place(token, agent, cancellable=cancellable):
+            return False
         with self._lock:
             self._waiting_for_slot += 1
         try:
-            if agent is not None and agent.family is not None:
-                if not agent.family.acquire(blocking=False):
-                    if cancellable:  # a child not yet started: the page shows why it waits
-                        services.run_set_state(
-                            run_id=agent.run_id, state="queued", detail="waiting for a slot"
-                        )
-                    while not agent.family.acquire(timeout=0.25):
-                        if cancellable and token.is_set():
-                            return False
-                agent.in_family = True
             while not self._slots.acquire(timeout=0.25):
                 if cancellable and token.is_set():
                     self._leave_family(agent)
@@ -246,6 +245,19 @@ class AgentPool:
         with self._lock:
             self._working += 1
         self._cpu_acquire()
+        return True
+
+    def _take_place(self, token: CancelToken, agent: _Agent, *, cancellable: bool) -> bool:
+        """One of its parent's RESEARCH_MAX_WORKING_CHILDREN places (seed 001)."""
+        if not agent.family.acquire(blocking=False):
+            if cancellable:  # a child not yet started: the page shows why it waits
+                services.run_set_state(
+                    run_id=agent.run_id, state="queued", detail="waiting for a slot"
+                )
+            while not agent.family.acquire(timeout=0.25):
+                if cancellable and token.is_set():
+                    return False
+        agent.in_family = True
         return True
 
     def _release(self, agent: _Agent | None) -> None:
@@ -304,9 +316,12 @@ class AgentPool:
             # Also for a sub-agent that never ran: siblings must hear it has ended.
             get_messenger().close(run_id)
             with self._changed:
-                self._agents.pop(run_id, None)
-                # Its children have all ended before it (end_subagents): their places go too.
-                self._families.pop(run_id, None)
+                # A root resumed after its plan review may already run again on a new
+                # thread while this one unwinds: only this thread's own entries go.
+                if self._agents.get(run_id) is agent:
+                    self._agents.pop(run_id)
+                    # Its children have all ended before it (end_subagents): their places too.
+                    self._families.pop(run_id, None)
                 self._changed.notify_all()
             self._log_end(run_id)
             connections.close_all()

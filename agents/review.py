@@ -14,10 +14,11 @@ from typing import TYPE_CHECKING
 
 from django.conf import settings
 
-from agents import kinds
-from agents.context import AgentContext
+from agents import kinds, team
+from agents.context import AgentContext, Cancelled
+from agents.llm.base import LLMError
 from agents.messages import get_messenger
-from agents.team import wait_for_change, yielded
+from agents.team import yielded
 from research import services
 from research.models import Plan, Run, Status
 from research.selectors import plans as plan_reads
@@ -46,6 +47,8 @@ class Verdict:
     gaps: list[str] = field(default_factory=list)
     report: str = ""
     error: str = ""
+    # The lead's report as revised after the findings ("" when it was not).
+    revised: str = ""
 
 
 def resumed_plan_message(ctx: AgentContext, run: Run) -> str | None:
@@ -66,22 +69,54 @@ def resumed_plan_message(ctx: AgentContext, run: Run) -> str | None:
 
 def reviewed_report(agent: "Agent", draft: str) -> str:
     """The root's draft, verified and revised once when RESEARCH_VERIFY_REPORTS is on, with
-    its Coverage and gaps section when it had a plan or a verifier."""
+    its Coverage and gaps section when it had a plan or a verifier. A draft is never lost to
+    what comes after it: a verifier or a revision that fails leaves the draft, marked as
+    unverified."""
     ctx = agent.ctx
+    # Sub-agents still working when the lead answers end now: the draft is what it has, and
+    # the verifier must not wait behind them for a place.
+    team.end_subagents(ctx)
     verdict = None
     if settings.RESEARCH_VERIFY_REPORTS and ctx.pool is not None:
-        verdict = verify(ctx, draft)
-        if verdict.report and not verdict.error:
-            agent.messages.append(
-                {"role": "user", "content": REVISE_NOTE.format(findings=verdict.report)}
-            )
-            draft = agent.write_without_tools(detail="revising after verification")
+        verdict = _verified(agent, draft)
+        if verdict.revised:
+            draft = verdict.revised
     root = team_reads.run_by_id(run_id=ctx.run_id)
     items = plan_reads.plan_items(root=root, ending=True)
     if verdict is not None:
         services.report_flags_set(run_id=ctx.run_id, claims=verdict.claims)
     section = coverage_section(items, verdict)
     return f"{draft.rstrip()}\n\n{section}" if section else draft
+
+
+def _verified(agent: "Agent", draft: str) -> Verdict:
+    ctx = agent.ctx
+    cap = settings.RESEARCH_TREE_COST_CAP_USD
+    if cap and team.tree_cost(ctx) >= cap:
+        return Verdict(error=f"the research reached its cost cap of ${cap} before verification")
+    try:
+        verdict = verify(ctx, draft)
+        if verdict.report and not verdict.error:
+            agent.messages.append(
+                {"role": "user", "content": REVISE_NOTE.format(findings=verdict.report)}
+            )
+            # A note the analyst sent meanwhile is read with the findings.
+            notes = team.delivered_notes(ctx)
+            if notes is not None:
+                agent.messages.append({"role": "user", "content": notes})
+            verdict.revised = agent.write_without_tools(detail="revising after verification")
+        return verdict
+    except LLMError as failure:
+        return Verdict(error=f"the revision failed: {failure}")
+    except Cancelled:
+        if not _out_of_time(ctx):
+            raise  # a cancel from the analyst ends the research as cancels do
+        return Verdict(error="the research ran out of time while it was being verified")
+
+
+def _out_of_time(ctx: AgentContext) -> bool:
+    deadline = ctx.cancel.deadline
+    return deadline is not None and time.monotonic() >= deadline
 
 
 def verify(ctx: AgentContext, draft: str) -> Verdict:
@@ -100,21 +135,19 @@ def verify(ctx: AgentContext, draft: str) -> Verdict:
         kind=kind.name,
         tier=tier,
         model=model,
-        tools=[tool for tool in kind.tools if tool in ctx.research_tools],
-        max_steps=kind.default_steps,
+        tools=kind.tools_for(ctx.research_tools),
+        max_steps=kind.clip_steps(None),
     )
     ctx.spawned.add(child.pk)
     ctx.collected.add(child.pk)  # its findings come in the revision round, not as a report
     get_messenger().open(child.pk)
-    # Half of the root's time left, so the root keeps the other half to revise.
-    deadline, reason = None, ""
-    if ctx.cancel.deadline is not None:
-        deadline = time.monotonic() + max(0.0, ctx.cancel.deadline - time.monotonic()) / 2
-        reason = "timed out: the verifier used half of the research's time left"
+    # At most half of the lead's time left: the other half is for its revision.
+    deadline, reason = team.child_deadline(ctx, share=0.5)
     ctx.pool.submit(child.pk, parent_id=ctx.run_id, deadline=deadline, deadline_reason=reason)
     with yielded(ctx):
         while team_reads.working_children_ids(run_id=ctx.run_id, among=[child.pk]):
-            wait_for_change(ctx, run_ids=[child.pk])
+            # A note does not end this wait: the lead reads it with the findings.
+            team.wait_for_change(ctx, run_ids=[child.pk], notes=False)
     child = team_reads.run_by_id(run_id=child.pk)
     if child.status != Status.DONE:
         return Verdict(error=child.error or "the verifier did not finish")
@@ -146,32 +179,48 @@ def verifier_task(ctx: AgentContext, draft: str) -> str:
     return "\n".join(lines)
 
 
-_SECTION = re.compile(r"^##\s*(?P<title>[^\n]+)\n(?P<body>.*?)(?=^##\s|\Z)", re.M | re.S)
-_CLAIM = re.compile(r'^\s*[-*]\s*"(?P<claim>[^"\n]+)"\s*[:—-]?\s*(?P<why>.*)$', re.M)
-_BULLET = re.compile(r"^\s*[-*]\s*(?P<text>.+)$", re.M)
+_SECTION = re.compile(r"^#{2,}\s*(?P<title>[^\n]+)\n(?P<body>.*?)(?=^#{1,6}\s|\Z)", re.M | re.S)
+_BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+(?P<text>.+)$", re.M)
+_QUOTED = re.compile(r'^["“”«](?P<claim>[^"“”»]+)["“”»]\s*[:—–-]?\s*(?P<why>.*)$')
+NONE = re.compile(r"^\(?none\b", re.I)
 
 
 def parse_verdict(report: str) -> Verdict:
-    """The verifier's two sections (prompts/agents/verifier.md): its quoted unsupported
-    claims and its gaps; "None." in a section means none."""
+    """The verifier's two sections (prompts/agents/verifier.md): its unsupported claims and
+    its gaps. A claim is a bullet, quoted or not; "None." says there is none. A report
+    without an "Unsupported claims" section, or one that says nothing there, is no verdict."""
     verdict = Verdict(report=report.strip())
-    titles = [match.group("title").strip().lower() for match in _SECTION.finditer(report)]
-    if not any(title.startswith("unsupported") for title in titles):
+    sections = {
+        match.group("title").strip().lower(): match.group("body").strip()
+        for match in _SECTION.finditer(report)
+    }
+    claims_body = next(
+        (body for title, body in sections.items() if title.startswith("unsupported")), None
+    )
+    if claims_body is None:
         verdict.error = "the verifier's report has no 'Unsupported claims' section"
         return verdict
-    for match in _SECTION.finditer(report):
-        title, body = match.group("title").strip().lower(), match.group("body")
-        if title.startswith("unsupported"):
-            verdict.claims = [
-                {"claim": claim.group("claim").strip(), "why": claim.group("why").strip()}
-                for claim in _CLAIM.finditer(body)
-            ]
-        elif title.startswith("gaps"):
-            verdict.gaps = [
-                bullet.group("text").strip()
-                for bullet in _BULLET.finditer(body)
-                if bullet.group("text").strip().rstrip(".").lower() != "none"
-            ]
+    bullets = [bullet.group("text").strip() for bullet in _BULLET.finditer(claims_body)]
+    if not bullets and not NONE.match(claims_body):
+        verdict.error = (
+            "the verifier's 'Unsupported claims' section lists nothing and says not 'None.'"
+        )
+        return verdict
+    for text in bullets:
+        if NONE.match(text):
+            continue
+        quoted = _QUOTED.match(text)
+        if quoted:
+            claim, why = quoted.group("claim"), quoted.group("why")
+        else:
+            claim, _, why = text.partition(": ")
+        verdict.claims.append({"claim": claim.strip(), "why": why.strip()})
+    gaps_body = next((body for title, body in sections.items() if title.startswith("gap")), "")
+    verdict.gaps = [
+        bullet.group("text").strip()
+        for bullet in _BULLET.finditer(gaps_body)
+        if not NONE.match(bullet.group("text").strip())
+    ]
     return verdict
 
 

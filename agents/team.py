@@ -50,12 +50,14 @@ def end_subagents(ctx: AgentContext, *, reason: str = PARENT_ENDED) -> None:
 
 def answer_refusal(ctx: AgentContext) -> str | None:
     """The note that refuses an agent's first answer while a sub-agent is working or has a
-    report it never collected (seed 001): its result would reach no one."""
+    report it never collected (seed 001): its result would reach no one. Only the children
+    this agent started count (a root resumed after its plan review had its earlier ones
+    cancelled)."""
     children = team_reads.children_of(run_id=ctx.run_id).only("pk", "name", "status")
     pending = [
         f'"{run.name}" ({"still working" if run.status in ACTIVE_STATUSES else "report not read"})'
         for run in children
-        if run.status in ACTIVE_STATUSES or run.pk not in ctx.collected
+        if run.pk in ctx.spawned and (run.status in ACTIVE_STATUSES or run.pk not in ctx.collected)
     ]
     if not pending:
         return None
@@ -92,6 +94,18 @@ def delivered_reports(ctx: AgentContext) -> str | None:
     return "\n\n".join([REPORTS_HEADER, *map(report_block, ended)])
 
 
+def note_waiting(ctx: AgentContext) -> bool:
+    """Whether a note from the analyst waits for this agent. The token's flag comes from the
+    pool's watch, which may have read it just before the last notes were taken: a flag with
+    no unread note behind it is cleared here (one query, only when the flag is up)."""
+    if not ctx.cancel.has_note():
+        return False
+    if team_reads.unread_notes_exist(run_id=ctx.run_id):
+        return True
+    ctx.cancel.take_note()
+    return False
+
+
 def delivered_notes(ctx: AgentContext) -> str | None:
     """The analyst's notes that arrived for this agent, as one message, once. No query unless
     the pool's watch saw the run's flag."""
@@ -103,6 +117,34 @@ def delivered_notes(ctx: AgentContext) -> str | None:
     return "\n\n".join(
         f"[Note from the analyst, {note.sent_at:%H:%M:%S} UTC] {note.text}" for note in notes
     )
+
+
+def child_deadline(ctx: AgentContext, *, share: float | None = None) -> tuple[float | None, str]:
+    """A child's deadline (monotonic) and the error it ends with: the shorter of the
+    sub-agent cap and its parent's time left; a root's children also leave it
+    RESEARCH_WRITING_RESERVE_SECONDS to write (seed 001). With `share`, the child gets that
+    share of its parent's time left instead (the verifier, started in the lead's writing
+    time). Set at launch: a child whose deadline passes while it waits for a slot never
+    starts."""
+    now = time.monotonic()
+    deadline, reason = None, ""
+    if cap := settings.RESEARCH_SUBAGENT_TIMEOUT_SECONDS:
+        deadline, reason = now + cap, f"timed out: the sub-agent worked longer than {cap:g} s"
+    if ctx.cancel.deadline is None:
+        return deadline, reason
+    if share is not None:
+        limit = now + max(0.0, ctx.cancel.deadline - now) * share
+        why = f"timed out: it used its share of the research's time left ({share:.0%})"
+    elif ctx.is_root:
+        reserve = settings.RESEARCH_WRITING_RESERVE_SECONDS
+        limit = ctx.cancel.deadline - reserve
+        why = f"timed out: the research's time ran out (its lead keeps {reserve:g} s to write)"
+    else:
+        limit = ctx.cancel.deadline
+        why = "timed out: the time its parent had left ran out"
+    if deadline is None or limit < deadline:
+        deadline, reason = limit, why
+    return deadline, reason
 
 
 def writing_time_left(ctx: AgentContext) -> bool:
@@ -140,10 +182,12 @@ def wait_for_change(
     *,
     cancellable: bool = True,
     run_ids: list[int] | None = None,
+    notes: bool = True,
 ) -> None:
     """Sleep until an agent of the pool ends (one of `run_ids`, when given), at most
     `seconds`. A cancellable wait looks at the cancel token every quarter second (in a pool
-    the token reads nothing itself). Without a pool, one quarter second."""
+    the token reads nothing itself), and with `notes` it ends for a note from the analyst.
+    Without a pool, one quarter second."""
     deadline = time.monotonic() + seconds
     pool = ctx.pool
     # Only those running here can wake the wait; one already gone ends it at once (its end
@@ -156,7 +200,7 @@ def wait_for_change(
     while (left := deadline - time.monotonic()) > 0:
         if cancellable:
             ctx.cancel.check()
-            if ctx.cancel.has_note():  # the agent reads the analyst's note first
+            if notes and note_waiting(ctx):  # the agent reads the analyst's note first
                 return
         if pool is None:
             time.sleep(min(left, 0.25))

@@ -22,10 +22,14 @@ _BARE_URL = re.compile(r"(?:https?|kb)://[^\s<>\"'`]+", re.IGNORECASE)
 
 ALLOWED_TAGS = {
     "a", "blockquote", "br", "code", "del", "em", "h1", "h2", "h3", "h4", "h5", "h6", "hr",
-    "li", "ol", "p", "pre", "s", "span", "strong", "table", "tbody", "td", "th", "thead", "tr",
-    "ul",
+    "li", "mark", "ol", "p", "pre", "s", "span", "strong", "table", "tbody", "td", "th",
+    "thead", "tr", "ul",
 }  # fmt: skip
-ALLOWED_ATTRIBUTES = {"a": {"href", "title", "class"}, "span": {"class", "aria-hidden"}}
+ALLOWED_ATTRIBUTES = {
+    "a": {"href", "title", "class"},
+    "span": {"class", "aria-hidden"},
+    "mark": {"class", "title"},
+}
 URL_SCHEMES = {"http", "https", "mailto"}
 
 VERIFIED_NOTE = "verified: an agent of this research saw this source"
@@ -46,24 +50,43 @@ def render_report(
     verifier could not support are marked."""
     md = _markdown()
     verdicts = {url_key(citation.url): citation for citation in citations}
+    claims = [
+        claim
+        for claim in flagged_claims
+        # A word or two would mark every place it appears.
+        if len(str(claim.get("claim", "")).strip()) >= 8
+    ]
     tokens = md.parse(text or "")
     for token in tokens:
         if token.type == "inline" and token.children:
-            token.children = _mark(_linkify(md, token.children), verdicts)
-    html = sanitize(md.renderer.render(tokens, md.options, {}))
-    return mark_claims(html, flagged_claims)
+            children = _mark(_linkify(md, token.children), verdicts)
+            token.children = _mark_claims(children, claims) if claims else children
+    return sanitize(md.renderer.render(tokens, md.options, {}))
 
 
-def mark_claims(html: str, claims: Iterable[dict]) -> str:
-    """Wrap each flagged claim where the sanitised HTML holds it as text. The claim is
-    escaped the way the renderer escapes text, so only text matches, never markup."""
+def _mark_claims(children: list[Token], claims: list[dict]) -> list[Token]:
+    """Wrap each flagged claim where a text token holds it: only text is ever matched, so
+    a claim that reads like a URL or an attribute cannot touch the markup around it."""
     for claim in claims:
-        text = escape(str(claim.get("claim", "")).strip(), quote=False)
-        if len(text) < 8:  # a word or two would mark every place it appears
-            continue
+        needle = str(claim["claim"]).strip()
         why = escape(f"{FLAGGED_CLAIM_NOTE}: {claim.get('why', '')}".rstrip(": "))
-        html = html.replace(text, f'<mark class="flagged-claim" title="{why}">{text}</mark>')
-    return html
+        opening = f'<mark class="flagged-claim" title="{why}">'
+        result: list[Token] = []
+        for token in children:
+            if token.type != "text" or needle not in token.content:
+                result.append(token)
+                continue
+            before, *rest = token.content.split(needle)
+            result.append(Token("text", "", 0, content=before))
+            for after in rest:
+                result += [
+                    Token("html_inline", "", 0, content=opening),
+                    Token("text", "", 0, content=needle),
+                    Token("html_inline", "", 0, content="</mark>"),
+                    Token("text", "", 0, content=after),
+                ]
+        children = result
+    return children
 
 
 def sanitize(html: str) -> str:

@@ -328,6 +328,15 @@ RESEARCH_WRITING_RESERVE_SECONDS = envfloat("RESEARCH_WRITING_RESERVE_SECONDS", 
 # final, a verifier sub-agent checks the draft against the sources it cites.
 RESEARCH_PLAN_MAX_ITEMS = envint("RESEARCH_PLAN_MAX_ITEMS", 10)
 RESEARCH_VERIFY_REPORTS = envbool("RESEARCH_VERIFY_REPORTS", True)
+if (
+    RESEARCH_ROOT_TIMEOUT_SECONDS
+    and RESEARCH_WRITING_RESERVE_SECONDS >= RESEARCH_ROOT_TIMEOUT_SECONDS
+):
+    raise ImproperlyConfigured(
+        f"RESEARCH_WRITING_RESERVE_SECONDS ({RESEARCH_WRITING_RESERVE_SECONDS:g}) must be less "
+        f"than RESEARCH_ROOT_TIMEOUT_SECONDS ({RESEARCH_ROOT_TIMEOUT_SECONDS:g}): the reserve "
+        "is the end of a research's time kept for writing its report"
+    )
 if RESEARCH_MAX_WORKING_CHILDREN < 1:
     raise ImproperlyConfigured(
         f"RESEARCH_MAX_WORKING_CHILDREN must be 1 or more, not {RESEARCH_MAX_WORKING_CHILDREN}"

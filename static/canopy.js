@@ -182,9 +182,9 @@
   function apply(event) {
     const selected = canopy.selected;
     // A plan item's status follows its sub-agents, and the root's review state the plan.
-    if (event.type === "run.created" || event.type === "run.finished" || event.run === canopy.root) {
-      if (event.type !== "run.usage") refreshPlanSoon();
-    }
+    const treeChanged = event.type === "run.created" || event.type === "run.finished";
+    const rootChanged = event.type === "run.state" && event.run === canopy.root;
+    if (planShownVersion !== null && (treeChanged || rootChanged)) refreshPlanSoon();
     switch (event.type) {
       case "run.created": {
         const run = Object.assign({ detail: "" }, event.data);
@@ -365,9 +365,12 @@
       ? `${run.state}${run.detail ? ` (${run.detail})` : ""}, ${run.status}`
       : run.status;
     const kind = run.kind ? `, ${run.kind}${run.tier ? ` on tier ${run.tier}` : ""}` : "";
-    const ended = run.duration_seconds != null
-      ? `, worked ${Math.round(run.duration_seconds)} s with ${run.tool_calls} tool calls`
-      : "";
+    let seconds = run.duration_seconds;
+    if (seconds == null && run.started_at && run.finished_at) {
+      seconds = (Date.parse(run.finished_at) - Date.parse(run.started_at)) / 1000;
+    }
+    const calls = run.tool_calls != null ? ` with ${run.tool_calls} tool calls` : "";
+    const ended = seconds != null && !ACTIVE.has(run.status) ? `, worked ${Math.round(seconds)} s${calls}` : "";
     return (
       `${agentName(run)}${kind} (${run.model}): ${doing}, ${run.steps} of ${run.max_steps} steps, ` +
       `${usd(run.cost_usd)}${ended}` +
@@ -696,7 +699,9 @@
   // --- the plan and its review -------------------------------------------------------------------
 
   let planTimer = null;
-  let planShownVersion = null;
+  let planShownVersion = null; // the version on the page; null: no plan yet
+  let planEdited = null; // the version whose items are in the review editor
+  let planAsked = 0; // a later answer wins: one still in flight is dropped when it lands
   const PLAN_MARKS = { open: "○", working: "◐", covered: "✓", failed: "✗", gap: "!" };
 
   function refreshPlanSoon() {
@@ -708,12 +713,16 @@
   }
 
   async function loadPlan() {
+    const asked = ++planAsked;
     try {
       const response = await fetch(config.plan, {
         credentials: "same-origin",
         headers: { Accept: "application/json" },
       });
-      if (response.ok) renderPlan(await response.json());
+      if (response.ok) {
+        const plan = await response.json();
+        if (asked === planAsked) renderPlan(plan);
+      }
     } catch (error) {
       // The next event tries again.
     }
@@ -721,6 +730,7 @@
 
   function renderPlan(plan) {
     page.planCard.hidden = plan.version === null;
+    planShownVersion = plan.version;
     if (plan.version === null) return;
     page.planVersion.textContent = `version ${plan.version}${plan.approved ? " · approved" : ""}`;
     const items = plan.items.map((item) => {
@@ -749,9 +759,9 @@
     page.planItems.replaceChildren(...items);
     page.planReview.hidden = !plan.awaiting_review;
     // The editor is filled once per version, so an analyst's edits survive refreshes.
-    if (plan.awaiting_review && planShownVersion !== plan.version) {
+    if (plan.awaiting_review && planEdited !== plan.version) {
       page.planEditor.value = plan.items.map((item) => item.text).join("\n");
-      planShownVersion = plan.version;
+      planEdited = plan.version;
     }
   }
 
@@ -784,6 +794,7 @@
     page.planApprove.disabled = true;
     page.planError.hidden = true;
     try {
+      planAsked += 1; // a refresh asked before the approval must not show the review again
       renderPlan(await postJson(config.approve, { items }));
       announce("Plan approved: the research resumes.");
     } catch (error) {

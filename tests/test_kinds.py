@@ -112,7 +112,10 @@ def test_unknown_kind_and_tier_are_refused_with_the_valid_ones(
         "error: invalid arguments for spawn_subagent: tier: 'ultra' is not one of ['high', 'low']"
     )
     (batch_error,) = results(scripted_llm, "unknown kind research", "spawn_subagents")
-    assert "'poet' is not one of ['researcher', 'verifier']" in batch_error
+    assert batch_error == (
+        'error: invalid arguments for spawn_subagents: subagents: entry 1 ("c"): kind: '
+        "'poet' is not one of ['researcher', 'verifier']"
+    )
     assert not Run.objects.filter(parent=root).exists()
 
 
@@ -507,3 +510,77 @@ def test_run_finished_carries_duration_tool_calls_and_tokens(agent_pool, scripte
     assert finished["tool_calls"] == 2
     assert (finished["input_tokens"], finished["output_tokens"]) == (300, 60)
     assert 0 < finished["duration_seconds"] < 20
+
+
+def test_a_grandchild_gets_only_tools_its_whole_lineage_has(agent_pool, scripted_llm, alice):
+    # The root has web_search and read_page; a verifier child only read_page; the child's
+    # own researcher child gets read_page alone, though its kind lists web_search too.
+    scripted_llm.script(
+        "lineage research",
+        spawn("checker", "lineage check task", kind="verifier"),
+        call("wait_subagents"),
+        reply("root"),
+    )
+    scripted_llm.script(
+        "lineage check task",
+        spawn("digger", "lineage dig task"),
+        call("wait_subagents"),
+        reply("checker report"),
+    )
+    scripted_llm.script("lineage dig task", reply("digger report"))
+    wait_finished(start(alice, "lineage research"))
+    research = set(kinds.RESEARCH_TOOLS)
+    assert tool_names(scripted_llm.requests_for("lineage check task")[0]) & research == {
+        "read_page"
+    }
+    assert tool_names(scripted_llm.requests_for("lineage dig task")[0]) & research == {"read_page"}
+    assert Run.objects.get(name="digger").tools == ["read_page"]
+
+
+def test_another_users_research_starts_while_children_wait_for_their_parents_places(
+    agent_pool, scripted_llm, alice, bob, settings
+):
+    settings.RESEARCH_MAX_WORKING_CHILDREN = 1
+    release = threading.Event()
+
+    def held(messages):
+        release.wait(30)
+        return reply("held report")
+
+    scripted_llm.script(
+        "crowded research",
+        call(
+            "spawn_subagents",
+            subagents=[launch(f"c{i}", f"crowded errand number {i}") for i in range(3)],
+        ),
+        call("wait_subagents"),
+        reply("root"),
+    )
+    for i in range(3):
+        scripted_llm.script(f"crowded errand number {i}", held)
+    crowded = start(alice, "crowded research")
+    wait_for(
+        lambda: (
+            RunState.objects.filter(run__parent=crowded, detail="waiting for a slot").count() == 2
+        )
+    )
+    scripted_llm.script("bob's quick research", reply("quick"))
+    # Two children wait for their parent's place: the pool must still take bob's root.
+    quick = wait_finished(start(bob, "bob's quick research"), timeout=15)
+    release.set()
+    assert quick.status == "done"
+    wait_finished(crowded, timeout=30)
+
+
+def test_a_writing_reserve_not_below_the_root_cap_stops_startup(settings):
+    env = process_env(
+        settings, RESEARCH_ROOT_TIMEOUT_SECONDS="300", RESEARCH_WRITING_RESERVE_SECONDS="600"
+    )
+    checked = subprocess.run(
+        [sys.executable, "manage.py", "check"], cwd=PROJECT, env=env, capture_output=True, text=True
+    )
+    assert checked.returncode != 0
+    assert (
+        "RESEARCH_WRITING_RESERVE_SECONDS (600) must be less than RESEARCH_ROOT_TIMEOUT_SECONDS "
+        "(300)" in checked.stderr
+    )

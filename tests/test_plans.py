@@ -12,7 +12,8 @@ from django.urls import reverse
 from rest_framework.authtoken.models import Token
 
 from agents.llm.scripted import call, calls, fail, reply
-from agents.review import COVERAGE_HEADING
+from agents.review import COVERAGE_HEADING, parse_verdict
+from frontend.rendering import render_report
 from research import services
 from research.models import Message, Plan, Run
 from tests.conftest import start_daphne, wait_finished, wait_for
@@ -383,3 +384,112 @@ def test_notes_that_cannot_be_sent_are_refused_with_the_reason(api, api_for, bob
         ]
     }
     assert not Message.objects.exists()
+
+
+# --- flagged claims on the page --------------------------------------------------------------
+
+
+def test_flagged_claims_are_marked_in_text_and_never_inside_markup():
+    report = (
+        "Otters sleep in holts by the water, see [the otter page](https://otters.example/beds).\n\n"
+        'A claim with <script>alert("x")</script> in it.'
+    )
+    claims = [
+        {"claim": "Otters sleep in holts by the water", "why": 'no "source" <read>'},
+        {"claim": "https://otters.example/beds", "why": "a URL is not a claim"},
+        {"claim": "the otter page", "why": "link text"},
+        {"claim": "noopener noreferrer", "why": "an attribute value"},
+        {"claim": '<script>alert("x")</script>', "why": "markup"},
+    ]
+    html = render_report(report, (), claims)
+    assert (
+        '<mark class="flagged-claim" title="the verifier could not support this claim: no '
+        '&quot;source&quot; &lt;read&gt;">Otters sleep in holts by the water</mark>'
+    ) in html
+    # The link keeps its address and attributes whole; its text is marked, as text.
+    assert (
+        '<a href="https://otters.example/beds" target="_blank" rel="noopener noreferrer '
+        'nofollow"><mark class="flagged-claim" title="the verifier could not support this '
+        'claim: link text">the otter page</mark></a>'
+    ) in html
+    # What a model wrote as markup stays text, marked as text.
+    assert "<script>" not in html
+    assert '>&lt;script&gt;alert("x")&lt;/script&gt;</mark> in it.' in html
+
+
+def test_a_verdict_is_read_from_bullets_quoted_or_not_and_none_means_none():
+    verdict = parse_verdict(
+        "### Unsupported claims\n"
+        "- “Otters sleep in holts” — the page says dens\n"
+        "- Otters eat only fish: the source says crayfish too\n\n"
+        "### Gaps\n- None."
+    )
+    assert verdict.error == ""
+    assert verdict.claims == [
+        {"claim": "Otters sleep in holts", "why": "the page says dens"},
+        {"claim": "Otters eat only fish", "why": "the source says crayfish too"},
+    ]
+    assert verdict.gaps == []
+    clean = parse_verdict("## Unsupported claims\nNone.\n\n## Gaps\nNone.")
+    assert (clean.error, clean.claims) == ("", [])
+    assert parse_verdict("## Unsupported claims\nI could not tell.").error == (
+        "the verifier's 'Unsupported claims' section lists nothing and says not 'None.'"
+    )
+
+
+def test_a_note_sent_while_the_verifier_works_is_read_in_the_revision_round(
+    agent_pool, scripted_llm, alice, api, settings
+):
+    settings.RESEARCH_VERIFY_REPORTS = True
+    topic = "Grebes: a note during verification"
+    verifier_may_answer = threading.Event()
+
+    def verifier_turn(messages):
+        verifier_may_answer.wait(20)
+        return reply("## Unsupported claims\nNone.\n\n## Gaps\nNone.")
+
+    scripted_llm.script(topic, reply("Grebe draft."), reply("Grebe report, revised."))
+    scripted_llm.script("Check this draft report", verifier_turn)
+    root = start(alice, topic)
+    wait_for(lambda: Run.objects.filter(parent=root, name="verifier", status="working").exists())
+    sent = api.post(
+        f"/v1/gb/research/{root.pk}/notes", {"text": "Mention the dance."}, format="json"
+    )
+    assert sent.status_code == 201
+    time.sleep(0.6)  # the root's wait goes on: the note does not end it, nor make it spin
+    assert len(scripted_llm.requests_for(topic)) == 1
+    verifier_may_answer.set()
+    root = wait_finished(root)
+
+    revision = user_messages(scripted_llm.requests_for(topic)[1])
+    assert revision[-2].startswith("A verifier read your draft")
+    assert revision[-1].endswith("] Mention the dance.")
+    assert root.report.startswith("Grebe report, revised.")
+    assert Message.objects.get(to_run=root).read_at is not None
+
+
+def test_a_revision_that_fails_keeps_the_draft(agent_pool, scripted_llm, alice, settings):
+    settings.RESEARCH_VERIFY_REPORTS = True
+    topic = "Coots: the revision fails"
+    scripted_llm.script(topic, reply("Coot draft."), fail(500, times=3))
+    scripted_llm.script(
+        "Check this draft report", reply("## Unsupported claims\nNone.\n\n## Gaps\nNone.")
+    )
+    root = wait_finished(start(alice, topic))
+    assert root.status == "done"
+    assert root.report.startswith(
+        f"Coot draft.\n\n{COVERAGE_HEADING}\n\nThe report could not be verified: the revision "
+        "failed: llm: 500 from 127.0.0.1:"
+    )
+
+
+def test_a_cancel_that_comes_before_the_pause_wins(run_factory, alice):
+    root = run_factory(topic="Rails: cancelled while it plans", review_plan=True)
+    services.run_claim(run_id=root.pk)
+    services.plan_write(root_id=root.pk, items=["Calls"])
+    Run.objects.filter(pk=root.pk).update(
+        cancel_requested=True, cancel_reason="cancelled by the user"
+    )
+    assert services.plan_pause(root_id=root.pk) is False
+    root.refresh_from_db()
+    assert root.status == "working"  # the agent stops as a cancel does, and finishes it

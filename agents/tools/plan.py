@@ -13,6 +13,7 @@ from agents.tools.base import Tool, ToolError, object_schema
 from research import services
 from research.errors import ResearchError
 from research.models import State
+from research.selectors import team as team_reads
 
 PAUSED_FOR_REVIEW = "cancelled: the research paused for the analyst to review its plan"
 
@@ -25,13 +26,18 @@ def write_plan(ctx: AgentContext, args: dict[str, Any]) -> str:
     if services.plan_needs_review(root_id=ctx.run_id):
         # The analyst reviews the plan before any work on it: nothing may run meanwhile.
         end_subagents(ctx, reason=PAUSED_FOR_REVIEW)
-        services.plan_pause(root_id=ctx.run_id)
-        raise Paused()
+        if services.plan_pause(root_id=ctx.run_id):
+            raise Paused()
+        # Cancelled meanwhile (or ended by a sweep): stop as a cancel does.
+        ctx.cancel.apply(team_reads.cancel_flags(run_id=ctx.run_id))
+        ctx.cancel.check()
+        raise ToolError("the research could not pause for review: it is no longer working")
     items = "\n".join(f"{number}. {item}" for number, item in enumerate(plan.items, start=1))
     return (
         f"plan saved (version {plan.version}):\n{items}\n"
         "Give each sub-agent the number of the item it covers (plan_item). Call write_plan "
-        "again to revise the plan."
+        "again to revise the plan; a sub-agent stays linked to the text of its item, so an "
+        "item you reword is a new item."
     )
 
 

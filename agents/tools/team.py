@@ -22,6 +22,8 @@ from agents.team import (
     CANCELLED_BY_PARENT,
     RECHECK_SECONDS,
     cancel_child,
+    child_deadline,
+    note_waiting,
     report_block,
     wait_for_change,
     yielded,
@@ -102,7 +104,7 @@ def _launch(ctx: AgentContext, args: dict[str, Any], catalog: kinds.Catalog) -> 
         kind=kind.name,
         tier=tier,
         model=model,
-        tools=[tool for tool in kind.tools if tool in ctx.research_tools],
+        tools=kind.tools_for(ctx.research_tools),
         plan_item=plan_item,
     )
 
@@ -128,43 +130,28 @@ def _spawn(ctx: AgentContext, entries: list[dict[str, Any]], *, batch: bool) -> 
         children = services.subagents_spawn(parent_id=ctx.run_id, launches=launches, batch=batch)
     except ResearchError as error:
         raise ToolError(error.message) from None
-    deadline, deadline_reason = _child_deadline(ctx)
-    starts = []
-    for child in children:
-        ctx.spawned.add(child.pk)
-        start = partial(_start_child, ctx, child.pk, child.name, deadline, deadline_reason)
-        try:
+    deadline, deadline_reason = child_deadline(ctx)
+    ctx.spawned.update(child.pk for child in children)
+    try:
+        for child in children:
             get_messenger().open(child.pk)
-        except Exception as error:  # e.g. Redis unreachable: the child must not stay queued
-            _not_started(child.pk, child.name, error)
-        starts.append(start)
+    except Exception as error:  # e.g. Redis unreachable: none of the batch may stay queued
+        for child in children:
+            with suppress(Exception):
+                get_messenger().close(child.pk)
+            services.run_finish(run_id=child.pk, error=f"could not start: {error}")
+        names = ", ".join(f'"{child.name}"' for child in children)
+        raise ToolError(f"sub-agents {names} could not start: {error}") from None
+    starts = [
+        partial(_start_child, ctx, child.pk, child.name, deadline, deadline_reason)
+        for child in children
+    ]
     if ctx.start_later is None:
         for start in starts:
             start()
     else:
         ctx.start_later.extend(partial(_start_quietly, start) for start in starts)
     return children
-
-
-def _child_deadline(ctx: AgentContext) -> tuple[float | None, str]:
-    """A child runs within the shorter of the sub-agent cap and its parent's time left; a
-    root's children also leave it RESEARCH_WRITING_RESERVE_SECONDS to write (seed 001). Set
-    at launch: a child whose deadline passes while it waits for a slot never starts."""
-    now = time.monotonic()
-    deadline, reason = None, ""
-    if cap := settings.RESEARCH_SUBAGENT_TIMEOUT_SECONDS:
-        deadline, reason = now + cap, f"timed out: the sub-agent worked longer than {cap:g} s"
-    if ctx.cancel.deadline is not None:
-        reserve = settings.RESEARCH_WRITING_RESERVE_SECONDS if ctx.is_root else 0.0
-        limit = ctx.cancel.deadline - reserve
-        if deadline is None or limit < deadline:
-            deadline = limit
-            reason = (
-                f"timed out: the research's time ran out (its lead keeps {reserve:g} s to write)"
-                if ctx.is_root
-                else "timed out: the time its parent had left ran out"
-            )
-    return deadline, reason
 
 
 def spawn_subagent(ctx: AgentContext, args: dict[str, Any]) -> str:
@@ -347,7 +334,7 @@ def wait_subagents(ctx: AgentContext, args: dict[str, Any]) -> str:
     with yielded(ctx):
         while working := team_reads.working_children_ids(run_id=ctx.run_id, among=targets):
             # A note from the analyst ends the wait at once: it is read first (seed 001).
-            noted = ctx.cancel.has_note()
+            noted = note_waiting(ctx)
             if noted or time.monotonic() >= deadline:
                 break
             # Woken when one of those still working leaves the pool, not by every agent of
@@ -592,11 +579,11 @@ def read_messages(ctx: AgentContext, args: dict[str, Any]) -> str:
         services.run_set_state(run_id=ctx.run_id, state=State.WAITING, detail="for messages")
         with yielded(ctx):
             messages = messenger.receive(
-                ctx.run_id, wait, cancelled=lambda: ctx.cancel.is_set() or ctx.cancel.has_note()
+                ctx.run_id, wait, cancelled=lambda: ctx.cancel.is_set() or note_waiting(ctx)
             )
         ctx.cancel.check()
     if not messages:
-        if ctx.cancel.has_note():
+        if note_waiting(ctx):
             return "No new messages. A note from the analyst arrived; it follows."
         return "No new messages."
     services.messages_mark_read(message_ids=[m.record_id for m in messages if m.record_id])

@@ -8,7 +8,7 @@ from decimal import Decimal
 
 from django.db.models import QuerySet
 
-from research.models import ACTIVE_STATUSES, Profile, Run, Step
+from research.models import ACTIVE_STATUSES, Message, Profile, Run, Step
 
 
 def run_by_id(*, run_id: int) -> Run:
@@ -70,5 +70,18 @@ def transcript_page(*, run_id: int, last: int, offset: int) -> tuple[int, list[S
     return steps.count(), page[::-1]
 
 
-def tool_call_count(*, run_id: int) -> int:
-    return Step.objects.filter(run_id=run_id, kind=Step.Kind.TOOL).count()
+def unread_notes_exist(*, run_id: int) -> bool:
+    """Whether an analyst's note waits unread for the run."""
+    return Message.objects.filter(
+        to_run_id=run_id, from_run__isnull=True, read_at__isnull=True
+    ).exists()
+
+
+def cancel_flags(*, run_id: int) -> tuple[bool, str, bool] | None:
+    """(cancel_requested, cancel_reason, notes_pending) of the run, as a CancelToken applies
+    them; None when it was deleted."""
+    return (
+        Run.objects.filter(pk=run_id)
+        .values_list("cancel_requested", "cancel_reason", "notes_pending")
+        .first()
+    )

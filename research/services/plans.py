@@ -87,10 +87,11 @@ def plan_needs_review(*, root_id: int) -> bool:
 
 
 @transaction.atomic
-def plan_pause(*, root_id: int) -> None:
-    """The root waits for the analyst: paused, no worker, no thread (the caller's ends)."""
+def plan_pause(*, root_id: int) -> bool:
+    """The root waits for the analyst: paused, no worker, no thread (the caller's ends).
+    False when it cannot pause: it ended, or a cancel came first (the caller must stop)."""
     tree_lock(root_id=root_id)
-    paused = Run.objects.filter(pk=root_id, status=Status.WORKING).update(
+    paused = Run.objects.filter(pk=root_id, status=Status.WORKING, cancel_requested=False).update(
         status=Status.PAUSED, state=State.REVIEWING, worker=None
     )
     if paused:
@@ -102,6 +103,7 @@ def plan_pause(*, root_id: int) -> None:
                 status=Status.PAUSED, state=State.REVIEWING, detail=REVIEW_DETAIL
             ),
         )
+    return bool(paused)
 
 
 @transaction.atomic
@@ -167,7 +169,10 @@ def note_send(*, run: Run, author_id: int, text: object) -> Message:
 
 @transaction.atomic
 def notes_take(*, run_id: int) -> list[Message]:
-    """The notes waiting for an agent, oldest first, marked read; the flag cleared."""
+    """The notes waiting for an agent, oldest first, marked read; the flag cleared. The run's
+    row is locked first: a note sent meanwhile sets the flag again after this commits, so
+    it is taken next round rather than lost."""
+    Run.objects.select_for_update(no_key=True).filter(pk=run_id).first()
     notes = list(
         Message.objects.select_for_update()
         .filter(to_run_id=run_id, from_run__isnull=True, read_at__isnull=True)

@@ -447,6 +447,7 @@ def warm_up() -> None:
     import agents.loop  # noqa: F401
     import agents.tools.knowledge  # noqa: F401
     import agents.tools.pages  # noqa: F401
+    import agents.tools.remote  # noqa: F401  (the MCP SDK: about three seconds)
     import agents.tools.web  # noqa: F401
     from agents.llm import DEMO_MODEL, chat_model_for
 

@@ -178,12 +178,24 @@ def describe(payload: dict, tree: TreeModel) -> str:
             f"{payload.get('output_tokens')} out, cost {field(cost)} (tree {field(tree_cost)})"
         )
     if kind == "run.message":
+        if payload.get("from_analyst"):  # `run` is the agent the note is for
+            return one_line(f"note from the analyst: {payload.get('text', '')}")
         to = payload.get("to")
         name = tree.label(to) if to in tree.agents else payload.get("to_name") or f"run-{to}"
         return one_line(f"to {name}: {payload.get('text', '')}")
+    if kind == "run.plan":
+        items = "; ".join(str(item) for item in payload.get("items", []))
+        state = "approved" if payload.get("approved") else f"by the {payload.get('author', '')}"
+        return one_line(f"plan v{payload.get('version')} ({state}): {items}")
     if kind == "run.report":
         return f"report: {len(payload.get('report', ''))} characters"
     if kind == "run.finished":
         error = payload.get("error", "")
-        return one_line(f"{payload.get('status', '')}{': ' + error if error else ''}")
+        took = payload.get("duration_seconds")
+        stats = (
+            f" after {took:.0f} s, {payload.get('tool_calls', 0)} tool calls"
+            if took is not None
+            else ""
+        )
+        return one_line(f"{payload.get('status', '')}{stats}{': ' + error if error else ''}")
     return ""

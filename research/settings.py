@@ -112,6 +112,9 @@ def _database(url: str) -> dict:
         # Dozens of agent threads each hold a connection while they work: a pool keeps
         # the number the server sees bounded. The pool needs CONN_MAX_AGE = 0.
         config["CONN_MAX_AGE"] = 0
+        # The pool checks a connection when it is taken out: one the server ended meanwhile
+        # (a restart, pg_terminate_backend) is replaced rather than failing the next query.
+        config["CONN_HEALTH_CHECKS"] = True
         config["OPTIONS"] = {
             # A process frozen inside a transaction would hold its tree's lock for ever and
             # block every other process's sweep; the server ends such a session instead.

@@ -9,6 +9,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from research import pricing
+from research.clean import strip_controls
 from research.errors import InvalidInput, TooManyRuns
 from research.events import (
     RunCreated,
@@ -52,7 +53,7 @@ def validate_max_steps(max_steps: int | None, *, field: str = "max_steps") -> in
 
 
 def validate_topic(topic: str, *, field: str = "topic") -> str:
-    topic = (topic or "").strip()
+    topic = strip_controls(topic or "").strip()
     limit = settings.RESEARCH_TOPIC_MAX_CHARS
     if not topic:
         raise InvalidInput(f"{field} must not be empty.", field=field)
@@ -140,9 +141,9 @@ def subagent_create(*, parent_id: int, name: str, reason: str, task: str, max_st
         parent=parent,
         root_id=parent.root_id,
         depth=parent.depth + 1,
-        name=name,
-        reason=reason,
-        topic=task,
+        name=strip_controls(name),
+        reason=strip_controls(reason),
+        topic=strip_controls(task),
         model=parent.model,
         dataset_id=parent.dataset_id,
         max_steps=max_steps,

@@ -1,0 +1,22 @@
+"""Text from users and models, made safe to store and to print in a terminal.
+
+A topic with `\\x1b[31m` in it recolours (or worse) the terminal of whoever prints it: control
+characters other than newline and tab are removed from topics, names, reasons and messages
+before they are stored, and escaped wherever old text is printed (`printable`).
+"""
+
+import re
+
+# C0 controls but tab and newline, DEL, C1 controls; a carriage return ends a line.
+_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def strip_controls(text: str) -> str:
+    """The text without control characters (a CR LF or a lone CR becomes a newline)."""
+    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    return _CONTROLS.sub("", text)
+
+
+def printable(text: str) -> str:
+    """The text with its control characters shown as escapes (`\\x1b`), for a terminal."""
+    return _CONTROLS.sub(lambda match: f"\\x{ord(match.group()):02x}", text)

@@ -5,6 +5,7 @@ selector (always scoped to the owner) → output serializer. Domain errors becom
 in `exception_handler`.
 """
 
+from django.conf import settings
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.decorators import api_view
@@ -26,6 +27,7 @@ from research.serializers import (
     RunOutputSerializer,
     RunStartSerializer,
     RunStateSerializer,
+    RunSummarySerializer,
 )
 
 
@@ -66,10 +68,13 @@ def runs(request: Request) -> Response:
     if request.method == "POST":
         return run_start(request)
     filters = checked(RunListFilterSerializer, request.query_params)
-    queryset = selectors.run_list(owner=request.user, **filters)
+    queryset = selectors.run_summaries(
+        selectors.run_list(owner=request.user, **filters),
+        report_chars=settings.RESEARCH_LIST_REPORT_CHARS,
+    )
     paginator = RunCursorPagination()
     page = paginator.paginate_queryset(queryset, request)
-    return paginator.get_paginated_response(RunOutputSerializer(page, many=True).data)
+    return paginator.get_paginated_response(RunSummarySerializer(page, many=True).data)
 
 
 def run_start(request: Request) -> Response:

@@ -20,3 +20,16 @@ def strip_controls(text: str) -> str:
 def printable(text: str) -> str:
     """The text with its control characters shown as escapes (`\\x1b`), for a terminal."""
     return _CONTROLS.sub(lambda match: f"\\x{ord(match.group()):02x}", text)
+
+
+def cut(text: str, limit: int, *, what: str, setting: str = "") -> str:
+    """The text in at most `limit` characters, its cut marked with a note that says so (and
+    which setting raises the limit). A text cut once is not cut again."""
+    if limit <= 0 or len(text) <= limit:
+        return text
+    where = f" ({setting})" if setting else ""
+    note = (
+        f"\n\n[cut by Canopy: the {what} was {len(text):,} characters; "
+        f"the limit is {limit:,}{where}]"
+    )
+    return text[: max(0, limit - len(note))] + note

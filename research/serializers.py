@@ -22,6 +22,22 @@ class RunOutputSerializer(serializers.ModelSerializer):
         return run_fields(run)
 
 
+class RunSummarySerializer(RunOutputSerializer):
+    """A run in a list: its report cut to RESEARCH_LIST_REPORT_CHARS, with a note saying where
+    the whole report is (a list of runs with megabyte reports was megabytes). Reads the
+    annotations of selectors.run_summaries."""
+
+    def to_representation(self, run: Run) -> dict:
+        run.report = run.report_excerpt  # the deferred field is never read
+        fields = run_fields(run)
+        if run.report_length > len(run.report_excerpt):
+            fields["report"] += (
+                f"\n\n[cut: the report is {run.report_length:,} characters; the whole report: "
+                f"/v1/gb/research/{run.pk}/report]"
+            )
+        return fields
+
+
 class RunStartSerializer(serializers.Serializer):
     # Range checks live in the service so the API, the CLI and the page say the same thing.
     topic = serializers.CharField(allow_blank=True, trim_whitespace=False)

@@ -281,6 +281,12 @@ RESEARCH_AGENT_CPU_SLOTS = envint("RESEARCH_AGENT_CPU_SLOTS", 2 * (os.cpu_count(
 RESEARCH_AGENTS_IN_WEB = envbool("RESEARCH_AGENTS_IN_WEB", True)
 RESEARCH_STEP_RESULT_MAX_CHARS = envint("RESEARCH_STEP_RESULT_MAX_CHARS", 4000)
 RESEARCH_TOOL_RESULT_MAX_CHARS = envint("RESEARCH_TOOL_RESULT_MAX_CHARS", 12000)
+# Limits that say so (issue 16): a model's answer and a report are cut here, the cut marked;
+# list items carry the report's first characters; a websocket frame stays under the server's
+# limit (daphne's is 1 MiB), large reports going by REST instead.
+RESEARCH_REPORT_MAX_CHARS = envint("RESEARCH_REPORT_MAX_CHARS", 100_000)
+RESEARCH_LIST_REPORT_CHARS = envint("RESEARCH_LIST_REPORT_CHARS", 500)
+RESEARCH_WS_MAX_FRAME_BYTES = envint("RESEARCH_WS_MAX_FRAME_BYTES", 512 * 1024)
 # Independent reads of one model turn (searches, pages, queries) run at once, this many at most.
 RESEARCH_PARALLEL_TOOL_CALLS = envint("RESEARCH_PARALLEL_TOOL_CALLS", 4)
 if RESEARCH_AGENT_CPU_SLOTS < 1:

@@ -18,6 +18,7 @@ from research.selectors.runs import (
     run_messages,
     run_states,
     run_subtree,
+    run_summaries,
     runs_for,
     runs_older_than,
 )
@@ -53,6 +54,7 @@ __all__ = [
     "run_get",
     "run_facts",
     "run_list",
+    "run_summaries",
     "run_messages",
     "run_states",
     "run_subtree",

@@ -9,7 +9,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from research import pricing
-from research.clean import strip_controls
+from research.clean import cut, strip_controls
 from research.errors import InvalidInput, TooManyRuns
 from research.events import (
     RunCreated,
@@ -203,6 +203,7 @@ def run_finish(*, run_id: int, report: str = "", error: str = "") -> None:
     if run is None or run.status not in ACTIVE_STATUSES:
         return
     now = timezone.now()
+    report = capped_report(report)
     run.status = Status.FAILED if error else Status.DONE
     run.state = State.ENDED
     run.report = report
@@ -219,6 +220,12 @@ def run_finish(*, run_id: int, report: str = "", error: str = "") -> None:
             status=run.status, state=run.state, error=error, finished_at=now.isoformat()
         ),
     )
+
+
+def capped_report(report: str) -> str:
+    """A report as stored: no control characters, at most RESEARCH_REPORT_MAX_CHARS."""
+    limit = settings.RESEARCH_REPORT_MAX_CHARS
+    return cut(strip_controls(report), limit, what="report", setting="RESEARCH_REPORT_MAX_CHARS")
 
 
 def run_cancel(*, run: Run, reason: str = CANCELLED_BY_USER) -> None:

@@ -10,7 +10,7 @@ class RunOutputSerializer(serializers.ModelSerializer):
     """A run's JSON (DESIGN). The shape is built once, by `run_fields`, for the API, the
     snapshot and the `run.created` event alike; the fields here describe it to the schema."""
 
-    parent_id = serializers.IntegerField(read_only=True)
+    parent_id = serializers.IntegerField(read_only=True, allow_null=True)
     root_id = serializers.IntegerField(read_only=True)
 
     class Meta:
@@ -36,6 +36,14 @@ class RunSummarySerializer(RunOutputSerializer):
                 f"/v1/gb/research/{run.pk}/report]"
             )
         return fields
+
+
+class RunPageSerializer(serializers.Serializer):
+    """A page of the run list (a cursor page: follow `next`), for the schema."""
+
+    next = serializers.URLField(allow_null=True)
+    previous = serializers.URLField(allow_null=True)
+    results = RunOutputSerializer(many=True)
 
 
 class RunStartSerializer(serializers.Serializer):

@@ -224,7 +224,7 @@ REST_FRAMEWORK = {
     ],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "research.schema.CanopyAutoSchema",
     "EXCEPTION_HANDLER": "research.api.exception_handler",
 }
 SPECTACULAR_SETTINGS = {
@@ -232,6 +232,10 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Deep research with a live tree of agents.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "research.schema.add_bounds",
+    ],
 }
 
 LOGGING = {

@@ -11,13 +11,13 @@ import pytest
 import redis
 from django.db import connection
 
-from agents.llm.scripted import call, reply
+from agents.llm.scripted import call, reply, slow
 from agents.messages import factory
 from agents.messages.redis import RedisMessenger
 from agents.orphans import ORPHANED
 from agents.pool import AgentPool
 from research import services
-from research.models import ACTIVE_STATUSES, Run
+from research.models import ACTIVE_STATUSES, Event, Message, Run
 from tests.conftest import free_port, wait_finished, wait_for
 
 pytestmark = [
@@ -221,3 +221,39 @@ def test_a_run_no_thread_can_record_is_ended_by_the_orphan_sweep(alice, settings
         assert (root.status, root.error) == ("failed", ORPHANED)
     finally:
         pool.shutdown()
+
+
+def test_a_message_redis_could_not_deliver_is_not_left_in_the_transcript(
+    scripted_llm, alice, own_redis
+):
+    both_started = threading.Barrier(2)
+
+    def redis_down_then_send(messages):
+        both_started.wait(10)
+        own_redis.stop()
+        return call("send_message", to="listener", text="are you there?")
+
+    def listening(messages):
+        both_started.wait(10)
+        return slow(0.5, reply("listener done"))
+
+    scripted_llm.script(
+        "undelivered root",
+        call("spawn_subagent", name="talker", reason="talks", task="undelivered talker"),
+        call("spawn_subagent", name="listener", reason="listens", task="undelivered listener"),
+        call("wait_subagents"),
+        reply("root done"),
+    )
+    scripted_llm.script("undelivered talker", redis_down_then_send, reply("talker done"))
+    scripted_llm.script("undelivered listener", listening)
+    pool = AgentPool(max_active=4).start()
+    try:
+        root = wait_finished(services.run_start(owner=alice, topic="undelivered root"))
+    finally:
+        pool.shutdown()
+
+    (result,) = scripted_llm.tool_results("undelivered talker", name="send_message")
+    assert result["content"].startswith("error: send_message failed")
+    assert not Message.objects.exists()  # neither stored nor published
+    assert not Event.objects.filter(type="run.message").exists()
+    assert root.status == "done"

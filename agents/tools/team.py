@@ -326,6 +326,10 @@ def send_message_tool(ctx: AgentContext, args: dict[str, Any]) -> str:
             f'the inbox of "{to}" is full ({settings.RESEARCH_INBOX_SIZE} unread messages): '
             "the message was not delivered"
         ) from None
+    except Exception:
+        # The messenger failed (Redis down): not delivered, so not in the transcript either.
+        services.message_withdraw(message=record)
+        raise
     services.message_publish(message=record)
     return f'message sent to "{to}" (run {recipient.pk}).'
 

@@ -139,7 +139,10 @@ def process_figures(pid: int) -> dict[str, int]:
 # --- the scripted model --------------------------------------------------------------------
 
 
-def script_trees(llm, roots: int) -> None:
+def script_trees(llm, roots: int, turn: float) -> None:
+    """Each root spawns two halves and waits; the halves message each other, read their
+    inboxes and answer. Every model turn of a half takes `turn` seconds, so faults land
+    while the trees work."""
     from agents.llm.scripted import call, reply, slow
 
     for i in range(roots):
@@ -147,22 +150,19 @@ def script_trees(llm, roots: int) -> None:
             f"soak root {i}:",
             call("spawn_subagent", name="left", reason="one half", task=f"soak {i} left half"),
             call("spawn_subagent", name="right", reason="other half", task=f"soak {i} right half"),
-            slow(0.3, call("wait_subagents")),
+            slow(turn / 2, call("wait_subagents")),
             call("wait_subagents"),
             reply(f"Root {i} report: both halves are in."),
         )
-        llm.script(
-            f"soak {i} left half",
-            slow(0.4, call("send_message", to="right", text=f"left of {i} says hello")),
-            slow(0.4, call("read_messages", wait_seconds=1)),
-            slow(0.3, reply(f"left half of {i} done")),
-        )
-        llm.script(
-            f"soak {i} right half",
-            slow(0.4, call("list_siblings")),
-            slow(0.4, call("read_messages", wait_seconds=1)),
-            slow(0.3, reply(f"right half of {i} done")),
-        )
+        for half, other in (("left", "right"), ("right", "left")):
+            llm.script(
+                f"soak {i} {half} half",
+                slow(turn, call("list_siblings")),
+                slow(turn, call("send_message", to=other, text=f"{half} of {i} says hello")),
+                slow(turn, call("read_messages", wait_seconds=1)),
+                slow(turn, call("read_messages")),
+                slow(turn, reply(f"{half} half of {i} done")),
+            )
 
 
 # --- viewers -------------------------------------------------------------------------------
@@ -450,7 +450,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--roots", type=int, default=50)
     parser.add_argument("--viewers", type=int, default=20)
-    parser.add_argument("--fault-every", type=float, default=6.0, help="seconds between faults")
+    parser.add_argument("--fault-every", type=float, default=5.0, help="seconds between faults")
+    parser.add_argument("--turn-seconds", type=float, default=1.0, help="each model turn")
     parser.add_argument("--timeout", type=float, default=600.0, help="for every run to end")
     parser.add_argument("--json", type=Path, help="write the figures here")
     args = parser.parse_args()
@@ -501,7 +502,7 @@ def main() -> int:
     cookie = browser.cookies["sessionid"].value
 
     llm = ScriptedLLM().start()
-    script_trees(llm, args.roots)
+    script_trees(llm, args.roots, args.turn_seconds)
     env["OPENAI_BASE_URL"] = llm.base_url
     port = free_port()
     base_url = f"http://127.0.0.1:{port}"
@@ -559,10 +560,7 @@ def main() -> int:
                 log(f"root {i} refused: {response.status_code} {response.text[:200]}")
                 continue
             root_ids.append(response.json()["id"])
-            if i < args.roots:
-                for viewer in range(args.viewers):
-                    if i % args.viewers == viewer:
-                        viewers.follow(viewer, root_ids[-1])
+            viewers.follow(i % args.viewers, root_ids[-1])
             time.sleep(0.1)
         log(f"{len(root_ids)} roots started, {len(viewers.follows)} sockets following")
 

@@ -39,7 +39,9 @@ def run_agent(*, run_id: int, token: CancelToken, pool) -> None:
     """Run one agent to its end and finish its run, after its sub-agents."""
     run = Run.objects.get(pk=run_id)
     ctx = AgentContext.of(run, token, pool)
-    team.open_inbox(ctx)
+    # The spawn opened it already; this keeps it open. Redis down now costs the agent its
+    # messages, not its work.
+    resilience.cleanup(f"opening the inbox of run {run_id}", lambda: team.open_inbox(ctx))
     report, error = "", ""
     try:
         report = Agent(ctx, run).run()

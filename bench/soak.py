@@ -451,7 +451,7 @@ def main() -> int:
     parser.add_argument("--roots", type=int, default=50)
     parser.add_argument("--viewers", type=int, default=20)
     parser.add_argument("--fault-every", type=float, default=5.0, help="seconds between faults")
-    parser.add_argument("--turn-seconds", type=float, default=1.0, help="each model turn")
+    parser.add_argument("--turn-seconds", type=float, default=3.0, help="each model turn")
     parser.add_argument("--timeout", type=float, default=600.0, help="for every run to end")
     parser.add_argument("--json", type=Path, help="write the figures here")
     args = parser.parse_args()

@@ -257,3 +257,32 @@ def test_a_message_redis_could_not_deliver_is_not_left_in_the_transcript(
     assert not Message.objects.exists()  # neither stored nor published
     assert not Event.objects.filter(type="run.message").exists()
     assert root.status == "done"
+
+
+def test_a_sub_agent_that_starts_while_redis_is_down_still_does_its_work(
+    scripted_llm, alice, own_redis
+):
+    """One slot: the child waits for it while its parent works. Redis stops before the parent
+    waits (and gives its slot to the child): the child cannot reopen its inbox, and works
+    without it rather than crashing."""
+
+    def redis_goes_down(messages):
+        own_redis.stop()
+        return call("wait_subagents")
+
+    scripted_llm.script(
+        "late start root",
+        call("spawn_subagent", name="late", reason="starts late", task="late start child"),
+        redis_goes_down,
+        reply("root done"),
+    )
+    scripted_llm.script("late start child", reply("the late child's report"))
+    pool = AgentPool(max_active=1).start()
+    try:
+        root = wait_finished(services.run_start(owner=alice, topic="late start root"))
+    finally:
+        pool.shutdown()
+
+    child = Run.objects.get(parent=root)
+    assert (child.status, child.error, child.report) == ("done", "", "the late child's report")
+    assert (root.status, root.report) == ("done", "root done")

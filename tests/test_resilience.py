@@ -286,3 +286,22 @@ def test_a_sub_agent_that_starts_while_redis_is_down_still_does_its_work(
     child = Run.objects.get(parent=root)
     assert (child.status, child.error, child.report) == ("done", "", "the late child's report")
     assert (root.status, root.report) == ("done", "root done")
+
+
+def test_a_sub_agent_spawned_while_redis_is_down_starts_and_reports(scripted_llm, alice, own_redis):
+    def redis_goes_down(messages):
+        own_redis.stop()
+        return call("spawn_subagent", name="offline", reason="works", task="offline child")
+
+    scripted_llm.script("offline root", redis_goes_down, call("wait_subagents"), reply("root done"))
+    scripted_llm.script("offline child", reply("the offline child's report"))
+    pool = AgentPool(max_active=4).start()
+    try:
+        root = wait_finished(services.run_start(owner=alice, topic="offline root"))
+    finally:
+        pool.shutdown()
+
+    child = Run.objects.get(parent=root)
+    assert (child.status, child.error, child.report) == ("done", "", "the offline child's report")
+    (spawned,) = scripted_llm.tool_results("offline root", name="spawn_subagent")
+    assert spawned["content"].startswith('started sub-agent "offline"')

@@ -13,6 +13,7 @@ from typing import Any
 
 from django.conf import settings
 
+from agents import resilience
 from agents.context import AgentContext
 from agents.messages import InboxFull, InboxMessage, NoInbox, get_messenger, send_message
 from agents.team import (
@@ -84,10 +85,11 @@ def spawn_subagent(ctx: AgentContext, args: dict[str, Any]) -> str:
     except ResearchError as error:
         raise ToolError(error.message) from None
     start = partial(_start_child, ctx, child.pk, name)
-    try:
-        get_messenger().open(child.pk)
-    except Exception as error:  # e.g. Redis unreachable: the child must not stay queued
-        _not_started(child.pk, name, error)
+    # Redis unreachable: the child still starts, and reopens its inbox when it does; it
+    # loses its messages meanwhile, not its work.
+    resilience.cleanup(
+        f"opening the inbox of run {child.pk}", lambda: get_messenger().open(child.pk)
+    )
     if ctx.start_later is None:
         start()
     else:

@@ -5,7 +5,7 @@ STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test lint install services screenshot bench clean
+.PHONY: run test lint install services screenshot bench soak clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
@@ -39,6 +39,12 @@ bench: install services
 	$(PY) bench/step_cost.py --database postgres
 	$(PY) bench/served.py --json bench-results.json
 	$(PY) bench/plots.py bench-results.json docs
+
+# Hostile conditions (docs/reliability.md): 50 trees, 20 viewers that drop and resume, Redis
+# restarted and PostgreSQL backends terminated meanwhile; checks nothing was lost or leaked.
+# A few minutes; not part of `make test`.
+soak: install services
+	$(PY) bench/soak.py --json soak-results.json
 
 screenshot: install services
 	$(PY) scripts/screenshot.py docs/run-page.png

@@ -14,7 +14,7 @@ from typing import Any
 import jsonschema
 from django.conf import settings
 
-from agents import kinds, prompts, review, team
+from agents import kinds, prompts, resilience, review, team
 from agents.calls import ParallelCalls, PlannedCall, group_calls, group_state
 from agents.context import AgentContext, Cancelled, CancelToken, Paused
 from agents.llm import chat_model_for
@@ -39,7 +39,9 @@ def run_agent(*, run_id: int, token: CancelToken, pool) -> None:
     """Run one agent to its end and finish its run, after its sub-agents."""
     run = Run.objects.get(pk=run_id)
     ctx = AgentContext.of(run, token, pool)
-    team.open_inbox(ctx)
+    # The spawn opened it already; this keeps it open. Redis down now costs the agent its
+    # messages, not its work.
+    resilience.cleanup(f"opening the inbox of run {run_id}", lambda: team.open_inbox(ctx))
     report, error, paused = "", "", False
     try:
         report = Agent(ctx, run).run()
@@ -50,22 +52,33 @@ def run_agent(*, run_id: int, token: CancelToken, pool) -> None:
     except LLMError as failure:
         error = str(failure)
     except Exception as failure:
-        if not Run.objects.filter(pk=run_id).exists():
+        if not resilience.run_exists(run_id):
             log.info("run %s was deleted while its agent worked", run_id)
             return
         log.exception("agent of run %s failed", run_id)
         error = f"internal error: {type(failure).__name__}: {failure}"
     finally:
-        team.close_inbox(ctx)
+        # Cleanup that fails (Redis down, a lost connection) is logged: it never replaces
+        # the outcome, and a report written is a report kept.
+        resilience.cleanup(f"closing the inbox of run {run_id}", lambda: team.close_inbox(ctx))
         # A parent never finishes before its sub-agents: end them first.
-        team.end_subagents(ctx)
+        resilience.cleanup(
+            f"ending the sub-agents of run {run_id}",
+            lambda: resilience.retrying("ending sub-agents", lambda: team.end_subagents(ctx)),
+        )
     if paused:
         return
     if report:
         # The report is in: the agent checks what it cites against what the tree saw.
-        services.run_set_state(run_id=run_id, state=State.WRITING, detail="checking citations")
-        services.citations_record(run_id=run_id, report=report)
-    services.run_finish(run_id=run_id, report=report, error=error)
+        resilience.cleanup(
+            f"checking the citations of run {run_id}", lambda: _check(run_id, report)
+        )
+    resilience.record_end(run_id=run_id, report=report, error=error)
+
+
+def _check(run_id: int, report: str) -> None:
+    services.run_set_state(run_id=run_id, state=State.WRITING, detail="checking citations")
+    services.citations_record(run_id=run_id, report=report)
 
 
 class Agent:

@@ -22,8 +22,10 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db import close_old_connections, connection, connections
 
+from agents import resilience
 from agents.context import CancelToken
 from agents.messages import get_messenger
+from agents.orphans import OrphanSweep
 from research import events, services
 from research.models import Run, Worker
 
@@ -74,6 +76,7 @@ class AgentPool:
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
         self._unsubscribe: Callable[[], None] = lambda: None
+        self._orphans = OrphanSweep()
 
     # --- lifecycle ---------------------------------------------------------------------------
 
@@ -116,7 +119,7 @@ class AgentPool:
                 services.worker_stop(worker_id=self.worker_id, error=reason)
                 events.flush()
             finally:
-                connections.close_all()
+                resilience.cleanup("giving connections back", connections.close_all)
 
     # --- agents ------------------------------------------------------------------------------
 
@@ -295,7 +298,7 @@ class AgentPool:
         from agents.loop import run_agent
 
         # A thread's connection may have been closed by the server or the pool meanwhile.
-        close_old_connections()
+        resilience.cleanup("closing stale connections", close_old_connections)
         agent = self._agent(run_id)
         try:
             if not self._acquire_first(token, agent):
@@ -307,24 +310,30 @@ class AgentPool:
             finally:
                 self._release(agent)
         except Exception:
-            if Run.objects.filter(pk=run_id).exists():
-                log.exception("agent of run %s crashed", run_id)
-                services.run_finish(run_id=run_id, error="internal error: the agent crashed")
-            else:
-                log.info("run %s was deleted while its agent worked", run_id)
+            # On a fresh connection when this one was lost; else the orphan sweep ends it.
+            resilience.record_crash(run_id)
         finally:
-            # Also for a sub-agent that never ran: siblings must hear it has ended.
-            get_messenger().close(run_id)
-            with self._changed:
-                # A root resumed after its plan review may already run again on a new
-                # thread while this one unwinds: only this thread's own entries go.
-                if self._agents.get(run_id) is agent:
-                    self._agents.pop(run_id)
-                    # Its children have all ended before it (end_subagents): their places too.
-                    self._families.pop(run_id, None)
-                self._changed.notify_all()
-            self._log_end(run_id)
-            connections.close_all()
+            # Each step whatever the others do (Redis or the database may be down): the
+            # thread must always leave the pool and give its connection back.
+            try:
+                # Also for a sub-agent that never ran: siblings must hear it has ended.
+                resilience.cleanup(
+                    f"closing the inbox of run {run_id}", lambda: get_messenger().close(run_id)
+                )
+                with self._changed:
+                    # A root resumed after its plan review may already run again on a new
+                    # thread while this one unwinds: only this thread's own entries go.
+                    if self._agents.get(run_id) is agent:
+                        self._agents.pop(run_id)
+                        # Its children have all ended before it (end_subagents): their
+                        # places go too.
+                        self._families.pop(run_id, None)
+                    self._changed.notify_all()
+                resilience.cleanup(
+                    f"logging the end of run {run_id}", lambda: self._log_end(run_id)
+                )
+            finally:
+                resilience.cleanup("giving connections back", connections.close_all)
 
     def _log_end(self, run_id: int) -> None:
         with self._lock:
@@ -390,6 +399,9 @@ class AgentPool:
         services.worker_heartbeat(worker_id=self.worker_id)
         if _declared_dead(self.worker_id):
             self._start_over()
+        with self._lock:
+            running = set(self._agents)
+        self._orphans.sweep(worker_id=self.worker_id, running=running)
         failed = services.workers_sweep(dead_after_seconds=settings.RESEARCH_WORKER_DEAD_SECONDS)
         if failed:
             log.warning(

@@ -15,6 +15,7 @@ from channels.db import DatabaseSyncToAsync
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.db import connection
 
+from frontend import frames
 from research import selectors
 from research.errors import NotFound
 from research.events import group_name
@@ -78,6 +79,10 @@ class RunTreeConsumer(AsyncJsonWebsocketConsumer):
     async def disconnect(self, code: int) -> None:
         if self.group is not None:
             await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    async def send_json(self, content: Any, close: bool = False) -> None:
+        """Every frame within the server's limit: large reports go by REST (see frames)."""
+        await super().send_json(frames.fit(content), close=close)
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         """The browser only listens; anything it sends is ignored."""

@@ -5,6 +5,9 @@ selector (always scoped to the owner) → output serializer. Domain errors becom
 in `exception_handler`.
 """
 
+from django.conf import settings
+from django.http import JsonResponse
+from django.views.defaults import page_not_found
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.decorators import api_view
@@ -27,8 +30,10 @@ from research.serializers import (
     ReportSerializer,
     RunListFilterSerializer,
     RunOutputSerializer,
+    RunPageSerializer,
     RunStartSerializer,
     RunStateSerializer,
+    RunSummarySerializer,
 )
 
 
@@ -60,19 +65,38 @@ def _run(request: Request, run_id: int):
 
 @extend_schema(
     methods=["GET"],
-    parameters=[RunListFilterSerializer],
-    responses=RunOutputSerializer(many=True),
+    parameters=[
+        RunListFilterSerializer,
+        OpenApiParameter("cursor", str, description="from the `next` or `previous` link"),
+        OpenApiParameter(
+            "page_size",
+            int,
+            description=f"runs per page, at most {RunCursorPagination.max_page_size}",
+        ),
+    ],
+    responses=RunPageSerializer,
 )
-@extend_schema(methods=["POST"], request=RunStartSerializer, responses={201: RunOutputSerializer})
+@extend_schema(
+    methods=["POST"],
+    # As POST /datasets: daphne refuses a malformed multipart body before Django sees it.
+    request={
+        "application/json": RunStartSerializer,
+        "application/x-www-form-urlencoded": RunStartSerializer,
+    },
+    responses={201: RunOutputSerializer},
+)
 @api_view(["GET", "POST"])
 def runs(request: Request) -> Response:
     if request.method == "POST":
         return run_start(request)
     filters = checked(RunListFilterSerializer, request.query_params)
-    queryset = selectors.run_list(owner=request.user, **filters)
+    queryset = selectors.run_summaries(
+        selectors.run_list(owner=request.user, **filters),
+        report_chars=settings.RESEARCH_LIST_REPORT_CHARS,
+    )
     paginator = RunCursorPagination()
     page = paginator.paginate_queryset(queryset, request)
-    return paginator.get_paginated_response(RunOutputSerializer(page, many=True).data)
+    return paginator.get_paginated_response(RunSummarySerializer(page, many=True).data)
 
 
 def run_start(request: Request) -> Response:
@@ -99,7 +123,7 @@ def run_detail(request: Request, run_id: int) -> Response:
     return Response(RunOutputSerializer(run).data)
 
 
-@extend_schema(request=None, responses=RunOutputSerializer)
+@extend_schema(request=None, responses={202: RunOutputSerializer})
 @api_view(["POST"])
 def run_cancel(request: Request, run_id: int) -> Response:
     run = _run(request, run_id)
@@ -195,3 +219,11 @@ def run_events(request: Request, run_id: int) -> Response:
     after = checked(EventsFilterSerializer, request.query_params)["after"]
     events = selectors.tree_events(root_id=run.root_id, after=after)
     return Response(EventSerializer(events, many=True).data)
+
+
+def not_found(request, exception=None):
+    """Django's 404 for a path no view matches (`/v1/gb/research/abc`): JSON under the API,
+    as every other API answer, and the site's page elsewhere."""
+    if request.path.startswith("/v1/"):
+        return JsonResponse({"detail": f"no such API path: {request.path}"}, status=404)
+    return page_not_found(request, exception)

@@ -5,7 +5,7 @@ owner: another user's dataset is a 404) → output serializer. Its exception_han
 InvalidInput into a 400 naming the field and NotFound into a 404.
 """
 
-from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status
 from rest_framework.decorators import api_view
 from rest_framework.pagination import PageNumberPagination
@@ -80,9 +80,32 @@ def _dataset(request: Request, dataset_id: int) -> Dataset:
     return selectors.dataset_get(owner=request.user, dataset_id=dataset_id)
 
 
-@extend_schema(methods=["GET"], responses=DatasetOutputSerializer(many=True))
+def page_of(serializer: type[serializers.Serializer]) -> serializers.Serializer:
+    """The schema of a page (PageNumberPagination) of `serializer`'s items."""
+    return inline_serializer(
+        name=f"{serializer.__name__.removesuffix('Serializer')}Page",
+        fields={
+            "count": serializers.IntegerField(),
+            "next": serializers.URLField(allow_null=True),
+            "previous": serializers.URLField(allow_null=True),
+            "results": serializer(many=True),
+        },
+    )
+
+
+PAGE = OpenApiParameter("page", int, description="the page number, from 1")
+
+
+@extend_schema(methods=["GET"], parameters=[PAGE], responses=page_of(DatasetOutputSerializer))
 @extend_schema(
-    methods=["POST"], request=DatasetCreateSerializer, responses={201: DatasetOutputSerializer}
+    methods=["POST"],
+    # A malformed multipart body is refused by daphne (Twisted) with an empty 400 before it
+    # reaches Django: the schema names the two forms the API itself answers for.
+    request={
+        "application/json": DatasetCreateSerializer,
+        "application/x-www-form-urlencoded": DatasetCreateSerializer,
+    },
+    responses={201: DatasetOutputSerializer},
 )
 @api_view(["GET", "POST"])
 def datasets(request: Request) -> Response:
@@ -109,7 +132,7 @@ def dataset_detail(request: Request, dataset_id: int) -> Response:
     return Response(DatasetOutputSerializer(dataset).data)
 
 
-@extend_schema(methods=["GET"], responses=DocumentOutputSerializer(many=True))
+@extend_schema(methods=["GET"], parameters=[PAGE], responses=page_of(DocumentOutputSerializer))
 @extend_schema(
     methods=["POST"],
     request={"multipart/form-data": DocumentUploadSerializer},

@@ -10,7 +10,7 @@ class RunOutputSerializer(serializers.ModelSerializer):
     """A run's JSON (DESIGN). The shape is built once, by `run_fields`, for the API, the
     snapshot and the `run.created` event alike; the fields here describe it to the schema."""
 
-    parent_id = serializers.IntegerField(read_only=True)
+    parent_id = serializers.IntegerField(read_only=True, allow_null=True)
     root_id = serializers.IntegerField(read_only=True)
 
     class Meta:
@@ -20,6 +20,30 @@ class RunOutputSerializer(serializers.ModelSerializer):
 
     def to_representation(self, run: Run) -> dict:
         return run_fields(run)
+
+
+class RunSummarySerializer(RunOutputSerializer):
+    """A run in a list: its report cut to RESEARCH_LIST_REPORT_CHARS, with a note saying where
+    the whole report is (a list of runs with megabyte reports was megabytes). Reads the
+    annotations of selectors.run_summaries."""
+
+    def to_representation(self, run: Run) -> dict:
+        run.report = run.report_excerpt  # the deferred field is never read
+        fields = run_fields(run)
+        if run.report_length > len(run.report_excerpt):
+            fields["report"] += (
+                f"\n\n[cut: the report is {run.report_length:,} characters; the whole report: "
+                f"/v1/gb/research/{run.pk}/report]"
+            )
+        return fields
+
+
+class RunPageSerializer(serializers.Serializer):
+    """A page of the run list (a cursor page: follow `next`), for the schema."""
+
+    next = serializers.URLField(allow_null=True)
+    previous = serializers.URLField(allow_null=True)
+    results = RunOutputSerializer(many=True)
 
 
 class RunStartSerializer(serializers.Serializer):

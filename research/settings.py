@@ -112,6 +112,9 @@ def _database(url: str) -> dict:
         # Dozens of agent threads each hold a connection while they work: a pool keeps
         # the number the server sees bounded. The pool needs CONN_MAX_AGE = 0.
         config["CONN_MAX_AGE"] = 0
+        # The pool checks a connection when it is taken out: one the server ended meanwhile
+        # (a restart, pg_terminate_backend) is replaced rather than failing the next query.
+        config["CONN_HEALTH_CHECKS"] = True
         config["OPTIONS"] = {
             # A process frozen inside a transaction would hold its tree's lock for ever and
             # block every other process's sweep; the server ends such a session instead.
@@ -213,9 +216,15 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    # JSON with a limit on nesting (a 1,000-deep body was a RecursionError, a 500).
+    "DEFAULT_PARSER_CLASSES": [
+        "research.parsers.DepthLimitedJSONParser",
+        "rest_framework.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
-    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "research.schema.CanopyAutoSchema",
     "EXCEPTION_HANDLER": "research.api.exception_handler",
 }
 SPECTACULAR_SETTINGS = {
@@ -223,6 +232,10 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Deep research with a live tree of agents.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "research.schema.add_bounds",
+    ],
 }
 
 LOGGING = {
@@ -274,6 +287,12 @@ RESEARCH_AGENT_CPU_SLOTS = envint("RESEARCH_AGENT_CPU_SLOTS", 2 * (os.cpu_count(
 RESEARCH_AGENTS_IN_WEB = envbool("RESEARCH_AGENTS_IN_WEB", True)
 RESEARCH_STEP_RESULT_MAX_CHARS = envint("RESEARCH_STEP_RESULT_MAX_CHARS", 4000)
 RESEARCH_TOOL_RESULT_MAX_CHARS = envint("RESEARCH_TOOL_RESULT_MAX_CHARS", 12000)
+# Limits that say so (issue 16): a model's answer and a report are cut here, the cut marked;
+# list items carry the report's first characters; a websocket frame stays under the server's
+# limit (daphne's is 1 MiB), large reports going by REST instead.
+RESEARCH_REPORT_MAX_CHARS = envint("RESEARCH_REPORT_MAX_CHARS", 100_000)
+RESEARCH_LIST_REPORT_CHARS = envint("RESEARCH_LIST_REPORT_CHARS", 500)
+RESEARCH_WS_MAX_FRAME_BYTES = envint("RESEARCH_WS_MAX_FRAME_BYTES", 512 * 1024)
 # Independent reads of one model turn (searches, pages, queries) run at once, this many at most.
 RESEARCH_PARALLEL_TOOL_CALLS = envint("RESEARCH_PARALLEL_TOOL_CALLS", 4)
 if RESEARCH_AGENT_CPU_SLOTS < 1:

@@ -110,13 +110,3 @@ def pdf_text(data: bytes) -> tuple[str, str]:
     except Exception as error:  # noqa: BLE001 - pypdf raises many types on a damaged file
         raise UnreadableFile(str(error) or type(error).__name__) from None
     return title.strip(), text.strip()
-
-
-# C0 and C1 control characters but tab and newline: terminal escapes (ESC), bells, NULs.
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-
-
-def without_control_characters(text: str) -> str:
-    """The text with control characters removed (tab and newline kept): what an analyst or a
-    model writes is shown in terminals and pages, where an escape sequence must not act."""
-    return _CONTROL.sub("", text)

@@ -34,3 +34,5 @@ urlpatterns = [
     path("api-auth/", include("rest_framework.urls")),
     path("", include("frontend.urls")),
 ]
+
+handler404 = "research.api.not_found"

@@ -9,9 +9,11 @@ from typing import Any
 
 import httpx
 import openai
+from django.conf import settings
 from openai.types.chat import ChatCompletion
 
 from agents.llm.base import ChatResponse, LLMError, ToolCall
+from research.clean import cut
 
 # The client sends the number of retries it has taken in this header on every try, so the
 # request an error carries tells how many tries were made, including a 401 after a 500.
@@ -92,7 +94,12 @@ def _chat_response(completion: Any, *, host: str) -> ChatResponse:
     message = choices[0].message
     usage = getattr(completion, "usage", None)
     return ChatResponse(
-        content=message.content or "",
+        content=cut(
+            message.content or "",
+            settings.RESEARCH_REPORT_MAX_CHARS,
+            what="model's answer",
+            setting="RESEARCH_REPORT_MAX_CHARS",
+        ),
         tool_calls=[_tool_call(call, host=host) for call in message.tool_calls or []],
         input_tokens=(usage.prompt_tokens or 0) if usage else 0,
         output_tokens=(usage.completion_tokens or 0) if usage else 0,

@@ -15,7 +15,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from agents import kinds
+from agents import kinds, resilience
 from agents.context import AgentContext
 from agents.messages import InboxFull, InboxMessage, NoInbox, get_messenger, send_message
 from agents.team import (
@@ -132,16 +132,13 @@ def _spawn(ctx: AgentContext, entries: list[dict[str, Any]], *, batch: bool) -> 
         raise ToolError(error.message) from None
     deadline, deadline_reason = child_deadline(ctx)
     ctx.spawned.update(child.pk for child in children)
-    try:
-        for child in children:
-            get_messenger().open(child.pk)
-    except Exception as error:  # e.g. Redis unreachable: none of the batch may stay queued
-        for child in children:
-            with suppress(Exception):
-                get_messenger().close(child.pk)
-            services.run_finish(run_id=child.pk, error=f"could not start: {error}")
-        names = ", ".join(f'"{child.name}"' for child in children)
-        raise ToolError(f"sub-agents {names} could not start: {error}") from None
+    for child in children:
+        # Redis unreachable: the child still starts, and reopens its inbox when it does; it
+        # loses its messages meanwhile, not its work.
+        resilience.cleanup(
+            f"opening the inbox of run {child.pk}",
+            lambda child=child: get_messenger().open(child.pk),
+        )
     starts = [
         partial(_start_child, ctx, child.pk, child.name, deadline, deadline_reason)
         for child in children
@@ -552,6 +549,10 @@ def send_message_tool(ctx: AgentContext, args: dict[str, Any]) -> str:
             f'the inbox of "{to}" is full ({settings.RESEARCH_INBOX_SIZE} unread messages): '
             "the message was not delivered"
         ) from None
+    except Exception:
+        # The messenger failed (Redis down): not delivered, so not in the transcript either.
+        services.message_withdraw(message=record)
+        raise
     services.message_publish(message=record)
     return f'message sent to "{to}" (run {recipient.pk}).'
 

@@ -16,6 +16,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from research.clean import printable
 from research.models import Run, Status
 from research.pricing import DEMO_MODEL
 
@@ -79,6 +80,15 @@ STATUS_STYLE = {
     Status.DONE: "green",
     Status.FAILED: "red",
 }
+
+
+def printable_runs(runs: list[Run]) -> list[Run]:
+    """The runs with their text shown as a terminal may print it (rich mode too): control
+    characters stored before they were stripped at input become escapes. In memory only."""
+    for run in runs:
+        for name in ("topic", "name", "reason", "report", "error"):
+            setattr(run, name, printable(getattr(run, name)))
+    return runs
 
 
 def one_line(text: str) -> str:

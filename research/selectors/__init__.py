@@ -20,6 +20,7 @@ from research.selectors.runs import (
     run_messages,
     run_states,
     run_subtree,
+    run_summaries,
     runs_for,
     runs_older_than,
 )
@@ -59,6 +60,7 @@ __all__ = [
     "run_get",
     "run_facts",
     "run_list",
+    "run_summaries",
     "run_messages",
     "run_states",
     "run_subtree",

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
-from django.db.models.functions import Coalesce
+from django.db.models.functions import Coalesce, Length, Substr
 
 from research.errors import NotFound
 from research.models import Message, Run, RunState
@@ -126,4 +126,13 @@ def run_facts(*, run: Run) -> RunFacts:
         depth=run.depth,
         model=run.model,
         lineage=tuple(lineage),
+    )
+
+
+def run_summaries(runs: QuerySet[Run], *, report_chars: int) -> QuerySet[Run]:
+    """The runs without their whole reports: each carries `report_excerpt` (its first
+    `report_chars` characters) and `report_length`, read by the database, so a list of runs
+    with megabyte reports stays small."""
+    return runs.defer("report").annotate(
+        report_excerpt=Substr("report", 1, report_chars), report_length=Length("report")
     )

@@ -7,6 +7,7 @@ from pathlib import PurePath
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 
+from research.clean import strip_controls
 from research.errors import InvalidInput
 from research.fulltext import chunk_text, normalise_text
 from research.models import Chunk, Dataset, Document, Run
@@ -35,7 +36,8 @@ _SOURCE_MAX = Document._meta.get_field("source").max_length
 
 
 def dataset_create(*, owner: AbstractBaseUser, name: str, description: str = "") -> Dataset:
-    name = (name or "").strip()
+    name = strip_controls(name or "").strip()
+    description = strip_controls(description or "")
     if not name:
         raise InvalidInput("name must not be empty.", field="name")
     if len(name) > _NAME_MAX:

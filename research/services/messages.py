@@ -8,12 +8,15 @@ only for a message that reached its inbox. One the inbox refused is withdrawn.
 from django.db import transaction
 from django.utils import timezone
 
+from research.clean import strip_controls
 from research.events import RunMessage, publish
 from research.models import Message, Run
 
 
 def message_store(*, from_run_id: int, to_run_id: int, text: str) -> Message:
-    return Message.objects.create(from_run_id=from_run_id, to_run_id=to_run_id, text=text)
+    return Message.objects.create(
+        from_run_id=from_run_id, to_run_id=to_run_id, text=strip_controls(text)
+    )
 
 
 @transaction.atomic

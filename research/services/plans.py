@@ -16,11 +16,11 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
+from research.clean import strip_controls
 from research.errors import InvalidInput
 from research.events import RunMessage, RunPlan, RunStateChanged, publish, tree_lock
 from research.events.payloads import ANALYST
 from research.models import ACTIVE_STATUSES, Message, Plan, Run, RunState, State, Status
-from research.text import without_control_characters
 
 PLAN_ITEM_MAX_CHARS = Run._meta.get_field("plan_item").max_length
 REVIEW_DETAIL = "waiting for the analyst to approve the plan"
@@ -30,7 +30,7 @@ def validate_plan_items(items: object, *, field: str = "items") -> list[str]:
     limit = settings.RESEARCH_PLAN_MAX_ITEMS
     if not isinstance(items, list) or not all(isinstance(item, str) for item in items):
         raise InvalidInput(f"{field} must be a list of strings, one per plan item.", field=field)
-    cleaned = [" ".join(without_control_characters(item).split()) for item in items]
+    cleaned = [" ".join(strip_controls(item).split()) for item in items]
     if not 1 <= len(cleaned) <= limit:
         raise InvalidInput(f"a plan has 1 to {limit} items, not {len(cleaned)}.", field=field)
     for number, item in enumerate(cleaned, start=1):
@@ -142,9 +142,9 @@ def plan_approve(*, run: Run, items: object = None) -> Plan:
 @transaction.atomic
 def note_send(*, run: Run, author_id: int, text: object) -> Message:
     """Store a note for a working agent, flag it for the agent's pool, publish it."""
-    if not isinstance(text, str) or not without_control_characters(text).strip():
+    if not isinstance(text, str) or not strip_controls(text).strip():
         raise InvalidInput("text must be a non-empty string.", field="text")
-    text = without_control_characters(text).strip()
+    text = strip_controls(text).strip()
     limit = settings.RESEARCH_MESSAGE_MAX_CHARS
     if len(text) > limit:
         raise InvalidInput(f"text is {len(text)} characters; the limit is {limit}.", field="text")

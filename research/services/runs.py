@@ -10,6 +10,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from research import pricing
+from research.clean import cut, strip_controls
 from research.errors import InvalidInput, TooManyRuns
 from research.events import (
     RunCreated,
@@ -53,7 +54,7 @@ def validate_max_steps(max_steps: int | None, *, field: str = "max_steps") -> in
 
 
 def validate_topic(topic: str, *, field: str = "topic") -> str:
-    topic = (topic or "").strip()
+    topic = strip_controls(topic or "").strip()
     limit = settings.RESEARCH_TOPIC_MAX_CHARS
     if not topic:
         raise InvalidInput(f"{field} must not be empty.", field=field)
@@ -166,11 +167,11 @@ def subagent_create(
         parent=parent,
         root_id=parent.root_id,
         depth=parent.depth + 1,
-        name=name,
-        reason=reason,
+        name=strip_controls(name),
+        reason=strip_controls(reason),
         kind=kind,
         tier=tier,
-        topic=task,
+        topic=strip_controls(task),
         model=model or parent.model,
         tools=tools,
         plan_item=plan_item,
@@ -232,6 +233,7 @@ def run_finish(*, run_id: int, report: str = "", error: str = "") -> None:
     if run is None or run.status not in ACTIVE_STATUSES:
         return
     now = timezone.now()
+    report = capped_report(report)
     run.status = Status.FAILED if error else Status.DONE
     run.state = State.ENDED
     run.report = report
@@ -261,6 +263,12 @@ def run_finish(*, run_id: int, report: str = "", error: str = "") -> None:
 def report_flags_set(*, run_id: int, claims: list[dict[str, str]]) -> None:
     """The claims of a root's report its verifier could not support (the page marks them)."""
     Run.objects.filter(pk=run_id).update(flagged_claims=claims)
+
+
+def capped_report(report: str) -> str:
+    """A report as stored: no control characters, at most RESEARCH_REPORT_MAX_CHARS."""
+    limit = settings.RESEARCH_REPORT_MAX_CHARS
+    return cut(strip_controls(report), limit, what="report", setting="RESEARCH_REPORT_MAX_CHARS")
 
 
 def run_cancel(*, run: Run, reason: str = CANCELLED_BY_USER) -> None:

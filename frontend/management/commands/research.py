@@ -30,6 +30,7 @@ from frontend.terminal.watch import (
     Watch,
 )
 from research import selectors, services
+from research.clean import printable
 from research.errors import InvalidInput, ResearchError
 from research.models import Run, Status
 from research.services import CANCELLED_BY_USER
@@ -146,7 +147,8 @@ class Command(BaseCommand):
             raise SystemExit(1) from None
 
     def write(self, line: str) -> None:
-        self.stdout.write(line)
+        # Text stored before control characters were stripped prints as escapes.
+        self.stdout.write(printable(line))
 
     # --- actions ---------------------------------------------------------------------------
 
@@ -195,7 +197,7 @@ class Command(BaseCommand):
         if options["before"] is not None:
             after = selectors.run_get(owner=user, run_id=options["before"])
             runs = selectors.runs_older_than(runs, run=after)
-        page = list(runs[: options["limit"] + 1])
+        page = render.printable_runs(list(runs[: options["limit"] + 1]))
         more, page = len(page) > options["limit"], page[: options["limit"]]
         if self.rich:
             render.rich_list(page, self.console)
@@ -216,6 +218,7 @@ class Command(BaseCommand):
     def do_show(self, user: AbstractBaseUser, options: dict) -> None:
         run = selectors.run_get(owner=user, run_id=options["id"])
         tree, usage = selectors.subtree_runs(run=run), selectors.subtree_usage_by_model(run=run)
+        run, tree = render.printable_runs([run])[0], render.printable_runs(list(tree))
         if self.rich:
             render.rich_show(run, tree, usage, self.console)
         else:

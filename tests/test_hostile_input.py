@@ -1,0 +1,83 @@
+"""Hostile input (issue 16): JSON nested 1,000 deep, and terminal escape sequences in topics,
+names, reasons and messages."""
+
+import io
+
+import pytest
+from django.core.management import call_command
+
+from research import services
+from research.models import Dataset, Message, Run
+from tests.test_cli import Terminal
+
+pytestmark = pytest.mark.django_db
+
+RESEARCH = "/v1/gb/research"
+DATASETS = "/v1/gb/datasets"
+DEEP = "[" * 1000 + "]" * 1000
+HOSTILE = "Why\x1b[31m red\x1b[0m?\x07\x08 tab\there\r\nnext\x9b1m"
+
+
+@pytest.mark.parametrize("url", [RESEARCH, DATASETS])
+def test_json_nested_a_thousand_deep_is_a_400_naming_the_nesting(api, url):
+    response = api.post(url, DEEP, content_type="application/json")
+
+    assert response.status_code == 400
+    assert "nests arrays and objects more than 32 levels deep" in response.json()["detail"]
+    assert not Run.objects.exists() and not Dataset.objects.exists()
+
+
+def test_json_nested_a_few_levels_with_brackets_in_strings_is_parsed(api):
+    body = '{"topic": "' + "[[[{{" * 40 + '", "max_steps": 3}'
+    response = api.post(RESEARCH, body, content_type="application/json")
+
+    assert response.status_code == 201, response.json()
+    assert response.json()["topic"] == "[[[{{" * 40
+
+
+def test_control_characters_are_stripped_from_a_topic(api):
+    response = api.post(RESEARCH, {"topic": HOSTILE}, format="json")
+
+    assert response.status_code == 201
+    topic = Run.objects.get().topic
+    assert topic == response.json()["topic"] == "Why[31m red[0m? tab\there\nnext1m"
+
+
+def test_control_characters_are_stripped_from_sub_agents_and_messages(alice, run_factory):
+    root = run_factory()
+    child = services.subagent_create(
+        parent_id=root.pk, name="a\x1bb", reason=f"reason {HOSTILE}", task=HOSTILE, max_steps=3
+    )
+    sibling = services.subagent_create(
+        parent_id=root.pk, name="sibling", reason="r", task="t", max_steps=3
+    )
+    services.message_record(from_run_id=child.pk, to_run_id=sibling.pk, text=HOSTILE)
+
+    child.refresh_from_db()
+    stored = [child.name, child.reason, child.topic, Message.objects.get().text]
+    assert not any(char in text for text in stored for char in "\x1b\x07\x08\r\x9b")
+    assert child.name == "ab"
+
+
+def test_a_dataset_name_with_escapes_is_stored_without_them(api):
+    response = api.post(DATASETS, {"name": "notes\x1b]0;pwned\x07"}, format="json")
+
+    assert response.status_code == 201
+    assert response.json()["name"] == "notes]0;pwned"
+
+
+@pytest.mark.parametrize("terminal", [False, True], ids=["plain", "rich"])
+def test_research_show_prints_old_escape_sequences_as_text(alice, run_factory, terminal):
+    """Text stored before the stripping (or written straight to the database) is printed
+    with its control characters escaped, never raw."""
+    run = run_factory()
+    Run.objects.filter(pk=run.pk).update(topic=HOSTILE, report=f"# Report\n{HOSTILE}")
+    out = Terminal() if terminal else io.StringIO()
+
+    call_command("research", "show", str(run.pk), "--user", "alice", stdout=out)
+
+    shown = out.getvalue()
+    assert "\\x1b[31m" in shown and "\\x07" in shown
+    # What is left are rich's own styles: no red, no bell, no backspace, no CSI.
+    assert "\x1b[31m" not in shown
+    assert not any(char in shown for char in "\x07\x08\x9b")

@@ -1,0 +1,307 @@
+"""Hostile conditions (issue 16): Redis stopping and PostgreSQL connections terminated in the
+middle of a run. Finished work is kept, every agent thread gives its connection back, and no
+run stays working for the life of a process that can no longer record it."""
+
+import shutil
+import subprocess
+import threading
+
+import psycopg
+import pytest
+import redis
+from django.db import connection
+
+from agents.llm.scripted import call, reply, slow
+from agents.messages import factory
+from agents.messages.redis import RedisMessenger
+from agents.orphans import ORPHANED
+from agents.pool import AgentPool
+from research import services
+from research.models import ACTIVE_STATUSES, Event, Message, Run
+from tests.conftest import free_port, wait_finished, wait_for
+
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.skipif(shutil.which("redis-server") is None, reason="needs redis-server"),
+]
+
+
+class OwnRedis:
+    """A Redis server of this test alone, on a free port, that the test stops and starts."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            ["redis-server", "--port", str(self.port), "--save", "", "--appendonly", "no"],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        client = redis.Redis.from_url(self.url)
+        wait_for(lambda: _pings(client), timeout=10, message="redis-server did not start")
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(10)
+
+
+def _pings(client: redis.Redis) -> bool:
+    try:
+        return bool(client.ping())
+    except redis.ConnectionError:
+        return False
+
+
+@pytest.fixture
+def own_redis(monkeypatch):
+    """The process's messenger on a Redis server of this test's own."""
+    server = OwnRedis()
+    server.start()
+    monkeypatch.setattr(factory, "_messenger", RedisMessenger.from_url(server.url))
+    yield server
+    server.stop()
+
+
+def connections_in_use() -> int:
+    """Connections taken out of this process's PostgreSQL pool and not given back."""
+    stats = connection.pool.get_stats()
+    return stats["pool_size"] - stats["pool_available"]
+
+
+def test_a_redis_outage_after_the_final_answer_keeps_the_report(scripted_llm, alice, own_redis):
+    """The sub-agent writes its answer; Redis stops before it closes its inbox. The answer is
+    its report (done), the cleanup error is only logged, and every agent thread leaves the
+    pool and gives its database connection back."""
+    connection.ensure_connection()
+    baseline = connections_in_use()
+
+    def redis_goes_down(messages):
+        own_redis.stop()
+        return reply("The child's finished report.")
+
+    scripted_llm.script(
+        "outage root",
+        call("spawn_subagent", name="facet", reason="one facet", task="outage child task"),
+        call("wait_subagents"),
+        reply("The root's report."),
+    )
+    scripted_llm.script("outage child task", redis_goes_down)
+    pool = AgentPool(max_active=4).start()
+    try:
+        root = wait_finished(services.run_start(owner=alice, topic="outage root"), timeout=30)
+        child = Run.objects.get(parent=root)
+        assert (child.status, child.error) == ("done", "")
+        assert child.report == "The child's finished report."
+        assert (root.status, root.report) == ("done", "The root's report.")
+        wait_for(lambda: not pool.is_running(child.pk), timeout=5, message="thread never left")
+        wait_for(
+            lambda: connections_in_use() <= baseline,
+            timeout=5,
+            message=f"agent threads kept connections: {connections_in_use()} > {baseline}",
+        )
+    finally:
+        pool.shutdown()
+
+
+def test_a_worker_keeps_working_through_redis_outages(scripted_llm, alice, own_redis, settings):
+    """Sub-agents that end while Redis is down still leave the pool and give their
+    connections back: after two outages, the same pool still claims and finishes roots."""
+    settings.RESEARCH_MAX_WORKING_ROOTS = 10
+
+    def redis_goes_down(text, both_answering):
+        def answer(messages):
+            both_answering.wait(10)  # both children have started: Redis goes down now
+            own_redis.stop()
+            return reply(text)
+
+        return answer
+
+    for round_ in range(3):
+        scripted_llm.script(
+            f"round {round_} root",
+            call("spawn_subagent", name="a", reason="a facet", task=f"round {round_} a"),
+            call("spawn_subagent", name="b", reason="b facet", task=f"round {round_} b"),
+            call("wait_subagents"),
+            reply(f"round {round_} report"),
+        )
+        both_answering = threading.Barrier(2)
+        for name in "ab":
+            final = (
+                reply(f"{name} done")
+                if round_ == 2
+                else redis_goes_down(f"{name} done", both_answering)
+            )
+            scripted_llm.script(f"round {round_} {name}", final)
+    pool = AgentPool(max_active=4).start()
+    try:
+        connection.ensure_connection()
+        baseline = connections_in_use()
+        for round_ in range(3):
+            root = services.run_start(owner=alice, topic=f"round {round_} root")
+            root = wait_finished(root, timeout=30)
+            own_redis.start()
+            assert root.status == "done", root.error
+            children = Run.objects.filter(parent=root)
+            assert sorted(children.values_list("report", flat=True)) == ["a done", "b done"]
+        assert pool.active == 0
+        wait_for(lambda: connections_in_use() <= baseline, timeout=5, message="leaked")
+    finally:
+        pool.shutdown()
+
+
+def terminate_backends(*, sparing: int) -> int:
+    """pg_terminate_backend every connection of this database but `sparing` (the test's)."""
+    db = connection.settings_dict
+    with psycopg.connect(
+        host=db["HOST"], port=db["PORT"], user=db["USER"], dbname=db["NAME"], autocommit=True
+    ) as other:
+        rows = other.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid() AND pid <> %s",
+            [sparing],
+        ).fetchall()
+    return len(rows)
+
+
+def test_agents_whose_connections_are_terminated_still_record_their_end(
+    scripted_llm, alice, settings
+):
+    """Mid-run, every PostgreSQL backend of the agents is terminated (twice). Every run still
+    ends in a recorded state, through fresh connections, and the user's working slots free."""
+    settings.RESEARCH_MAX_WORKING_ROOTS = 10
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_backend_pid()")
+        (mine,) = cursor.fetchone()
+    terminated = []
+
+    def terminate(turn):
+        def answer(messages):
+            terminated.append(terminate_backends(sparing=mine))
+            return turn
+
+        return answer
+
+    for tree in ("pine", "fir"):
+        scripted_llm.script(
+            f"{tree} research",
+            call("spawn_subagent", name="left", reason="one half", task=f"{tree} left half"),
+            terminate(call("wait_subagents")),
+            terminate(call("wait_subagents")),
+            reply(f"{tree} report"),
+        )
+        scripted_llm.script(f"{tree} left half", terminate(call("list_siblings")), reply("left"))
+    pool = AgentPool(max_active=6).start()
+    try:
+        roots = [services.run_start(owner=alice, topic=f"{t} research") for t in ("pine", "fir")]
+        for root in roots:
+            wait_finished(root, timeout=40)
+        assert sum(terminated) > 0
+        assert not Run.objects.filter(status__in=ACTIVE_STATUSES).exists()
+        # The slots are free: a new root starts and ends.
+        scripted_llm.script("after the storm", reply("calm"))
+        after = wait_finished(services.run_start(owner=alice, topic="after the storm"))
+        assert (after.status, after.error, after.report) == ("done", "", "calm")
+    finally:
+        pool.shutdown()
+
+
+def test_a_run_no_thread_can_record_is_ended_by_the_orphan_sweep(alice, settings):
+    """A run of a live worker that no agent thread runs (its thread died without recording
+    its end) is failed by that worker's own heartbeat, not held for the life of the process."""
+    settings.RESEARCH_HEARTBEAT_SECONDS = 0.2
+    pool = AgentPool(max_active=2, claim_roots=False).start()
+    try:
+        root = services.run_start(owner=alice, topic="a root whose agent thread died")
+        services.run_claim(run_id=root.pk, worker_id=pool.worker_id)  # no thread runs it
+        root = wait_finished(root, timeout=10)
+        assert (root.status, root.error) == ("failed", ORPHANED)
+    finally:
+        pool.shutdown()
+
+
+def test_a_message_redis_could_not_deliver_is_not_left_in_the_transcript(
+    scripted_llm, alice, own_redis
+):
+    both_started = threading.Barrier(2)
+
+    def redis_down_then_send(messages):
+        both_started.wait(10)
+        own_redis.stop()
+        return call("send_message", to="listener", text="are you there?")
+
+    def listening(messages):
+        both_started.wait(10)
+        return slow(0.5, reply("listener done"))
+
+    scripted_llm.script(
+        "undelivered root",
+        call("spawn_subagent", name="talker", reason="talks", task="undelivered talker"),
+        call("spawn_subagent", name="listener", reason="listens", task="undelivered listener"),
+        call("wait_subagents"),
+        reply("root done"),
+    )
+    scripted_llm.script("undelivered talker", redis_down_then_send, reply("talker done"))
+    scripted_llm.script("undelivered listener", listening)
+    pool = AgentPool(max_active=4).start()
+    try:
+        root = wait_finished(services.run_start(owner=alice, topic="undelivered root"))
+    finally:
+        pool.shutdown()
+
+    (result,) = scripted_llm.tool_results("undelivered talker", name="send_message")
+    assert result["content"].startswith("error: send_message failed")
+    assert not Message.objects.exists()  # neither stored nor published
+    assert not Event.objects.filter(type="run.message").exists()
+    assert root.status == "done"
+
+
+def test_a_sub_agent_that_starts_while_redis_is_down_still_does_its_work(
+    scripted_llm, alice, own_redis
+):
+    """One slot: the child waits for it while its parent works. Redis stops before the parent
+    waits (and gives its slot to the child): the child cannot reopen its inbox, and works
+    without it rather than crashing."""
+
+    def redis_goes_down(messages):
+        own_redis.stop()
+        return call("wait_subagents")
+
+    scripted_llm.script(
+        "late start root",
+        call("spawn_subagent", name="late", reason="starts late", task="late start child"),
+        redis_goes_down,
+        reply("root done"),
+    )
+    scripted_llm.script("late start child", reply("the late child's report"))
+    pool = AgentPool(max_active=1).start()
+    try:
+        root = wait_finished(services.run_start(owner=alice, topic="late start root"))
+    finally:
+        pool.shutdown()
+
+    child = Run.objects.get(parent=root)
+    assert (child.status, child.error, child.report) == ("done", "", "the late child's report")
+    assert (root.status, root.report) == ("done", "root done")
+
+
+def test_a_sub_agent_spawned_while_redis_is_down_starts_and_reports(scripted_llm, alice, own_redis):
+    def redis_goes_down(messages):
+        own_redis.stop()
+        return call("spawn_subagent", name="offline", reason="works", task="offline child")
+
+    scripted_llm.script("offline root", redis_goes_down, call("wait_subagents"), reply("root done"))
+    scripted_llm.script("offline child", reply("the offline child's report"))
+    pool = AgentPool(max_active=4).start()
+    try:
+        root = wait_finished(services.run_start(owner=alice, topic="offline root"))
+    finally:
+        pool.shutdown()
+
+    child = Run.objects.get(parent=root)
+    assert (child.status, child.error, child.report) == ("done", "", "the offline child's report")
+    (spawned,) = scripted_llm.tool_results("offline root", name="spawn_subagent")
+    assert spawned["content"].startswith('started sub-agent "offline"')

@@ -18,6 +18,9 @@ from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: 
 
 from frontend.routing import auth_stack, websocket_urlpatterns  # noqa: E402  (needs Django set up)
 from research.events.transport import serve_on_server_loop  # noqa: E402
+from research.ops.logs import route_daphne_access_log  # noqa: E402
+
+route_daphne_access_log()
 
 application = serve_on_server_loop(
     ProtocolTypeRouter(

@@ -12,8 +12,15 @@ from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+from dotenv import load_dotenv
+
+from research.ops.logs import logging_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+
+# A `.env` file (CANOPY_ENV_FILE, default `.env` in the project) fills in what the
+# environment leaves unset: a variable set in the environment always wins over the file.
+load_dotenv(os.environ.get("CANOPY_ENV_FILE") or BASE_DIR / ".env", override=False)
 
 
 def env(name: str, default: str = "") -> str:
@@ -225,17 +232,13 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
 }
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "root": {"handlers": ["console"], "level": env("LOG_LEVEL", "INFO")},
-    "loggers": {
-        "django.channels.server": {"level": "WARNING"},
-        "httpx": {"level": "WARNING"},
-        "openai": {"level": "WARNING"},
-    },
-}
+# /healthz: how long each part (database, Redis, agents) may take to answer.
+HEALTH_TIMEOUT_SECONDS = envfloat("HEALTH_TIMEOUT_SECONDS", 5.0)
+
+LOG_FORMAT = env("LOG_FORMAT", "text")
+if LOG_FORMAT not in ("text", "json"):
+    raise ImproperlyConfigured(f"LOG_FORMAT must be text or json, not {LOG_FORMAT!r}")
+LOGGING = logging_config(level=env("LOG_LEVEL", "INFO"), json_lines=LOG_FORMAT == "json")
 
 # --- The LLM -----------------------------------------------------------------------------
 

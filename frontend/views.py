@@ -12,9 +12,11 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from frontend.forms import StartResearchForm
 from frontend.rendering import render_report
+from frontend.throttled import retry_message, throttled
 from research import selectors, services
 from research.errors import InvalidInput, NotFound, TooManyRuns
 from research.models import Run
+from research.ops.throttles import ResearchStartThrottle, page_throttle_wait
 from research.pricing import DEMO_MODEL
 
 RUNS_PER_PAGE = 25
@@ -38,11 +40,17 @@ def runs(request: HttpRequest) -> HttpResponse:
     page = Paginator(selectors.roots_for(owner=request.user), RUNS_PER_PAGE).get_page(
         request.GET.get("page")
     )
-    return render(request, "runs.html", {"form": form, "page": page})
+    response = render(request, "runs.html", {"form": form, "page": page})
+    wait = getattr(request, "throttle_wait", None)
+    return throttled(response, wait) if wait else response
 
 
 def _start(request: HttpRequest, form: StartResearchForm) -> Run | None:
     """Start the research; a refusal becomes an error on the form (None)."""
+    if wait := page_throttle_wait(ResearchStartThrottle, request):
+        form.add_error(None, retry_message("researches started", wait))
+        request.throttle_wait = wait
+        return None
     data = form.cleaned_data
     try:
         return services.run_start(

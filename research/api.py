@@ -7,7 +7,7 @@ in `exception_handler`.
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
-from rest_framework.decorators import api_view
+from rest_framework.decorators import api_view, throttle_classes
 from rest_framework.exceptions import ValidationError
 from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
@@ -17,6 +17,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 from research import selectors, services
 from research.api_helpers import checked
 from research.errors import InvalidInput, NotFound, ResearchError, TooManyRuns
+from research.ops.throttles import ResearchStartThrottle
 from research.serializers import (
     EventSerializer,
     EventsFilterSerializer,
@@ -62,6 +63,7 @@ def _run(request: Request, run_id: int):
 )
 @extend_schema(methods=["POST"], request=RunStartSerializer, responses={201: RunOutputSerializer})
 @api_view(["GET", "POST"])
+@throttle_classes([ResearchStartThrottle])
 def runs(request: Request) -> Response:
     if request.method == "POST":
         return run_start(request)

@@ -74,6 +74,23 @@ def envlist(name: str, default: str = "") -> list[str]:
     return [item.strip() for item in env(name, default).split(",") if item.strip()]
 
 
+def envrate(name: str, default: str) -> str:
+    """A throttle rate, `N/second|minute|hour|day` (DRF's form); "off" or "" throttles nothing."""
+    value = env(name, default).strip()
+    if value.lower() in ("", "off"):
+        return ""
+    count, _, period = value.partition("/")
+    if not count.isdigit() or int(count) < 1 or period not in _RATE_PERIODS:
+        raise ImproperlyConfigured(
+            f"{name} must look like 10/minute (per second, minute, hour or day) or off, "
+            f"not {value!r}"
+        )
+    return value
+
+
+_RATE_PERIODS = ("s", "sec", "second", "m", "min", "minute", "h", "hour", "d", "day")
+
+
 def _secret_key() -> str:
     """SECRET_KEY from the environment, or a key generated once into an untracked file."""
     if key := env("SECRET_KEY"):
@@ -224,6 +241,27 @@ REST_FRAMEWORK = {
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "research.api.exception_handler",
+    # Behind N reverse proxies, the client address is the Nth from the right of
+    # X-Forwarded-For; with none (0), REMOTE_ADDR, so a client cannot pick its own address.
+    "NUM_PROXIES": envint("NUM_PROXIES", 0),
+}
+# Throttles (research/ops/throttles.py): per user, or per address when signed out.
+THROTTLE_RATES = {
+    "research_start": envrate("THROTTLE_RESEARCH_START", "30/hour"),
+    "uploads": envrate("THROTTLE_UPLOADS", "120/hour"),
+    "knowledge_queries": envrate("THROTTLE_KNOWLEDGE_QUERIES", "60/minute"),
+    "notes": envrate("THROTTLE_NOTES", "60/minute"),
+    "login": envrate("THROTTLE_LOGIN", "10/minute"),
+}
+# The cache holds the throttles' counters: Redis, when there is one, so that every web
+# process counts the same requests.
+CACHES = {
+    "default": (
+        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+        if REDIS_URL
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+    )
+    | {"KEY_PREFIX": "canopy"}
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Canopy API",

@@ -8,6 +8,9 @@ os.environ.setdefault("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")  # tests start
 os.environ.setdefault("OPENAI_API_KEY", "test-key")
 os.environ.setdefault("RESEARCH_MODEL", "scripted")
 os.environ.setdefault("RESEARCH_MODEL_PRICES", '{"scripted": [1.0, 2.0]}')
+# Tests start many researches quickly; tests/test_ops_throttles.py sets real rates.
+for _scope in ("RESEARCH_START", "UPLOADS", "KNOWLEDGE_QUERIES", "NOTES", "LOGIN"):
+    os.environ.setdefault(f"THROTTLE_{_scope}", "10000/minute")
 
 from research.settings import *  # noqa: E402,F403
 

@@ -4,6 +4,7 @@
 layer, and the offline demo model. Production sets DATABASE_URL, REDIS_URL and an LLM endpoint.
 """
 
+import ipaddress
 import json
 import os
 import secrets
@@ -156,6 +157,7 @@ CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS")
 
 INSTALLED_APPS = [
     "daphne",
+    "django_prometheus",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -172,6 +174,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First and last: django-prometheus times each request between the two.
+    "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -179,6 +183,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_prometheus.middleware.PrometheusAfterMiddleware",
 ]
 
 ROOT_URLCONF = "research.urls"
@@ -272,6 +277,17 @@ SPECTACULAR_SETTINGS = {
 
 # /healthz: how long each part (database, Redis, agents) may take to answer.
 HEALTH_TIMEOUT_SECONDS = envfloat("HEALTH_TIMEOUT_SECONDS", 5.0)
+
+# /metrics: a scraper sends `Authorization: Bearer <METRICS_TOKEN>` or scrapes from one of
+# METRICS_ALLOWED_IPS (addresses or networks, comma-separated; loopback only by default).
+METRICS_TOKEN = env("METRICS_TOKEN")
+METRICS_ALLOWED_IPS = envlist("METRICS_ALLOWED_IPS", "127.0.0.1,::1")
+try:
+    METRICS_ALLOWED_NETWORKS = [
+        ipaddress.ip_network(item, strict=False) for item in METRICS_ALLOWED_IPS
+    ]
+except ValueError as error:
+    raise ImproperlyConfigured(f"METRICS_ALLOWED_IPS: {error}") from None
 
 LOG_FORMAT = env("LOG_FORMAT", "text")
 if LOG_FORMAT not in ("text", "json"):

@@ -3,7 +3,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from research import api, api_datasets
-from research.ops import health
+from research.ops import health, metrics
 
 api_urls = [
     path("research", api.runs, name="runs"),
@@ -26,6 +26,7 @@ api_urls = [
 
 urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
+    path("metrics", metrics.metrics, name="metrics"),
     path("admin/", admin.site.urls),
     path("v1/gb/", include((api_urls, "api"))),
     path("v1/schema", SpectacularAPIView.as_view(), name="schema"),

@@ -19,6 +19,7 @@ run: install
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py first_user
 	$(PY) manage.py load_starter_dataset
+	$(PY) manage.py collectstatic --noinput -v0
 	$(VENV)/bin/daphne -b $(HOST) -p $(PORT) research.asgi:application
 
 services:

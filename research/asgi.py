@@ -14,7 +14,6 @@ django_asgi_app = get_asgi_application()
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
-from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
 from frontend.routing import auth_stack, websocket_urlpatterns  # noqa: E402  (needs Django set up)
 from research.events.transport import serve_on_server_loop  # noqa: E402
@@ -25,9 +24,9 @@ route_daphne_access_log()
 application = serve_on_server_loop(
     ProtocolTypeRouter(
         {
-            # Canopy's own few static files, served by daphne itself: no separate web server
-            # is needed for `make run`; a large deployment may put a CDN in front.
-            "http": ASGIStaticFilesHandler(django_asgi_app),
+            # Static files too, by ServeStatic's middleware (research/ops/static.py): no
+            # separate web server is needed; a large deployment may put a CDN in front.
+            "http": django_asgi_app,
             "websocket": AllowedHostsOriginValidator(auth_stack(URLRouter(websocket_urlpatterns))),
         }
     )

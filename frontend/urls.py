@@ -1,9 +1,11 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from frontend import throttled, views
+from frontend import exports, throttled, views
 
 urlpatterns = [
+    # Beside the REST API it belongs to: the export is drawn by frontend's renderers.
+    path("v1/gb/research/<int:run_id>/export", exports.run_export, name="research-export"),
     path("", views.runs, name="runs"),
     path("login/", throttled.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),

@@ -365,6 +365,9 @@ RESEARCH_TREE_COST_CAP_USD = envdecimal("RESEARCH_TREE_COST_CAP_USD", "0")
 RESEARCH_DUPLICATE_TASK_SIMILARITY = envfloat("RESEARCH_DUPLICATE_TASK_SIMILARITY", 0.85)
 RESEARCH_MESSENGER = env("RESEARCH_MESSENGER", "redis" if REDIS_URL else "memory")
 
+# PDF exports are printed by this Chromium (Debian's package), through Playwright.
+PDF_CHROMIUM_PATH = env("PDF_CHROMIUM_PATH", "/usr/bin/chromium")
+
 # --- Research tools ------------------------------------------------------------------------
 
 SEARCH_PROVIDER = env("SEARCH_PROVIDER")

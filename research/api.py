@@ -5,6 +5,7 @@ selector (always scoped to the owner) → output serializer. Domain errors becom
 in `exception_handler`.
 """
 
+from django.db import transaction
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
 from rest_framework.decorators import api_view, throttle_classes
@@ -28,6 +29,7 @@ from research.serializers import (
     RunStartSerializer,
     RunStateSerializer,
 )
+from research.services.callbacks import callback_register, callback_url_check
 
 
 def exception_handler(exc, context):
@@ -76,13 +78,20 @@ def runs(request: Request) -> Response:
 
 def run_start(request: Request) -> Response:
     data = checked(RunStartSerializer, request.data)
-    run = services.run_start(
-        owner=request.user,
-        topic=data["topic"],
-        max_steps=data.get("max_steps"),
-        model=data.get("model") or None,
-        dataset_id=data.get("dataset"),
-    )
+    callback_url = data.get("callback_url")
+    if callback_url:
+        callback_url_check(callback_url)
+    # One transaction: the research is queued (its agents may start) only with its callback.
+    with transaction.atomic():
+        run = services.run_start(
+            owner=request.user,
+            topic=data["topic"],
+            max_steps=data.get("max_steps"),
+            model=data.get("model") or None,
+            dataset_id=data.get("dataset"),
+        )
+        if callback_url:
+            callback_register(run_id=run.pk, url=callback_url)
     return Response(RunOutputSerializer(run).data, status=status.HTTP_201_CREATED)
 
 

@@ -32,6 +32,10 @@ application = serve_on_server_loop(
     )
 )
 
+from agents import callbacks  # noqa: E402
+
+callbacks.start_in_web_process()
+
 if settings.RESEARCH_AGENTS_IN_WEB:
     from agents.pool import start_in_web_process  # noqa: E402
 

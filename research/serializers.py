@@ -28,6 +28,7 @@ class RunStartSerializer(serializers.Serializer):
     max_steps = serializers.IntegerField(required=False, allow_null=True)
     model = serializers.CharField(required=False, allow_blank=True, allow_null=True)
     dataset = serializers.IntegerField(required=False, allow_null=True)
+    callback_url = serializers.CharField(required=False, allow_blank=True, max_length=2000)
 
 
 class RunListFilterSerializer(serializers.Serializer):

@@ -365,6 +365,14 @@ RESEARCH_TREE_COST_CAP_USD = envdecimal("RESEARCH_TREE_COST_CAP_USD", "0")
 RESEARCH_DUPLICATE_TASK_SIMILARITY = envfloat("RESEARCH_DUPLICATE_TASK_SIMILARITY", 0.85)
 RESEARCH_MESSENGER = env("RESEARCH_MESSENGER", "redis" if REDIS_URL else "memory")
 
+# Callbacks: a signed POST to a research's callback_url when it ends, retried with backoff.
+CALLBACK_SIGNING_SECRET = env("CALLBACK_SIGNING_SECRET")  # unset: derived from SECRET_KEY
+CALLBACK_MAX_ATTEMPTS = envint("CALLBACK_MAX_ATTEMPTS", 8)
+CALLBACK_RETRY_BASE_SECONDS = envfloat("CALLBACK_RETRY_BASE_SECONDS", 10.0)
+CALLBACK_TIMEOUT_SECONDS = envfloat("CALLBACK_TIMEOUT_SECONDS", 10.0)
+CALLBACK_POLL_SECONDS = envfloat("CALLBACK_POLL_SECONDS", 1.0)
+CALLBACK_CA_BUNDLE = env("CALLBACK_CA_BUNDLE")  # a CA file to trust besides the system's
+
 # PDF exports are printed by this Chromium (Debian's package), through Playwright.
 PDF_CHROMIUM_PATH = env("PDF_CHROMIUM_PATH", "/usr/bin/chromium")
 

@@ -18,6 +18,7 @@ from research.errors import InvalidInput, NotFound, TooManyRuns
 from research.models import Run
 from research.ops.throttles import ResearchStartThrottle, page_throttle_wait
 from research.pricing import DEMO_MODEL
+from research.selectors.progress import tree_progress_of, trees_progress
 
 RUNS_PER_PAGE = 25
 
@@ -40,7 +41,9 @@ def runs(request: HttpRequest) -> HttpResponse:
     page = Paginator(selectors.roots_for(owner=request.user), RUNS_PER_PAGE).get_page(
         request.GET.get("page")
     )
-    response = render(request, "runs.html", {"form": form, "page": page})
+    active = [run.pk for run in page if run.is_active]
+    progress = trees_progress(owner=request.user, root_ids=active) if active else {}
+    response = render(request, "runs.html", {"form": form, "page": page, "progress": progress})
     wait = getattr(request, "throttle_wait", None)
     return throttled(response, wait) if wait else response
 
@@ -83,7 +86,12 @@ def run(request: HttpRequest, run_id: int) -> HttpResponse:
         "cancel": reverse("api:run-cancel", args=[0]),
         "events": reverse("api:run-events", args=[run.pk]),
     }
-    context = {"run": run, "config": config, "demo": run.model == DEMO_MODEL}
+    context = {
+        "run": run,
+        "config": config,
+        "demo": run.model == DEMO_MODEL,
+        "progress": tree_progress_of(run),
+    }
     return render(request, "run.html", context)
 
 

@@ -14,6 +14,7 @@ from django.conf import settings
 from django.http import HttpResponse
 from django.template.loader import render_to_string
 from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.exceptions import APIException, ValidationError
 from rest_framework.negotiation import BaseContentNegotiation
@@ -133,9 +134,15 @@ class RunExportView(APIView):
         operation_id="research_export",
         parameters=[OpenApiParameter("format", str, enum=list(FORMATS), description="default md")],
         responses={
-            (200, "text/markdown"): OpenApiResponse(description="the report and its sources"),
-            (200, "application/json"): OpenApiResponse(description="the whole tree"),
-            (200, "application/pdf"): OpenApiResponse(description="the report, printed"),
+            (200, "text/markdown"): OpenApiResponse(
+                OpenApiTypes.STR, description="the report and its sources"
+            ),
+            (200, "application/json"): OpenApiResponse(
+                OpenApiTypes.OBJECT, description="the whole tree"
+            ),
+            (200, "application/pdf"): OpenApiResponse(
+                OpenApiTypes.BINARY, description="the report, printed"
+            ),
         },
     )
     def get(self, request: Request, run_id: int) -> HttpResponse:

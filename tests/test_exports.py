@@ -116,3 +116,16 @@ def test_the_run_page_offers_the_exports(client, alice, finished_tree, run_facto
         assert f'href="/v1/gb/research/{finished_tree.pk}/export?format={format}"' in page
     working = client.get(f"/runs/{run_factory().pk}/").content.decode()
     assert working.count("data-needs-report hidden") == 2  # no report yet: json only
+
+
+def test_the_openapi_schema_describes_the_export(api):
+    response = api.get("/v1/schema", HTTP_ACCEPT="application/vnd.oai.openapi+json")
+    assert response.status_code == 200
+    export = response.json()["paths"]["/v1/gb/research/{run_id}/export"]["get"]
+    assert set(export["responses"]["200"]["content"]) == {
+        "text/markdown",
+        "application/json",
+        "application/pdf",
+    }
+    (format,) = [p for p in export["parameters"] if p["name"] == "format"]
+    assert sorted(format["schema"]["enum"]) == ["json", "md", "pdf"]

@@ -378,7 +378,9 @@ if RESEARCH_PARALLEL_TOOL_CALLS < 1:
 RESEARCH_CANCEL_POLL_SECONDS = envfloat("RESEARCH_CANCEL_POLL_SECONDS", 0.25)
 RESEARCH_HEARTBEAT_SECONDS = envfloat("RESEARCH_HEARTBEAT_SECONDS", 5.0)
 RESEARCH_WORKER_DEAD_SECONDS = envfloat("RESEARCH_WORKER_DEAD_SECONDS", 30.0)
-RESEARCH_CLAIM_POLL_SECONDS = envfloat("RESEARCH_CLAIM_POLL_SECONDS", 1.0)
+# Idle workers wake on a NOTIFY when a root is queued (research/ops/root_wakeup.py); this
+# poll only catches what no notification announced.
+RESEARCH_CLAIM_POLL_SECONDS = envfloat("RESEARCH_CLAIM_POLL_SECONDS", 10.0)
 
 # Sub-agents (seed 000's limits, as settings).
 RESEARCH_SUBAGENTS_ENABLED = envbool("RESEARCH_SUBAGENTS_ENABLED", True)

@@ -23,7 +23,7 @@ _run: contextvars.ContextVar[tuple[int, int] | None] = contextvars.ContextVar(
 
 REDACTED = "[redacted]"
 # A setting whose name says it holds a secret; its value is never logged.
-SECRET_SETTING = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD)S?$")
+SECRET_SETTING = re.compile(r"(KEY|TOKEN|SECRET|PASSWORD)S?$|^SECRET_KEY_FALLBACKS$")
 # Credentials that may appear in a line whatever the settings: headers and URL parameters.
 CREDENTIAL = re.compile(
     r"(?i)(\b(?:authorization|x-api-key|x-subscription-token|api[-_]?key|token|secret"

@@ -157,3 +157,36 @@ def test_a_bad_callback_url_is_a_400_naming_it_and_starts_nothing(api, url, mess
     assert response.status_code == 400
     assert response.json()["callback_url"][0].startswith(message)
     assert not Run.objects.exists()
+
+
+@pytest.mark.processes
+@pytest.mark.django_db(transaction=True)
+def test_a_served_app_posts_the_callback_of_a_research_started_over_http(
+    scripted_llm, settings, tmp_path, alice
+):
+    """The whole path on a real daphne: its sender starts with the app."""
+    from tests.conftest import start_daphne
+    from tests.test_scaleout import api_client
+
+    receiver = Receiver(tmp_path, [502])
+    scripted_llm.script(TOPIC, reply("In autumn."))
+    server = start_daphne(
+        settings,
+        tmp_path,
+        CALLBACK_CA_BUNDLE=str(receiver.cert),
+        READ_PAGE_ALLOWED_HOSTS=f"localhost:{receiver.port}",
+        CALLBACK_POLL_SECONDS="0.2",
+        CALLBACK_RETRY_BASE_SECONDS="0.2",
+    )
+    try:
+        with api_client(server.url, alice) as api:
+            created = api.post(
+                "/v1/gb/research", json={"topic": TOPIC, "callback_url": receiver.url()}
+            )
+        assert created.status_code == 201, created.text
+        wait_for(lambda: len(receiver.received) == 2, timeout=30, message=server.output())
+    finally:
+        server.stop()
+        receiver.close()
+    assert json.loads(receiver.received[-1][1])["run"]["id"] == created.json()["id"]
+    assert Callback.objects.get().delivered_at is not None

@@ -2,6 +2,7 @@
 page count against the same scopes as the API, and a throttled attempt is a 429 page that
 says when to try again."""
 
+from django.contrib.admin import AdminSite
 from django.contrib.auth import views as auth_views
 from django.http import HttpRequest, HttpResponse
 
@@ -34,3 +35,18 @@ class LoginView(auth_views.LoginView):
             form=form, throttled=retry_message("sign-in attempts", wait)
         )
         return throttled(self.render_to_response(context), wait)
+
+
+def throttle_admin_login(site: AdminSite) -> None:
+    """The admin's login page counts against the same sign-in throttle as /login/."""
+    login = site.login
+
+    def throttled_login(request: HttpRequest, extra_context=None) -> HttpResponse:
+        if request.method == "POST" and (wait := page_throttle_wait(LoginThrottle, request)):
+            response = HttpResponse(
+                retry_message("sign-in attempts", wait), content_type="text/plain; charset=utf-8"
+            )
+            return throttled(response, wait)
+        return login(request, extra_context)
+
+    site.login = throttled_login

@@ -98,6 +98,16 @@ def test_the_login_page_refuses_the_fourth_attempt_without_trying_the_password(
     assert client.get("/login/").status_code == 200  # the page itself still shows
 
 
+def test_the_admin_login_counts_against_the_same_throttle(client, admin_user, settings):
+    rates(settings, login="2/minute")
+    assert client.post("/login/", {"username": "admin", "password": "guess"}).status_code == 200
+    assert client.post("/admin/login/", {"username": "admin", "password": "x"}).status_code == 200
+    response = client.post("/admin/login/", {"username": "admin", "password": PASSWORD})
+    assert response.status_code == 429
+    assert response.content.decode().startswith("Too many sign-in attempts: try again in")
+    assert "_auth_user_id" not in client.session
+
+
 def test_a_bad_rate_setting_stops_the_start_naming_the_variable():
     import os
     import subprocess

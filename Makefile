@@ -5,12 +5,14 @@ STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test lint install services screenshot bench soak clean
+.PHONY: run test lint install lock services screenshot bench soak clean
 
-$(STAMP): pyproject.toml
+# The exact versions of requirements.lock, then the project itself on top of them.
+$(STAMP): pyproject.toml requirements.lock
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ".[dev]"
+	$(PY) -m pip install -q -r requirements.lock
+	$(PY) -m pip install -q --no-deps -e .
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -19,7 +21,16 @@ run: install
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py first_user
 	$(PY) manage.py load_starter_dataset
+	$(PY) manage.py collectstatic --noinput -v0
 	$(VENV)/bin/daphne -b $(HOST) -p $(PORT) research.asgi:application
+
+# Re-resolve requirements.lock from pyproject.toml (after changing a dependency): every
+# package at the newest version the ranges allow, for every platform and Python >= 3.11.
+lock:
+	test -x $(PY) || python3 -m venv $(VENV)
+	test -x $(VENV)/bin/uv || $(PY) -m pip install -q uv
+	$(VENV)/bin/uv pip compile pyproject.toml --extra dev --universal --python-version 3.11 \
+		--custom-compile-command "make lock" -q -o requirements.lock
 
 services:
 	scripts/test-services.sh

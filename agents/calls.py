@@ -8,6 +8,7 @@ whose children start together once all of them exist, so each child's first list
 already shows its batch. Every other call runs alone, in order.
 """
 
+import contextvars
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -85,7 +86,11 @@ class ParallelCalls:
             self._executor = ThreadPoolExecutor(
                 max_workers=settings.RESEARCH_PARALLEL_TOOL_CALLS, thread_name_prefix="tool"
             )
-        futures = [self._executor.submit(_with_connection_closed, job) for job in jobs]
+        # Each job runs in a copy of the agent's context: its log lines name the agent's run.
+        futures = [
+            self._executor.submit(contextvars.copy_context().run, _with_connection_closed, job)
+            for job in jobs
+        ]
         return [future.result() for future in futures]
 
     def close(self) -> None:

@@ -23,6 +23,7 @@ from agents.tools import Tool, ToolError, toolset
 from agents.tools.base import truncate
 from research import selectors, services
 from research.models import Run, State
+from research.ops.logs import bind_run
 from research.services import NextState
 
 log = logging.getLogger(__name__)
@@ -38,6 +39,7 @@ FINAL_ROUND_NOTE = (
 def run_agent(*, run_id: int, token: CancelToken, pool) -> None:
     """Run one agent to its end and finish its run, after its sub-agents."""
     run = Run.objects.get(pk=run_id)
+    bind_run(run_id=run.pk, root_id=run.root_id)  # every line this thread logs names the run
     ctx = AgentContext.of(run, token, pool)
     # The spawn opened it already; this keeps it open. Redis down now costs the agent its
     # messages, not its work.

@@ -28,6 +28,7 @@ from agents.messages import get_messenger
 from agents.orphans import OrphanSweep
 from research import events, services
 from research.models import Run, Worker
+from research.ops import root_wakeup
 
 log = logging.getLogger(__name__)
 
@@ -87,6 +88,7 @@ class AgentPool:
         if failed:
             log.warning("marked %d runs of a stopped process failed", failed)
         self._unsubscribe = services.on_root_queued(lambda run_id: self._wake.set())
+        root_wakeup.listen()  # roots queued by other processes wake the claim loop too
         for target in (self._claim_loop, self._heartbeat_loop, self._cancel_watch):
             thread = threading.Thread(
                 target=self._background(target), name=f"pool-{target.__name__}", daemon=True

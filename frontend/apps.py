@@ -4,3 +4,10 @@ from django.apps import AppConfig
 class FrontendConfig(AppConfig):
     name = "frontend"
     verbose_name = "Web UI"
+
+    def ready(self) -> None:
+        from django.contrib import admin
+
+        from frontend.throttled import throttle_admin_login
+
+        throttle_admin_login(admin.site)

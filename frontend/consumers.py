@@ -20,6 +20,7 @@ from research import selectors
 from research.errors import NotFound
 from research.events import group_name
 from research.models import Run
+from research.ops.metrics import observe_push_lag
 
 
 # The consumer's reads run on the server's pool of threads, not on the one thread Django and
@@ -128,6 +129,7 @@ class RunTreeConsumer(AsyncJsonWebsocketConsumer):
         # while connecting are dropped; the browser puts the rest in order.
         if event["seq"] > self.sent_until:
             await self.send_json(event)
+            observe_push_lag(event)
 
     # One handler per event type, named as Channels maps "run.created" to run_created.
     async def run_created(self, event: dict[str, Any]) -> None:

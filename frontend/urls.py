@@ -1,13 +1,16 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from frontend import views
+from frontend import exports, progress, throttled, views
 
 urlpatterns = [
+    # Beside the REST API it belongs to: the export is drawn by frontend's renderers.
+    path("v1/gb/research/<int:run_id>/export", exports.run_export, name="research-export"),
     path("", views.runs, name="runs"),
-    path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
+    path("login/", throttled.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("runs/<int:run_id>/", views.run, name="run"),
+    path("runs/progress", progress.runs_progress, name="runs-progress"),
     path(
         "runs/<int:root_id>/agents/<int:run_id>/",
         views.agent_panel,

@@ -12,10 +12,13 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from frontend.forms import StartResearchForm
 from frontend.rendering import render_report
+from frontend.throttled import retry_message, throttled
 from research import selectors, services
 from research.errors import InvalidInput, NotFound, TooManyRuns
 from research.models import Run
+from research.ops.throttles import ResearchStartThrottle, page_throttle_wait
 from research.pricing import DEMO_MODEL
+from research.selectors.progress import tree_progress_of, trees_progress
 
 RUNS_PER_PAGE = 25
 
@@ -38,11 +41,19 @@ def runs(request: HttpRequest) -> HttpResponse:
     page = Paginator(selectors.roots_for(owner=request.user), RUNS_PER_PAGE).get_page(
         request.GET.get("page")
     )
-    return render(request, "runs.html", {"form": form, "page": page})
+    active = [run.pk for run in page if run.is_active]
+    progress = trees_progress(owner=request.user, root_ids=active) if active else {}
+    response = render(request, "runs.html", {"form": form, "page": page, "progress": progress})
+    wait = getattr(request, "throttle_wait", None)
+    return throttled(response, wait) if wait else response
 
 
 def _start(request: HttpRequest, form: StartResearchForm) -> Run | None:
     """Start the research; a refusal becomes an error on the form (None)."""
+    if wait := page_throttle_wait(ResearchStartThrottle, request):
+        form.add_error(None, retry_message("researches started", wait))
+        request.throttle_wait = wait
+        return None
     data = form.cleaned_data
     try:
         return services.run_start(
@@ -79,7 +90,12 @@ def run(request: HttpRequest, run_id: int) -> HttpResponse:
         "notes": reverse("api:run-notes", args=[0]),
         "events": reverse("api:run-events", args=[run.pk]),
     }
-    context = {"run": run, "config": config, "demo": run.model == DEMO_MODEL}
+    context = {
+        "run": run,
+        "config": config,
+        "demo": run.model == DEMO_MODEL,
+        "progress": tree_progress_of(run),
+    }
     return render(request, "run.html", context)
 
 

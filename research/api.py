@@ -6,11 +6,12 @@ in `exception_handler`.
 """
 
 from django.conf import settings
+from django.db import transaction
 from django.http import JsonResponse
 from django.views.defaults import page_not_found
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import status
-from rest_framework.decorators import api_view
+from rest_framework.decorators import api_view, throttle_classes
 from rest_framework.exceptions import ValidationError
 from rest_framework.pagination import CursorPagination
 from rest_framework.request import Request
@@ -20,6 +21,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 from research import selectors, services
 from research.api_helpers import checked
 from research.errors import InvalidInput, NotFound, ResearchError, TooManyRuns
+from research.ops.throttles import NotesThrottle, ResearchStartThrottle
 from research.serializers import (
     EventSerializer,
     EventsFilterSerializer,
@@ -35,6 +37,7 @@ from research.serializers import (
     RunStateSerializer,
     RunSummarySerializer,
 )
+from research.services.callbacks import callback_register, callback_url_check
 
 
 def exception_handler(exc, context):
@@ -86,6 +89,7 @@ def _run(request: Request, run_id: int):
     responses={201: RunOutputSerializer},
 )
 @api_view(["GET", "POST"])
+@throttle_classes([ResearchStartThrottle])
 def runs(request: Request) -> Response:
     if request.method == "POST":
         return run_start(request)
@@ -101,14 +105,21 @@ def runs(request: Request) -> Response:
 
 def run_start(request: Request) -> Response:
     data = checked(RunStartSerializer, request.data)
-    run = services.run_start(
-        owner=request.user,
-        topic=data["topic"],
-        max_steps=data.get("max_steps"),
-        model=data.get("model") or None,
-        dataset_id=data.get("dataset"),
-        review_plan=data.get("review_plan", False),
-    )
+    callback_url = data.get("callback_url")
+    if callback_url:
+        callback_url_check(callback_url)
+    # One transaction: the research is queued (its agents may start) only with its callback.
+    with transaction.atomic():
+        run = services.run_start(
+            owner=request.user,
+            topic=data["topic"],
+            max_steps=data.get("max_steps"),
+            model=data.get("model") or None,
+            dataset_id=data.get("dataset"),
+            review_plan=data.get("review_plan", False),
+        )
+        if callback_url:
+            callback_register(run_id=run.pk, url=callback_url)
     return Response(RunOutputSerializer(run).data, status=status.HTTP_201_CREATED)
 
 
@@ -194,6 +205,7 @@ def run_plan_approve(request: Request, run_id: int) -> Response:
 
 @extend_schema(request=NoteSerializer, responses={201: MessageSerializer})
 @api_view(["POST"])
+@throttle_classes([NotesThrottle])
 def run_notes(request: Request, run_id: int) -> Response:
     """Send a note to an agent of your research (the root or any agent still working): it
     reads it at its next round, and a wait for sub-agents or messages ends at once."""

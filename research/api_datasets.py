@@ -7,7 +7,7 @@ InvalidInput into a 400 naming the field and NotFound into a 404.
 
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status
-from rest_framework.decorators import api_view
+from rest_framework.decorators import api_view, throttle_classes
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -17,6 +17,7 @@ from research.api_helpers import checked
 from research.errors import InvalidInput
 from research.fulltext import chunk_url, search_chunks
 from research.models import Dataset, Document
+from research.ops.throttles import KnowledgeQueryThrottle, UploadThrottle
 
 QUERY_MAX_LIMIT = 20
 
@@ -139,6 +140,7 @@ def dataset_detail(request: Request, dataset_id: int) -> Response:
     responses={201: DocumentOutputSerializer},
 )
 @api_view(["GET", "POST"])
+@throttle_classes([UploadThrottle])
 def dataset_documents(request: Request, dataset_id: int) -> Response:
     dataset = _dataset(request, dataset_id)
     if request.method == "POST":
@@ -175,6 +177,7 @@ def document_upload(request: Request, dataset: Dataset) -> Response:
     responses=ChunkHitSerializer(many=True),
 )
 @api_view(["GET"])
+@throttle_classes([KnowledgeQueryThrottle])
 def dataset_query(request: Request, dataset_id: int) -> Response:
     """The passages of the dataset that best answer `q`: the search the agents' query runs."""
     dataset = _dataset(request, dataset_id)

@@ -4,3 +4,9 @@ from django.apps import AppConfig
 class ResearchConfig(AppConfig):
     name = "research"
     verbose_name = "Research"
+
+    def ready(self) -> None:
+        from research.ops import root_wakeup
+
+        # Every process that queues a research tells the agent processes (after commit).
+        root_wakeup.install()

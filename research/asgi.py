@@ -14,23 +14,29 @@ django_asgi_app = get_asgi_application()
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
-from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
 from frontend.routing import auth_stack, websocket_urlpatterns  # noqa: E402  (needs Django set up)
 from research.events.transport import serve_on_server_loop  # noqa: E402
 from research.mcp_server.http import McpEndpoint  # noqa: E402
+from research.ops.logs import route_daphne_access_log  # noqa: E402
+
+route_daphne_access_log()
 
 application = serve_on_server_loop(
     ProtocolTypeRouter(
         {
-            # Canopy's own few static files, served by daphne itself: no separate web server
-            # is needed for `make run`; a large deployment may put a CDN in front.
+            # Static files by ServeStatic's middleware (research/ops/static.py): no separate
+            # web server is needed; a large deployment may put a CDN in front.
             # /mcp: the MCP tools over streamable HTTP (research.mcp_server); the rest: Django.
-            "http": McpEndpoint(ASGIStaticFilesHandler(django_asgi_app)),
+            "http": McpEndpoint(django_asgi_app),
             "websocket": AllowedHostsOriginValidator(auth_stack(URLRouter(websocket_urlpatterns))),
         }
     )
 )
+
+from agents import callbacks  # noqa: E402
+
+callbacks.start_in_web_process()
 
 if settings.RESEARCH_AGENTS_IN_WEB:
     from agents.pool import start_in_web_process  # noqa: E402

@@ -380,4 +380,29 @@ class Citation(models.Model):
         return f"{'verified' if self.verified else 'flagged'} {self.url}"
 
 
+class Callback(models.Model):
+    """A URL that gets a signed POST when its research ends (research/services/callbacks.py)."""
+
+    run = models.OneToOneField(Run, on_delete=models.CASCADE, related_name="callback")
+    url = models.CharField(max_length=2000)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    # When the sender may try (again); a sender taking it pushes it on, as a lease.
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+    gave_up_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.CharField(max_length=500, blank=True, default="")
+
+    class Meta:
+        indexes = [
+            models.Index(
+                fields=["next_attempt_at"],
+                name="callback_pending",
+                condition=models.Q(delivered_at__isnull=True, gave_up_at__isnull=True),
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"callback of run {self.run_id} to {self.url}"
+
+
 from research.models_remote import RemoteServer  # noqa: E402, F401  (remote MCP servers)

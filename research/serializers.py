@@ -96,6 +96,7 @@ class PlanSerializer(serializers.Serializer):
     approved = serializers.BooleanField()
     items = PlanItemSerializer(many=True)
     history = PlanVersionSerializer(many=True)
+    callback_url = serializers.CharField(required=False, allow_blank=True, max_length=2000)
 
 
 class RunListFilterSerializer(serializers.Serializer):

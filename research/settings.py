@@ -4,6 +4,7 @@
 layer, and the offline demo model. Production sets DATABASE_URL, REDIS_URL and an LLM endpoint.
 """
 
+import ipaddress
 import json
 import os
 import secrets
@@ -11,9 +12,17 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 
 import dj_database_url
+from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
+from dotenv import load_dotenv
+
+from research.ops.logs import logging_config
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+
+# A `.env` file (CANOPY_ENV_FILE, default `.env` in the project) fills in what the
+# environment leaves unset: a variable set in the environment always wins over the file.
+load_dotenv(os.environ.get("CANOPY_ENV_FILE") or BASE_DIR / ".env", override=False)
 
 
 def env(name: str, default: str = "") -> str:
@@ -65,6 +74,23 @@ def envdecimal(name: str, default: str) -> Decimal:
 
 def envlist(name: str, default: str = "") -> list[str]:
     return [item.strip() for item in env(name, default).split(",") if item.strip()]
+
+
+def envrate(name: str, default: str) -> str:
+    """A throttle rate, `N/second|minute|hour|day` (DRF's form); "off" or "" throttles nothing."""
+    value = env(name, default).strip()
+    if value.lower() in ("", "off"):
+        return ""
+    count, _, period = value.partition("/")
+    if not count.isdigit() or int(count) < 1 or period not in _RATE_PERIODS:
+        raise ImproperlyConfigured(
+            f"{name} must look like 10/minute (per second, minute, hour or day) or off, "
+            f"not {value!r}"
+        )
+    return value
+
+
+_RATE_PERIODS = ("s", "sec", "second", "m", "min", "minute", "h", "hour", "d", "day")
 
 
 def _secret_key() -> str:
@@ -135,6 +161,7 @@ CSRF_TRUSTED_ORIGINS = envlist("CSRF_TRUSTED_ORIGINS")
 
 INSTALLED_APPS = [
     "daphne",
+    "django_prometheus",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -144,6 +171,8 @@ INSTALLED_APPS = [
     "rest_framework",
     "rest_framework.authtoken",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
+    "csp",
     "channels",
     "research",
     "agents",
@@ -151,13 +180,18 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First and last: django-prometheus times each request between the two.
+    "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "servestatic.middleware.ServeStaticMiddleware",
+    "csp.middleware.CSPMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_prometheus.middleware.PrometheusAfterMiddleware",
 ]
 
 ROOT_URLCONF = "research.urls"
@@ -207,7 +241,14 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = BASE_DIR / "staticfiles"
+STATIC_ROOT = Path(env("STATIC_ROOT") or BASE_DIR / "staticfiles")
+# Hashed names and ServeStatic: see research/ops/static.py.
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "research.ops.static.StaticStorage"},
+}
+SERVESTATIC_USE_FINDERS = True
+SERVESTATIC_USE_MANIFEST = True
 
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -222,12 +263,40 @@ REST_FRAMEWORK = {
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],
+    # JSON only: the explorer at /v1/docs is the API's page. DRF's browsable API needs
+    # inline styles the Content Security Policy refuses.
+    "DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.PageNumberPagination",
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "research.schema.CanopyAutoSchema",
     "EXCEPTION_HANDLER": "research.api.exception_handler",
+    # Behind N reverse proxies, the client address is the Nth from the right of
+    # X-Forwarded-For; with none (0), REMOTE_ADDR, so a client cannot pick its own address.
+    "NUM_PROXIES": envint("NUM_PROXIES", 0),
+}
+# Throttles (research/ops/throttles.py): per user, or per address when signed out.
+THROTTLE_RATES = {
+    "research_start": envrate("THROTTLE_RESEARCH_START", "30/hour"),
+    "uploads": envrate("THROTTLE_UPLOADS", "120/hour"),
+    "knowledge_queries": envrate("THROTTLE_KNOWLEDGE_QUERIES", "60/minute"),
+    "notes": envrate("THROTTLE_NOTES", "60/minute"),
+    "login": envrate("THROTTLE_LOGIN", "10/minute"),
+}
+# The cache holds the throttles' counters: Redis, when there is one, so that every web
+# process counts the same requests.
+CACHES = {
+    "default": (
+        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+        if REDIS_URL
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+    )
+    | {"KEY_PREFIX": "canopy"}
 }
 SPECTACULAR_SETTINGS = {
+    # The explorer's files come from this server (drf-spectacular-sidecar), not a CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
     "TITLE": "Canopy API",
     "DESCRIPTION": "Deep research with a live tree of agents.",
     "VERSION": "1.0.0",
@@ -238,19 +307,41 @@ SPECTACULAR_SETTINGS = {
     ],
 }
 
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "root": {"handlers": ["console"], "level": env("LOG_LEVEL", "INFO")},
-    "loggers": {
-        "django.channels.server": {"level": "WARNING"},
-        "httpx": {"level": "WARNING"},
-        "httpx2": {"level": "WARNING"},  # the MCP SDK's HTTP client: a line per request
-        "mcp": {"level": "WARNING"},
-        "openai": {"level": "WARNING"},
-    },
+# /healthz: how long each part (database, Redis, agents) may take to answer.
+HEALTH_TIMEOUT_SECONDS = envfloat("HEALTH_TIMEOUT_SECONDS", 5.0)
+
+# /metrics: a scraper sends `Authorization: Bearer <METRICS_TOKEN>` or scrapes from one of
+# METRICS_ALLOWED_IPS (addresses or networks, comma-separated; loopback only by default).
+METRICS_TOKEN = env("METRICS_TOKEN")
+METRICS_ALLOWED_IPS = envlist("METRICS_ALLOWED_IPS", "127.0.0.1,::1")
+try:
+    METRICS_ALLOWED_NETWORKS = [
+        ipaddress.ip_network(item, strict=False) for item in METRICS_ALLOWED_IPS
+    ]
+except ValueError as error:
+    raise ImproperlyConfigured(f"METRICS_ALLOWED_IPS: {error}") from None
+
+# Content Security Policy (django-csp): scripts, styles and connections from this origin
+# only; no inline script or style, no third-party origin, no framing.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF],
+        "img-src": [SELF, "data:"],
+        "font-src": [SELF],
+        "connect-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    }
 }
+
+LOG_FORMAT = env("LOG_FORMAT", "text")
+if LOG_FORMAT not in ("text", "json"):
+    raise ImproperlyConfigured(f"LOG_FORMAT must be text or json, not {LOG_FORMAT!r}")
+LOGGING = logging_config(level=env("LOG_LEVEL", "INFO"), json_lines=LOG_FORMAT == "json")
 
 # --- The LLM -----------------------------------------------------------------------------
 
@@ -306,7 +397,9 @@ if RESEARCH_PARALLEL_TOOL_CALLS < 1:
 RESEARCH_CANCEL_POLL_SECONDS = envfloat("RESEARCH_CANCEL_POLL_SECONDS", 0.25)
 RESEARCH_HEARTBEAT_SECONDS = envfloat("RESEARCH_HEARTBEAT_SECONDS", 5.0)
 RESEARCH_WORKER_DEAD_SECONDS = envfloat("RESEARCH_WORKER_DEAD_SECONDS", 30.0)
-RESEARCH_CLAIM_POLL_SECONDS = envfloat("RESEARCH_CLAIM_POLL_SECONDS", 1.0)
+# Idle workers wake on a NOTIFY when a root is queued (research/ops/root_wakeup.py); this
+# poll only catches what no notification announced.
+RESEARCH_CLAIM_POLL_SECONDS = envfloat("RESEARCH_CLAIM_POLL_SECONDS", 10.0)
 
 # Sub-agents (seed 000's limits, as settings).
 RESEARCH_SUBAGENTS_ENABLED = envbool("RESEARCH_SUBAGENTS_ENABLED", True)
@@ -360,6 +453,16 @@ if RESEARCH_MAX_WORKING_CHILDREN < 1:
     raise ImproperlyConfigured(
         f"RESEARCH_MAX_WORKING_CHILDREN must be 1 or more, not {RESEARCH_MAX_WORKING_CHILDREN}"
     )
+# Callbacks: a signed POST to a research's callback_url when it ends, retried with backoff.
+CALLBACK_SIGNING_SECRET = env("CALLBACK_SIGNING_SECRET")  # unset: derived from SECRET_KEY
+CALLBACK_MAX_ATTEMPTS = envint("CALLBACK_MAX_ATTEMPTS", 8)
+CALLBACK_RETRY_BASE_SECONDS = envfloat("CALLBACK_RETRY_BASE_SECONDS", 10.0)
+CALLBACK_TIMEOUT_SECONDS = envfloat("CALLBACK_TIMEOUT_SECONDS", 10.0)
+CALLBACK_POLL_SECONDS = envfloat("CALLBACK_POLL_SECONDS", 1.0)
+CALLBACK_CA_BUNDLE = env("CALLBACK_CA_BUNDLE")  # a CA file to trust besides the system's
+
+# PDF exports are printed by this Chromium (Debian's package), through Playwright.
+PDF_CHROMIUM_PATH = env("PDF_CHROMIUM_PATH", "/usr/bin/chromium")
 
 # --- Research tools ------------------------------------------------------------------------
 

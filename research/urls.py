@@ -1,8 +1,9 @@
 from django.contrib import admin
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from research import api, api_datasets
+from research.ops import health, metrics
 
 api_urls = [
     path("research", api.runs, name="runs"),
@@ -27,11 +28,13 @@ api_urls = [
 ]
 
 urlpatterns = [
+    path("healthz", health.healthz, name="healthz"),
+    path("metrics", metrics.metrics, name="metrics"),
     path("admin/", admin.site.urls),
     path("v1/gb/", include((api_urls, "api"))),
     path("v1/schema", SpectacularAPIView.as_view(), name="schema"),
-    path("v1/docs", SpectacularSwaggerView.as_view(url_name="schema"), name="docs"),
-    path("api-auth/", include("rest_framework.urls")),
+    # The split view serves the explorer's script as a file: no inline script (CSP).
+    path("v1/docs", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="docs"),
     path("", include("frontend.urls")),
 ]
 

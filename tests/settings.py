@@ -10,6 +10,9 @@ os.environ.setdefault("RESEARCH_MODEL", "scripted")
 os.environ.setdefault("RESEARCH_MODEL_PRICES", '{"scripted": [1.0, 2.0]}')
 # Verification adds a verifier sub-agent to every research: the tests of it turn it on.
 os.environ.setdefault("RESEARCH_VERIFY_REPORTS", "false")
+# Tests start many researches quickly; tests/test_ops_throttles.py sets real rates.
+for _scope in ("RESEARCH_START", "UPLOADS", "KNOWLEDGE_QUERIES", "NOTES", "LOGIN"):
+    os.environ.setdefault(f"THROTTLE_{_scope}", "10000/minute")
 
 from research.settings import *  # noqa: E402,F403
 

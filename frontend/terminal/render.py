@@ -16,6 +16,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from frontend.progress import progress_of_tree, progress_text
 from research.clean import printable
 from research.models import Run, Status
 from research.pricing import DEMO_MODEL
@@ -165,6 +166,7 @@ def plain_report(run: Run, write: Write) -> None:
 def plain_show(run: Run, tree: list[Run], usage: list[dict], write: Write) -> None:
     for name in SHOW_FIELDS:
         write(f"{name}: {field(getattr(run, name))}")
+    write(f"progress: {progress_text(progress_of_tree(run, tree))}")
     write("")
     plain_agents(tree, write)
     write("")
@@ -180,6 +182,7 @@ def plain_summary(run: Run, tree: list[Run], write: Write) -> None:
     write("")
     write(f"tree_cost_usd: {field(run.tree_cost_usd)}")
     write(f"status: {run.status}")
+    write(f"progress: {progress_text(progress_of_tree(run, tree))}")
     if run.error:
         write(f"error: {one_line(run.error)}")
     write("")
@@ -249,6 +252,7 @@ def rich_show(run: Run, tree: list[Run], usage: list[dict], console: Console) ->
     if run.parent_id:
         facts.add_row("Sub-agent", f"{run.name} of research {run.parent_id}: {run.reason}")
     facts.add_row("Status", status_text(run))
+    facts.add_row("Progress", progress_text(progress_of_tree(run, tree)))
     facts.add_row("Model", model_label(run.model))
     facts.add_row("Steps", f"{run.steps}/{run.max_steps}")
     facts.add_row("Tokens", f"{run.input_tokens} in, {run.output_tokens} out")

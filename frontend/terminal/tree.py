@@ -6,13 +6,16 @@ re-reading it. Events of agents outside the followed subtree are ignored.
 """
 
 from dataclasses import dataclass
+from datetime import datetime
 from decimal import Decimal
 
+from django.utils import timezone
 from rich.table import Table
 from rich.text import Text
 
+from frontend.progress import elapsed_text
 from frontend.terminal.render import STATUS_STYLE, field, money, one_line
-from research.models import Run, Status
+from research.models import ACTIVE_STATUSES, Run, Status
 
 
 @dataclass
@@ -70,6 +73,7 @@ class TreeModel:
         self.scope_id = scope.pk
         self.scope_depth = scope.depth
         self.agents: dict[int, Agent] = {run.pk: Agent.from_run(run) for run in runs}
+        self.started_at, self.finished_at = scope.started_at, scope.finished_at
 
     def in_scope(self, payload: dict) -> bool:
         run_id = payload.get("run")
@@ -82,6 +86,8 @@ class TreeModel:
 
     def apply(self, payload: dict) -> None:
         kind, run_id = payload.get("type"), payload.get("run")
+        if run_id == self.scope_id:
+            self._times(payload)
         if kind == "run.created":
             self.agents.setdefault(run_id, Agent.from_created(payload))
             return
@@ -125,6 +131,26 @@ class TreeModel:
             visit(self.agents[self.scope_id])
         return ordered
 
+    def _times(self, payload: dict) -> None:
+        if started := payload.get("started_at"):
+            self.started_at = datetime.fromisoformat(started)
+        if payload.get("type") == "run.finished" and payload.get("finished_at"):
+            self.finished_at = datetime.fromisoformat(payload["finished_at"])
+
+    def progress(self) -> str:
+        """`3 of 5 agents done · elapsed 1m 05s`, as the run page says it."""
+        agents = list(self.agents.values())
+        done = sum(agent.status not in ACTIVE_STATUSES for agent in agents)
+        elapsed = None
+        if self.started_at is not None:
+            end = self.finished_at or timezone.now()
+            elapsed = max(0.0, (end - self.started_at).total_seconds())
+        total = len(agents)
+        return (
+            f"{done} of {total} agent{'' if total == 1 else 's'} done"
+            f" · elapsed {elapsed_text(elapsed)}"
+        )
+
     def cost(self) -> Decimal:
         return sum((agent.cost_usd for agent in self.agents.values()), Decimal(0))
 
@@ -132,7 +158,7 @@ class TreeModel:
         """One line per agent, indented by generation: state, steps of its budget, cost."""
         table = Table(box=None, header_style="bold", show_footer=True, expand=False)
         agents = self.ordered()
-        table.add_column("Agent", footer=f"{len(agents)} agents")
+        table.add_column("Agent", footer=self.progress())
         table.add_column("State", footer="tree cost", overflow="ellipsis", max_width=60)
         table.add_column("Steps", justify="right")
         table.add_column("Cost", justify="right", footer=money(self.cost()))

@@ -16,9 +16,12 @@ WORKER_LOST = "interrupted: the worker running it stopped responding"
 
 
 def worker_register() -> Worker:
-    return Worker.objects.create(
-        hostname=socket.gethostname(), pid=os.getpid(), heartbeat_at=timezone.now()
+    # The database's clock from the first heartbeat on, like every later one (see below).
+    worker = Worker.objects.create(
+        hostname=socket.gethostname(), pid=os.getpid(), heartbeat_at=Now()
     )
+    worker.refresh_from_db(fields=["heartbeat_at"])
+    return worker
 
 
 def worker_heartbeat(*, worker_id: int) -> None:

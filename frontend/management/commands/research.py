@@ -10,13 +10,15 @@ import argparse
 import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from rich.console import Console
 
+from frontend.exports import ExportError, export_run
 from frontend.terminal import render
-from frontend.terminal.export import export_json, export_markdown
+from frontend.terminal.export import export_json
 from frontend.terminal.runner import LOCAL_STOPPED, TreeRunner
 from frontend.terminal.tree import TreeModel
 from frontend.terminal.users import USER_HELP, resolve_user
@@ -117,7 +119,8 @@ class Command(BaseCommand):
 
         export = self._action(actions, "export", "the report (md) or the whole tree (json)")
         export.add_argument("id", type=int)
-        export.add_argument("--format", choices=["md", "json"], default="md")
+        export.add_argument("--format", choices=["md", "json", "pdf"], default="md")
+        export.add_argument("--output", "-o", help="write to this file (needed for pdf)")
         export.add_argument("--events", action="store_true", help="json: add the events")
 
     @staticmethod
@@ -281,15 +284,20 @@ class Command(BaseCommand):
 
     def do_export(self, user: AbstractBaseUser, options: dict) -> None:
         run = selectors.run_get(owner=user, run_id=options["id"])
-        if options["format"] == "json":
-            self.stdout.write(export_json(run, events=options["events"]))
+        if options["format"] == "pdf" and not options["output"]:
+            raise CommandError("a PDF is written to a file: add --output research.pdf.")
+        if options["format"] == "json" and options["events"]:
+            content = export_json(run, events=True).encode()
+        else:
+            try:
+                content = export_run(run, options["format"]).content
+            except ExportError as error:
+                raise CommandError(error.message) from None
+        if options["output"]:
+            Path(options["output"]).write_bytes(content)
+            self.write(f"research {run.pk}: {options['format']} written to {options['output']}.")
             return
-        if not run.report:
-            raise CommandError(
-                f"research {run.pk} has no report ({run.status}"
-                f"{': ' + run.error if run.error else ''}); try --format json."
-            )
-        self.stdout.write(export_markdown(run), ending="")
+        self.stdout.write(content.decode().removesuffix("\n"))
 
     # --- watching ----------------------------------------------------------------------------
 

@@ -1,0 +1,140 @@
+"""The callback sender: posts the end of each research to its `callback_url`, signed.
+
+A thread in each web process. Every CALLBACK_POLL_SECONDS it takes the due callbacks of
+ended researches (research.services.callbacks: leased, so two processes never post one at
+once) and posts each through read_page's address guard: the host is resolved, refused if
+any address is not public (unless READ_PAGE_ALLOWED_HOSTS allows it), and the connection
+goes to the checked address, so a DNS answer that changes cannot send the post inside the
+network. Redirects are not followed. A 2xx is delivered; anything else is retried with
+backoff; a refused address is given up at once (trying again would not help).
+"""
+
+import json
+import logging
+import ssl
+import threading
+import uuid
+
+import httpx
+from django.conf import settings
+from django.db import close_old_connections, connections
+
+from agents.tools.base import ToolError
+from agents.tools.pages import checked_addresses
+from research.models import Callback
+from research.serializers import RunOutputSerializer
+from research.services import callbacks as service
+
+log = logging.getLogger(__name__)
+
+USER_AGENT = "Canopy-Callback/1"
+
+
+class CallbackSender:
+    def __init__(self) -> None:
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> "CallbackSender":
+        self._thread = threading.Thread(target=self._loop, name="callbacks", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self, timeout: float = 5) -> None:
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _loop(self) -> None:
+        while not self._stopping.wait(settings.CALLBACK_POLL_SECONDS):
+            # A connection left by the previous round may have been closed by the server.
+            close_old_connections()
+            try:
+                send_due()
+            except Exception:
+                log.exception("callbacks: a round failed; trying again")
+        connections.close_all()
+
+
+def send_due() -> int:
+    """Post every due callback once; the number posted successfully."""
+    delivered = 0
+    for callback in service.callbacks_take_due():
+        delivered += deliver(callback)
+    return delivered
+
+
+def payload(callback: Callback) -> bytes:
+    run = service.callback_payload_run(callback)
+    data = {
+        "event": "research.finished",
+        "delivery": str(uuid.uuid5(uuid.NAMESPACE_URL, f"canopy-callback-{callback.pk}")),
+        "run": RunOutputSerializer(run).data,
+    }
+    return json.dumps(data, ensure_ascii=False).encode()
+
+
+def deliver(callback: Callback) -> bool:
+    body = payload(callback)
+    url = httpx.URL(callback.url)
+    try:
+        addresses = checked_addresses(url)
+    except ToolError as refused:
+        reason = str(refused).replace("read_page: ", "").replace("read_page only reads", "")
+        service.callback_failed(callback=callback, error=reason, retry=False)
+        log.warning("callback of research %s given up: %s", callback.run_id, reason)
+        return False
+    headers = {
+        "Content-Type": "application/json",
+        "User-Agent": USER_AGENT,
+        "Host": url.netloc.decode("ascii"),
+        **service.signature_headers(body),
+    }
+    error = ""
+    with _client() as client:
+        for address in addresses:
+            request = client.build_request(
+                "POST",
+                url.copy_with(host=str(address)),
+                content=body,
+                headers=headers,
+                extensions={"sni_hostname": url.raw_host.decode("ascii")},
+            )
+            try:
+                response = client.send(request)
+            except (httpx.ConnectError, httpx.ConnectTimeout) as failure:
+                error = f"could not connect to {url.host}: {failure}"
+                continue
+            except httpx.HTTPError as failure:
+                error = f"posting to {url.host} failed: {type(failure).__name__}"
+                break
+            if 200 <= response.status_code < 300:
+                service.callback_delivered(callback=callback)
+                return True
+            error = f"{url.host} answered {response.status_code}"
+            break
+    service.callback_failed(callback=callback, error=error or "no address answered")
+    log.info("callback of research %s failed (%s); will retry", callback.run_id, error)
+    return False
+
+
+def _client() -> httpx.Client:
+    verify: ssl.SSLContext | bool = True
+    if settings.CALLBACK_CA_BUNDLE:
+        verify = ssl.create_default_context(cafile=settings.CALLBACK_CA_BUNDLE)
+    return httpx.Client(
+        timeout=settings.CALLBACK_TIMEOUT_SECONDS,
+        follow_redirects=False,  # a redirect would skip the address guard
+        trust_env=False,
+        verify=verify,
+    )
+
+
+_sender: CallbackSender | None = None
+
+
+def start_in_web_process() -> CallbackSender:
+    global _sender
+    if _sender is None:
+        _sender = CallbackSender().start()
+    return _sender

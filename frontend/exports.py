@@ -1,0 +1,166 @@
+"""Exports of a research, one code path for the API, the run page's buttons and the CLI:
+the report as Markdown, the whole tree as JSON (`frontend.terminal.export`), and the report
+as PDF, printed by headless Chromium from a print stylesheet so the citation marks and the
+sources list look as they do on the page.
+
+`GET /v1/gb/research/<id>/export?format=md|json|pdf` answers the file as an attachment.
+"""
+
+import os
+import threading
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.http import HttpResponse
+from django.template.loader import render_to_string
+from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework.exceptions import APIException, ValidationError
+from rest_framework.negotiation import BaseContentNegotiation
+from rest_framework.renderers import JSONRenderer
+from rest_framework.request import Request
+from rest_framework.views import APIView
+
+from frontend.rendering import render_report
+from frontend.terminal.export import export_json, export_markdown
+from research import selectors
+from research.models import Run
+
+FORMATS = ("md", "json", "pdf")
+CHROMIUM_FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+# Each PDF starts a Chromium (about a second and 100 MB): a few at once, the others wait.
+_printing = threading.BoundedSemaphore(2)
+
+
+class ExportError(Exception):
+    """The export cannot be made; `status` is the HTTP answer, `message` says why."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+
+
+@dataclass(frozen=True)
+class Export:
+    content: bytes
+    content_type: str
+    filename: str
+
+
+def export_run(run: Run, format: str) -> Export:
+    """The run exported in `format` (md, json or pdf)."""
+    name = f"canopy-research-{run.pk}"
+    if format == "json":
+        return Export(export_json(run).encode(), "application/json", f"{name}.json")
+    if not run.report:
+        raise ExportError(
+            f"research {run.pk} has no report yet ({run.status}"
+            f"{': ' + run.error if run.error else ''}); export it as json.",
+            status=409,
+        )
+    if format == "md":
+        return Export(export_markdown(run).encode(), "text/markdown; charset=utf-8", f"{name}.md")
+    if format == "pdf":
+        return Export(export_pdf(run), "application/pdf", f"{name}.pdf")
+    raise ExportError(f"format must be one of {', '.join(FORMATS)}, not {format!r}.", 400)
+
+
+def print_html(run: Run) -> str:
+    """The report as a self-contained HTML document with a print stylesheet."""
+    citations = selectors.subtree_citations(run=run, subtree=False)
+    return render_to_string(
+        "export/print.html",
+        {
+            "run": run,
+            "report_html": render_report(run.report, citations),
+            "citations": citations,
+            "agents": len(selectors.subtree_runs(run=run)),
+            "printed_at": timezone.now(),
+        },
+    )
+
+
+def export_pdf(run: Run) -> bytes:
+    if not os.access(settings.PDF_CHROMIUM_PATH, os.X_OK):
+        raise ExportError(
+            f"PDF export needs Chromium at {settings.PDF_CHROMIUM_PATH} (PDF_CHROMIUM_PATH); "
+            "md and json exports work without it.",
+            503,
+        )
+    html = print_html(run)
+    try:
+        from playwright.sync_api import Error as PlaywrightError
+        from playwright.sync_api import sync_playwright
+    except ImportError:  # pragma: no cover  (playwright is a dependency)
+        raise ExportError("PDF export needs the playwright package.", 503) from None
+    with _printing, sync_playwright() as playwright:
+        try:
+            browser = playwright.chromium.launch(
+                executable_path=settings.PDF_CHROMIUM_PATH, args=CHROMIUM_FLAGS
+            )
+        except PlaywrightError as error:
+            raise ExportError(f"PDF export: Chromium did not start: {error.message}", 503) from None
+        try:
+            page = browser.new_page()
+            # The document is whole: nothing is fetched while printing it.
+            page.route("**/*", lambda route: route.abort())
+            page.set_content(html, wait_until="load")
+            return page.pdf(format="A4", print_background=True, outline=True)
+        finally:
+            browser.close()
+
+
+class _FormatIsAParameter(BaseContentNegotiation):
+    """`?format=` names the export, not one of DRF's renderers: errors are JSON."""
+
+    def select_renderer(self, request, renderers, format_suffix=None):
+        return renderers[0], renderers[0].media_type
+
+
+class RunExportView(APIView):
+    renderer_classes = [JSONRenderer]
+    content_negotiation_class = _FormatIsAParameter
+
+    @extend_schema(
+        operation_id="research_export",
+        parameters=[OpenApiParameter("format", str, enum=list(FORMATS), description="default md")],
+        responses={
+            (200, "text/markdown"): OpenApiResponse(
+                OpenApiTypes.STR, description="the report and its sources"
+            ),
+            (200, "application/json"): OpenApiResponse(
+                OpenApiTypes.OBJECT, description="the whole tree"
+            ),
+            (200, "application/pdf"): OpenApiResponse(
+                OpenApiTypes.BINARY, description="the report, printed"
+            ),
+        },
+    )
+    def get(self, request: Request, run_id: int) -> HttpResponse:
+        format = request.query_params.get("format", "md")
+        if format not in FORMATS:
+            raise ValidationError(
+                {"format": [f"format must be one of {', '.join(FORMATS)}, not {format!r}."]}
+            )
+        run = selectors.run_get(owner=request.user, run_id=run_id)
+        try:
+            export = export_run(run, format)
+        except ExportError as error:
+            failure = APIException(error.message)
+            failure.status_code = error.status
+            raise failure from None
+        response = HttpResponse(export.content, content_type=export.content_type)
+        response["Content-Disposition"] = f'attachment; filename="{export.filename}"'
+        return response
+
+
+run_export = RunExportView.as_view()

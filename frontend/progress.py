@@ -1,0 +1,75 @@
+"""Progress at a glance, as people read it: "3 of 5 agents done", "elapsed 2m 05s".
+
+Shared by the run page, the runs list (and its live status, `runs_progress`) and the CLI;
+static/progress.js formats the same way in the browser.
+"""
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.http import require_GET
+
+from research.models import ACTIVE_STATUSES, Run
+from research.selectors.progress import TreeProgress, trees_progress
+
+MAX_IDS = 100
+
+
+def progress_of_tree(run: Run, tree: list[Run]) -> TreeProgress:
+    """The progress of `run`'s subtree (`tree`, already read): no query."""
+    return TreeProgress(
+        root_id=run.pk,
+        status=run.status,
+        state=run.state,
+        agents=len(tree),
+        done=sum(member.status not in ACTIVE_STATUSES for member in tree),
+        started_at=run.started_at,
+        finished_at=run.finished_at,
+    )
+
+
+def elapsed_text(seconds: float | None) -> str:
+    if seconds is None:
+        return "not started"
+    seconds = int(seconds)
+    hours, rest = divmod(seconds, 3600)
+    minutes, seconds = divmod(rest, 60)
+    if hours:
+        return f"{hours}h {minutes:02d}m"
+    if minutes:
+        return f"{minutes}m {seconds:02d}s"
+    return f"{seconds}s"
+
+
+def agents_text(progress: TreeProgress) -> str:
+    return f"{progress.done} of {progress.agents} agent{'' if progress.agents == 1 else 's'} done"
+
+
+def progress_text(progress: TreeProgress) -> str:
+    """One line: `3 of 5 agents done · elapsed 2m 05s`."""
+    return f"{agents_text(progress)} · elapsed {elapsed_text(progress.elapsed_seconds())}"
+
+
+def progress_json(progress: TreeProgress) -> dict:
+    return {
+        "status": progress.status,
+        "state": progress.state,
+        "active": progress.status in ACTIVE_STATUSES,
+        "agents": progress.agents,
+        "done": progress.done,
+        "elapsed_seconds": progress.elapsed_seconds(),
+        "text": progress_text(progress),
+    }
+
+
+@login_required
+@require_GET
+def runs_progress(request: HttpRequest) -> JsonResponse:
+    """`/runs/progress?ids=4,7`: the live status of the user's researches on the runs list."""
+    raw = [part for part in request.GET.get("ids", "").split(",") if part]
+    if not raw or not all(part.isdigit() for part in raw) or len(raw) > MAX_IDS:
+        return JsonResponse(
+            {"ids": [f"ids must be 1 to {MAX_IDS} research ids separated by commas."]},
+            status=400,
+        )
+    found = trees_progress(owner=request.user, root_ids=[int(part) for part in raw])
+    return JsonResponse({"runs": {str(pk): progress_json(p) for pk, p in found.items()}})

@@ -1,0 +1,61 @@
+"""Progress at a glance: how many agents of a research have ended, and for how long it ran."""
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.db.models import Count, Q
+from django.utils import timezone
+
+from research.models import ACTIVE_STATUSES, Run
+
+
+@dataclass(frozen=True)
+class TreeProgress:
+    root_id: int
+    status: str
+    state: str
+    agents: int
+    done: int  # agents that ended, done or failed
+    started_at: datetime | None
+    finished_at: datetime | None
+
+    def elapsed_seconds(self, now: datetime | None = None) -> float | None:
+        """From the root's start to its end (or now); None while it waits in the queue."""
+        if self.started_at is None:
+            return None
+        end = self.finished_at or now or timezone.now()
+        return max(0.0, (end - self.started_at).total_seconds())
+
+
+def trees_progress(*, owner: AbstractBaseUser, root_ids: list[int]) -> dict[int, TreeProgress]:
+    """The progress of the owner's researches among `root_ids` (another's are left out).
+    Two queries, however many researches."""
+    roots = list(
+        Run.objects.filter(owner=owner, pk__in=root_ids, parent__isnull=True).only(
+            "pk", "status", "state", "started_at", "finished_at"
+        )
+    )
+    counts = {
+        row["root_id"]: row
+        for row in Run.objects.filter(root_id__in=[root.pk for root in roots])
+        .values("root_id")
+        .annotate(agents=Count("id"), done=Count("id", filter=~Q(status__in=ACTIVE_STATUSES)))
+        .order_by()
+    }
+    return {
+        root.pk: TreeProgress(
+            root_id=root.pk,
+            status=root.status,
+            state=root.state,
+            agents=counts.get(root.pk, {}).get("agents", 1),
+            done=counts.get(root.pk, {}).get("done", 0),
+            started_at=root.started_at,
+            finished_at=root.finished_at,
+        )
+        for root in roots
+    }
+
+
+def tree_progress_of(run: Run) -> TreeProgress:
+    return trees_progress(owner=run.owner, root_ids=[run.root_id])[run.root_id]

@@ -1,0 +1,132 @@
+// Progress at a glance and the end of a research (frontend/progress.py formats the same way).
+//
+// Run page: "N of M agents done" and the elapsed time, from the tree canopy.js keeps in
+// window.canopy; when the research ends, the tab's title says so, a browser notification
+// shows if the analyst allowed it, and the Markdown and PDF exports appear.
+// Runs list: the status of each working research, refreshed every few seconds until none
+// is working.
+(function () {
+  "use strict";
+
+  const ACTIVE = new Set(["queued", "working"]);
+
+  function elapsedText(seconds) {
+    if (seconds === null || seconds === undefined) return "not started";
+    const total = Math.floor(seconds);
+    const hours = Math.floor(total / 3600);
+    const minutes = Math.floor((total % 3600) / 60);
+    const rest = total % 60;
+    const two = (value) => String(value).padStart(2, "0");
+    if (hours) return `${hours}h ${two(minutes)}m`;
+    if (minutes) return `${minutes}m ${two(rest)}s`;
+    return `${rest}s`;
+  }
+
+  function agentsText(done, total) {
+    return `${done} of ${total} agent${total === 1 ? "" : "s"} done`;
+  }
+
+  // --- the run page ----------------------------------------------------------------------------
+
+  function runPage(pageElement) {
+    const doneCell = document.getElementById("agents-done");
+    const elapsedCell = document.getElementById("elapsed");
+    const notifyButton = document.getElementById("notify-me");
+    const baseTitle = document.title;
+    let wasActive = null;
+
+    const canNotify = "Notification" in window;
+    function showNotifyButton(active) {
+      notifyButton.hidden = !(canNotify && active && Notification.permission === "default");
+    }
+    notifyButton.addEventListener("click", () => {
+      Notification.requestPermission().then(() => showNotifyButton(true));
+    });
+
+    function ended(root) {
+      const done = root.status === "done";
+      document.title = `${done ? "✓ Done" : "✗ Failed"} · ${baseTitle}`;
+      pageElement.dataset.ended = root.status;
+      if (done) {
+        document.querySelectorAll("[data-needs-report]").forEach((link) => { link.hidden = false; });
+      }
+      if (canNotify && Notification.permission === "granted") {
+        const topic = root.topic.length > 120 ? `${root.topic.slice(0, 119)}…` : root.topic;
+        new Notification(done ? "Research done" : "Research failed", { body: topic, tag: `canopy-${root.id}` });
+      }
+    }
+
+    function tick() {
+      const canopy = window.canopy;
+      if (!canopy || !canopy.runs.size) return;
+      const root = canopy.runs.get(canopy.root);
+      if (!root) return;
+      const runs = Array.from(canopy.runs.values());
+      const done = runs.filter((run) => !ACTIVE.has(run.status)).length;
+      doneCell.textContent = agentsText(done, runs.length);
+      const start = root.started_at ? Date.parse(root.started_at) : null;
+      const end = root.finished_at ? Date.parse(root.finished_at) : Date.now();
+      elapsedCell.textContent = start === null ? "not started" : elapsedText(Math.max(0, end - start) / 1000);
+      const active = ACTIVE.has(root.status);
+      showNotifyButton(active);
+      if (wasActive === true && !active) ended(root);
+      if (wasActive === null && !active) pageElement.dataset.ended = root.status;
+      wasActive = active;
+    }
+
+    tick();
+    setInterval(tick, 1000);
+  }
+
+  // --- the runs list ---------------------------------------------------------------------------
+
+  function runsList(url) {
+    const POLL_MS = 3000;
+
+    function activeRows() {
+      return Array.from(document.querySelectorAll("tr[data-run-id] td[data-active]"), (cell) => cell.closest("tr"));
+    }
+
+    function show(row, progress) {
+      const badge = row.querySelector("[data-status]");
+      badge.textContent = progress.status;
+      badge.className = `badge status-${progress.status}`;
+      const state = row.querySelector("[data-state]");
+      const line = row.querySelector("[data-progress]");
+      if (progress.active) {
+        if (state) state.textContent = progress.state;
+        if (line) line.textContent = `${agentsText(progress.done, progress.agents)} · ${elapsedText(progress.elapsed_seconds)}`;
+        return;
+      }
+      delete row.querySelector("[data-active]").dataset.active;
+      if (state) state.remove();
+      if (line) line.textContent = `${agentsText(progress.done, progress.agents)} · took ${elapsedText(progress.elapsed_seconds)}`;
+    }
+
+    async function poll() {
+      const rows = activeRows();
+      if (!rows.length) return;
+      const ids = rows.map((row) => row.dataset.runId).join(",");
+      try {
+        const response = await fetch(`${url}?ids=${ids}`, { headers: { Accept: "application/json" } });
+        if (response.ok) {
+          const body = await response.json();
+          rows.forEach((row) => {
+            const progress = body.runs[row.dataset.runId];
+            if (progress) show(row, progress);
+          });
+        }
+      } catch (error) {
+        // Offline for a moment: the next poll tries again.
+      }
+      if (activeRows().length) setTimeout(poll, POLL_MS);
+    }
+
+    if (activeRows().length) setTimeout(poll, POLL_MS);
+  }
+
+  const runPageElement = document.getElementById("run-page");
+  if (runPageElement) runPage(runPageElement);
+  const script = document.currentScript;
+  if (script && script.dataset.progressUrl) runsList(script.dataset.progressUrl);
+})();

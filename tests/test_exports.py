@@ -1,0 +1,131 @@
+"""Exports: the same code answers the API, the run page's buttons and the CLI; the PDF is
+printed by the real Chromium and keeps the citation marks and the sources list."""
+
+import io
+
+import pytest
+from django.core.management import call_command
+from pypdf import PdfReader
+
+from tests.test_cli import finished_tree  # noqa: F401  (a fixture)
+
+pytestmark = pytest.mark.django_db
+
+
+def export(api, run_id: int, format: str | None):
+    query = f"?format={format}" if format else ""
+    return api.get(f"/v1/gb/research/{run_id}/export{query}")
+
+
+def pdf_text(content: bytes) -> str:
+    return "\n".join(page.extract_text() for page in PdfReader(io.BytesIO(content)).pages)
+
+
+def test_markdown_is_the_default_and_an_attachment(api, finished_tree):  # noqa: F811
+    response = export(api, finished_tree.pk, None)
+    assert response.status_code == 200
+    assert response["Content-Type"] == "text/markdown; charset=utf-8"
+    assert response["Content-Disposition"] == (
+        f'attachment; filename="canopy-research-{finished_tree.pk}.md"'
+    )
+    text = response.content.decode()
+    assert text.startswith(finished_tree.report)
+    assert "1. [PEP 343](https://peps.org/343): verified, seen by sub-agent history" in text
+    assert "2. [https://made.up/x](https://made.up/x): not seen by any agent" in text
+
+
+def test_json_holds_the_run_tree_citations_and_usage(api, finished_tree):  # noqa: F811
+    response = export(api, finished_tree.pk, "json")
+    assert response.status_code == 200 and response["Content-Type"] == "application/json"
+    document = response.json()
+    assert document["run_id"] == finished_tree.pk
+    assert len(document["runs"]) == 3
+    assert [c["url"] for c in document["citations"]] == [
+        "https://peps.org/343",
+        "https://made.up/x",
+    ]
+    assert sum(call["input_tokens"] for call in document["usage"]) == 600
+
+
+def test_the_pdf_keeps_the_report_its_citation_marks_and_the_sources(api, finished_tree):  # noqa: F811
+    response = export(api, finished_tree.pk, "pdf")
+    assert response.status_code == 200, response.content[:300]
+    assert response["Content-Type"] == "application/pdf"
+    assert response.content.startswith(b"%PDF-")
+    text = pdf_text(response.content)
+    assert "Context managers" in text and "PEP 343" in text
+    assert "Sources checked" in text
+    assert "https://peps.org/343" in text and "verified, seen by sub-agent history" in text
+    assert "https://made.up/x" in text and "not seen by any agent of this research" in text
+    assert "✓" in text and "?" in text  # the marks beside the cited links
+
+
+def test_the_cli_export_is_the_same_code(alice, finished_tree, tmp_path, api):  # noqa: F811
+    out = io.StringIO()
+    call_command("research", "export", str(finished_tree.pk), "--user", "alice", stdout=out)
+    assert out.getvalue() == export(api, finished_tree.pk, "md").content.decode()
+    target = tmp_path / "report.pdf"
+    call_command(
+        "research",
+        "export",
+        str(finished_tree.pk),
+        "--format",
+        "pdf",
+        "-o",
+        str(target),
+        "--user",
+        "alice",
+        stdout=io.StringIO(),
+    )
+    assert "Sources checked" in pdf_text(target.read_bytes())
+
+
+def test_a_bad_format_is_a_400_naming_it(api, finished_tree):  # noqa: F811
+    response = export(api, finished_tree.pk, "docx")
+    assert response.status_code == 400
+    assert response.json() == {"format": ["format must be one of md, json, pdf, not 'docx'."]}
+
+
+def test_a_run_without_a_report_exports_as_json_only(api, run_factory):
+    run = run_factory()
+    for format in ("md", "pdf"):
+        response = export(api, run.pk, format)
+        assert response.status_code == 409
+        assert response.json()["detail"] == (
+            f"research {run.pk} has no report yet (queued); export it as json."
+        )
+    assert export(api, run.pk, "json").status_code == 200
+
+
+def test_another_users_run_is_a_404_and_a_visitor_a_401(api_for, bob, finished_tree, client):  # noqa: F811
+    assert export(api_for(bob), finished_tree.pk, "md").status_code == 404
+    assert client.get(f"/v1/gb/research/{finished_tree.pk}/export").status_code == 401
+
+
+def test_a_missing_chromium_is_a_503_that_says_so(api, finished_tree, settings):  # noqa: F811
+    settings.PDF_CHROMIUM_PATH = "/nonexistent/chromium"
+    response = export(api, finished_tree.pk, "pdf")
+    assert response.status_code == 503
+    assert "PDF export needs Chromium at /nonexistent/chromium" in response.json()["detail"]
+
+
+def test_the_run_page_offers_the_exports(client, alice, finished_tree, run_factory):  # noqa: F811
+    client.force_login(alice)
+    page = client.get(f"/runs/{finished_tree.pk}/").content.decode()
+    for format in ("md", "pdf", "json"):
+        assert f'href="/v1/gb/research/{finished_tree.pk}/export?format={format}"' in page
+    working = client.get(f"/runs/{run_factory().pk}/").content.decode()
+    assert working.count("data-needs-report hidden") == 2  # no report yet: json only
+
+
+def test_the_openapi_schema_describes_the_export(api):
+    response = api.get("/v1/schema", HTTP_ACCEPT="application/vnd.oai.openapi+json")
+    assert response.status_code == 200
+    export = response.json()["paths"]["/v1/gb/research/{run_id}/export"]["get"]
+    assert set(export["responses"]["200"]["content"]) == {
+        "text/markdown",
+        "application/json",
+        "application/pdf",
+    }
+    (format,) = [p for p in export["parameters"] if p["name"] == "format"]
+    assert sorted(format["schema"]["enum"]) == ["json", "md", "pdf"]

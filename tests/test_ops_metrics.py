@@ -1,0 +1,109 @@
+"""`/metrics` of a real daphne after a whole research: Prometheus text that a scraper reads,
+with the request metrics, Canopy's own figures from the database and the push lag of the
+events this process sent to a browser; only for the token or the allowed addresses."""
+
+import httpx
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from agents.llm.scripted import call, reply, slow
+from research.models import LLMCall, Run
+from tests.conftest import start_daphne, wait_for
+from tests.test_scaleout import receive_until_root_finished, watch
+
+pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
+
+TOKEN = "scrape-token-5d8c0e7b1a"
+TOPIC = "How do swifts sleep in flight?"
+
+
+def samples(text: str) -> dict[tuple[str, tuple], float]:
+    """{(sample name, sorted labels): value} of a scrape."""
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
+def scrape(server, **headers) -> httpx.Response:
+    return httpx.get(f"{server.url}/metrics", headers=headers)
+
+
+@pytest.fixture
+def served(transactional_db, scripted_llm, settings, tmp_path):
+    server = start_daphne(
+        settings, tmp_path, METRICS_TOKEN=TOKEN, METRICS_ALLOWED_IPS="10.9.0.0/16"
+    )
+    yield server
+    server.stop()
+
+
+def test_a_scrape_after_a_research_counts_its_runs_calls_tokens_cost_and_push_lag(
+    served, scripted_llm, api_for, alice
+):
+    scripted_llm.script(
+        TOPIC,
+        call("spawn_subagent", name="sleep", reason="one facet", task="Swift sleep studies"),
+        call("wait_subagents"),
+        reply("Swifts sleep in short bursts while gliding."),
+    )
+    scripted_llm.script("Swift sleep studies", slow(0.6, reply("Short bursts.")))
+    with httpx.Client(base_url=served.url) as web:
+        from rest_framework.authtoken.models import Token
+
+        key = Token.objects.create(user=alice).key
+        created = web.post(
+            "/v1/gb/research", json={"topic": TOPIC}, headers={"Authorization": f"Token {key}"}
+        )
+    assert created.status_code == 201, created.text
+    root_id = created.json()["id"]
+    with watch(served, root_id, after=0) as socket:
+        receive_until_root_finished(socket, root_id)
+    wait_for(lambda: not Run.objects.filter(status__in=["queued", "working"]).exists())
+    assert LLMCall.objects.count() == 4  # the root's three turns, the sub-agent's one
+
+    response = scrape(served, Authorization=f"Bearer {TOKEN}")
+    assert response.status_code == 200
+    assert response.headers["Content-Type"].startswith("text/plain; version=")
+    got = samples(response.text)
+    scripted = (("model", "scripted"),)
+    assert got[("canopy_model_calls_total", scripted)] == 4
+    assert got[("canopy_model_tokens_total", (("direction", "input"), *scripted))] == 400
+    assert got[("canopy_model_tokens_total", (("direction", "output"), *scripted))] == 80
+    # 400 input tokens at $1 and 80 output at $2 per million.
+    assert got[("canopy_model_cost_usd_total", scripted)] == pytest.approx(0.00056)
+    assert got[("canopy_model_call_latency_seconds_count", scripted)] == 4
+    bucket = "canopy_model_call_latency_seconds_bucket"
+    assert got[(bucket, (("le", "+Inf"), *scripted))] == 4
+    assert got[(bucket, (("le", "1.0"), *scripted))] == 4
+    assert got[(bucket, (("le", "0.5"), *scripted))] <= 3  # the sub-agent's slow call is not
+    assert got[("canopy_runs", (("kind", "root"), ("status", "done")))] == 1
+    assert got[("canopy_runs", (("kind", "subagent"), ("status", "done")))] == 1
+    assert got[("canopy_runs", (("kind", "root"), ("status", "working")))] == 0
+    assert got[("canopy_agents_working", ())] == 0
+    assert got[("canopy_agents_waiting_for_slot", ())] == 0
+    assert got[("canopy_workers_live", ())] == 1
+    # The events this process pushed live to the browser were timed.
+    assert got[("canopy_event_push_lag_seconds_count", ())] >= 5
+    # django-prometheus: the API's POST and the metrics requests themselves.
+    assert got[("django_http_requests_total_by_method_total", (("method", "POST"),))] >= 1
+
+
+def test_a_scrape_without_the_token_from_elsewhere_is_refused(served):
+    for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": TOKEN}):
+        response = scrape(served, **headers)
+        assert response.status_code == 403
+        assert "METRICS_TOKEN" in response.text and "canopy_" not in response.text
+
+
+def test_an_allowed_address_scrapes_without_a_token(
+    transactional_db, scripted_llm, settings, tmp_path
+):
+    server = start_daphne(settings, tmp_path, METRICS_ALLOWED_IPS="127.0.0.0/8")
+    try:
+        response = scrape(server)
+    finally:
+        server.stop()
+    assert response.status_code == 200
+    assert "canopy_workers_live" in response.text

@@ -1,0 +1,164 @@
+"""Progress at a glance and the end of a research: "N of M agents done" and the elapsed time
+on the run page, the runs list and the CLI; the title and a browser notification when it
+ends. The browser test drives Debian's Chromium against a real daphne."""
+
+import io
+import re
+from datetime import timedelta
+
+import pytest
+from django.core.management import call_command
+from django.utils import timezone
+from playwright.sync_api import expect
+
+from agents.llm.scripted import call, reply
+from frontend.progress import elapsed_text
+from frontend.terminal.tree import TreeModel
+from research import services
+from research.models import Run
+from tests.test_browser import (  # noqa: F401  (fixtures)
+    browser,
+    gated,
+    gates,
+    log_in,
+    page,
+    server,
+    start_research,
+    web,
+)
+
+TOPIC = "Why do herons stand on one leg?"
+CHILD_TASK = "HERON-TASK: what the studies of standing herons found"
+
+# Records each notification the page shows (the real one is created too).
+NOTIFICATION_SPY = """
+(() => {
+  const Real = window.Notification;
+  window.__notifications = [];
+  class Spy extends Real {
+    constructor(title, options) {
+      window.__notifications.push({ title, body: options && options.body });
+      super(title, options);
+    }
+  }
+  Object.defineProperty(Spy, "permission", { get: () => Real.permission });
+  Spy.requestPermission = (...args) => Real.requestPermission(...args);
+  window.Notification = Spy;
+})();
+"""
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(None, "not started"), (0.4, "0s"), (59, "59s"), (65, "1m 05s"), (3720, "1h 02m")],
+)
+def test_elapsed_time_reads_like_a_person_says_it(seconds, text):
+    assert elapsed_text(seconds) == text
+
+
+@pytest.mark.django_db
+def test_the_live_status_of_the_runs_list_counts_agents_of_the_users_own_researches(
+    client, alice, bob, tree_factory, run_factory, django_assert_max_num_queries
+):
+    root = tree_factory(children=("a", "b"), grandchildren=())
+    first = root.children.order_by("id").first()
+    Run.objects.filter(pk=root.pk).update(
+        status="working", started_at=timezone.now() - timedelta(seconds=65)
+    )
+    services.run_finish(run_id=first.pk, report="a's notes")
+    bobs = run_factory(owner=bob)
+    client.force_login(alice)
+    with django_assert_max_num_queries(4):  # session, user, roots, counts
+        response = client.get(f"/runs/progress?ids={root.pk},{bobs.pk}")
+    runs = response.json()["runs"]
+    assert list(runs) == [str(root.pk)]  # bob's research is not alice's to see
+    progress = runs[str(root.pk)]
+    assert (progress["agents"], progress["done"], progress["active"]) == (3, 1, True)
+    assert re.fullmatch(r"1 of 3 agents done · elapsed 1m 0[5-9]s", progress["text"])
+    assert client.get("/runs/progress?ids=1,x").json() == {
+        "ids": ["ids must be 1 to 100 research ids separated by commas."]
+    }
+
+
+@pytest.mark.django_db
+def test_the_runs_list_and_the_cli_show_the_progress(client, alice, tree_factory):
+    root = tree_factory(children=("a",), grandchildren=())
+    client.force_login(alice)
+    row = client.get("/").content.decode()
+    assert "0 of 2 agents done · not started" in row
+    out = io.StringIO()
+    call_command("research", "show", str(root.pk), "--user", "alice", stdout=out)
+    assert "progress: 0 of 2 agents done · elapsed not started" in out.getvalue()
+
+
+@pytest.mark.django_db
+def test_the_clis_live_tree_counts_agents_as_they_end(alice, tree_factory):
+    root = tree_factory(children=("a",), grandchildren=())
+    tree = TreeModel(root, list(Run.objects.filter(root=root)))
+    started = timezone.now() - timedelta(seconds=30)
+    tree.apply({"type": "run.state", "run": root.pk, "status": "working", "state": "thinking",
+                "started_at": started.isoformat()})  # fmt: skip
+    assert re.fullmatch(r"0 of 2 agents done · elapsed 3\ds", tree.progress())
+    child = root.children.get()
+    tree.apply({"type": "run.finished", "run": child.pk, "status": "done", "state": "ended",
+                "finished_at": timezone.now().isoformat()})  # fmt: skip
+    tree.apply({"type": "run.finished", "run": root.pk, "status": "done", "state": "ended",
+                "finished_at": (started + timedelta(seconds=90)).isoformat()})  # fmt: skip
+    assert tree.progress() == "2 of 2 agents done · elapsed 1m 30s"
+
+
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+def test_the_run_page_counts_agents_and_says_when_the_research_ends(
+    browser,  # noqa: F811
+    server,  # noqa: F811
+    alice,
+    scripted_llm,
+    gates,  # noqa: F811
+):
+    scripted_llm.script(
+        TOPIC,
+        call("spawn_subagent", name="studies", reason="the evidence", task=CHILD_TASK),
+        call("wait_subagents"),
+        reply("Herons save heat standing on one leg."),
+    )
+    scripted_llm.script(CHILD_TASK, gated(gates("child"), reply("Studies say heat.")))
+    context = browser.new_context(viewport={"width": 1360, "height": 900})
+    context.grant_permissions(["notifications"], origin=server.url)
+    context.add_init_script(NOTIFICATION_SPY)
+    run_page, runs_list = context.new_page(), context.new_page()
+    errors: list[str] = []
+    for tab in (run_page, runs_list):
+        tab.on("pageerror", lambda error: errors.append(str(error)))
+    try:
+        log_in(run_page, server, "alice")
+        root_id = start_research(run_page, TOPIC)
+        expect(run_page.locator("#agents-done")).to_have_text("0 of 2 agents done")
+        first = run_page.locator("#elapsed").inner_text()
+        expect(run_page.locator("#elapsed")).not_to_have_text(first)  # it ticks
+        expect(run_page.locator("#notify-me")).to_be_hidden()  # already allowed
+        expect(run_page.get_by_role("link", name="PDF")).to_be_hidden()  # no report yet
+        assert not run_page.title().startswith("✓")
+
+        runs_list.goto(f"{server.url}/")
+        row = runs_list.locator(f'tr[data-run-id="{root_id}"]')
+        expect(row.locator("[data-status]")).to_have_text("working")
+        expect(row.locator("[data-progress]")).to_contain_text("0 of 2 agents done · ")
+
+        gates("child").set()
+        expect(run_page.locator("#agents-done")).to_have_text("2 of 2 agents done")
+        expect(run_page).to_have_title(re.compile(r"^✓ Done · Why do herons"))
+        notifications = run_page.evaluate("window.__notifications")
+        assert notifications == [{"title": "Research done", "body": TOPIC}]
+        expect(run_page.get_by_role("link", name="PDF")).to_be_visible()
+        expect(run_page.get_by_role("link", name="Markdown")).to_be_visible()
+        stopped = run_page.locator("#elapsed").inner_text()
+        run_page.wait_for_timeout(1500)
+        assert run_page.locator("#elapsed").inner_text() == stopped  # the clock stopped
+
+        # The list saw it end without a reload.
+        expect(row.locator("[data-status]")).to_have_text("done", timeout=10_000)
+        expect(row.locator("[data-progress]")).to_contain_text("2 of 2 agents done · took ")
+    finally:
+        context.close()
+    assert errors == []

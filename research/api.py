@@ -192,7 +192,14 @@ def run_plan(request: Request, run_id: int) -> Response:
     return Response(PlanSerializer(selectors.plan_view(root=run)).data)
 
 
-@extend_schema(request=PlanApproveSerializer, responses=PlanSerializer)
+@extend_schema(
+    # As POST /research: daphne refuses a malformed multipart body before Django sees it.
+    request={
+        "application/json": PlanApproveSerializer,
+        "application/x-www-form-urlencoded": PlanApproveSerializer,
+    },
+    responses=PlanSerializer,
+)
 @api_view(["POST"])
 def run_plan_approve(request: Request, run_id: int) -> Response:
     """Approve a paused research's plan, as it is or edited (`items`): it resumes from it."""
@@ -203,7 +210,13 @@ def run_plan_approve(request: Request, run_id: int) -> Response:
     return Response(PlanSerializer(selectors.plan_view(root=run)).data)
 
 
-@extend_schema(request=NoteSerializer, responses={201: MessageSerializer})
+@extend_schema(
+    request={
+        "application/json": NoteSerializer,
+        "application/x-www-form-urlencoded": NoteSerializer,
+    },
+    responses={201: MessageSerializer},
+)
 @api_view(["POST"])
 @throttle_classes([NotesThrottle])
 def run_notes(request: Request, run_id: int) -> Response:

@@ -69,6 +69,9 @@ class AgentPool:
         self._working = 0
         # Roots this pool claimed from the queue, for the one log line when each ends.
         self._claimed: set[int] = set()
+        # A pool that claims no roots runs those it is given; one of them that pauses for its
+        # plan review and is approved is queued again, and taken again by this pool.
+        self._given_roots: set[int] = set()
         # Held while claiming and while taking a new worker id, so no root is claimed under
         # an id the sweep has already declared dead (see _heartbeat_loop).
         self._claim_lock = threading.Lock()
@@ -83,7 +86,7 @@ class AgentPool:
 
     def start(self) -> "AgentPool":
         """Register this process, fail what dead processes left, and start claiming roots."""
-        self.worker_id = services.worker_register().pk
+        self.worker_id = services.worker_register(claims_roots=self.claim_roots).pk
         failed = services.workers_sweep(dead_after_seconds=settings.RESEARCH_WORKER_DEAD_SECONDS)
         if failed:
             log.warning("marked %d runs of a stopped process failed", failed)
@@ -137,6 +140,9 @@ class AgentPool:
         sub-agent, one of its parent's places). `deadline` is on the monotonic clock; a root
         gets RESEARCH_ROOT_TIMEOUT_SECONDS from now."""
         token = CancelToken(run_id, watched=True)
+        if parent_id is None and not self.claim_roots:
+            with self._lock:
+                self._given_roots.add(run_id)
         cap = settings.RESEARCH_ROOT_TIMEOUT_SECONDS
         if parent_id is None and deadline is None and cap:
             deadline = time.monotonic() + cap
@@ -375,6 +381,8 @@ class AgentPool:
         """Claim queued roots while a slot is free; woken at once by a root started here."""
         self._wake.wait(settings.RESEARCH_CLAIM_POLL_SECONDS)
         self._wake.clear()
+        if not self.claim_roots:
+            self._take_given_roots_again()
         while self.claim_roots and self._has_free_slot():
             with self._claim_lock:
                 if self._stopping.is_set():
@@ -386,6 +394,25 @@ class AgentPool:
                     self._claimed.add(run_id)
                 log.info("worker %s: claimed research %s", self.worker_id, run_id)
                 self.submit(run_id)
+
+    def _take_given_roots_again(self) -> None:
+        """Of the roots this pool was given, those queued again (a plan approved after its
+        review) run here again; those that ended are forgotten."""
+        with self._lock:
+            waiting = [run_id for run_id in self._given_roots if run_id not in self._agents]
+        if not waiting:
+            return
+        ended = services.roots_ended(run_ids=waiting)
+        with self._claim_lock:
+            for run_id in waiting:
+                if run_id in ended:
+                    with self._lock:
+                        self._given_roots.discard(run_id)
+                elif not self._stopping.is_set() and services.root_claim(
+                    run_id=run_id, worker_id=self.worker_id
+                ):
+                    log.info("worker %s: research %s resumes", self.worker_id, run_id)
+                    self.submit(run_id)
 
     def _has_free_slot(self) -> bool:
         with self._lock:
@@ -438,7 +465,7 @@ class AgentPool:
             if self._stopping.is_set():
                 return
             old = self.worker_id
-            self.worker_id = services.worker_register().pk
+            self.worker_id = services.worker_register(claims_roots=self.claim_roots).pk
             with self._lock:
                 agents = list(self._agents.values())
         for agent in agents:

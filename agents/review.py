@@ -7,6 +7,7 @@ task is the draft and, for each cited URL, what the tree stored of it (the page 
 knowledge-base passage, the search snippet) or that no agent read it.
 """
 
+import logging
 import re
 import time
 from dataclasses import dataclass, field
@@ -14,18 +15,21 @@ from typing import TYPE_CHECKING
 
 from django.conf import settings
 
-from agents import kinds, team
+from agents import kinds, resilience, team
 from agents.context import AgentContext, Cancelled
 from agents.llm.base import LLMError
 from agents.messages import get_messenger
 from agents.team import yielded
 from research import services
+from research.clean import cut
 from research.models import Plan, Run, Status
 from research.selectors import plans as plan_reads
 from research.selectors import team as team_reads
 
 if TYPE_CHECKING:
     from agents.loop import Agent
+
+log = logging.getLogger(__name__)
 
 VERIFIER_NAME = "verifier"
 VERIFIER_REASON = "checks the lead's draft against the sources it cites before it is final"
@@ -72,6 +76,20 @@ def reviewed_report(agent: "Agent", draft: str) -> str:
     its Coverage and gaps section when it had a plan or a verifier. A draft is never lost to
     what comes after it: a verifier or a revision that fails leaves the draft, marked as
     unverified."""
+    try:
+        draft, section = _review(agent, draft)
+    except Cancelled:
+        raise  # a cancel from the analyst ends the research as cancels do
+    except Exception as failure:  # Redis or the database failing after the draft was written
+        log.exception("the review of run %s failed; its draft is kept", agent.ctx.run_id)
+        section = coverage_section(None, Verdict(error=f"{type(failure).__name__}: {failure}"))
+    # The section is the report's last word: the draft makes room for it under the cap.
+    limit = settings.RESEARCH_REPORT_MAX_CHARS - len(section) - 2
+    draft = cut(draft.rstrip(), limit, what="report", setting="RESEARCH_REPORT_MAX_CHARS")
+    return f"{draft}\n\n{section}" if section else draft
+
+
+def _review(agent: "Agent", draft: str) -> tuple[str, str]:
     ctx = agent.ctx
     # Sub-agents still working when the lead answers end now: the draft is what it has, and
     # the verifier must not wait behind them for a place.
@@ -85,8 +103,7 @@ def reviewed_report(agent: "Agent", draft: str) -> str:
     items = plan_reads.plan_items(root=root, ending=True)
     if verdict is not None:
         services.report_flags_set(run_id=ctx.run_id, claims=verdict.claims)
-    section = coverage_section(items, verdict)
-    return f"{draft.rstrip()}\n\n{section}" if section else draft
+    return draft, coverage_section(items, verdict)
 
 
 def _verified(agent: "Agent", draft: str) -> Verdict:
@@ -140,7 +157,10 @@ def verify(ctx: AgentContext, draft: str) -> Verdict:
     )
     ctx.spawned.add(child.pk)
     ctx.collected.add(child.pk)  # its findings come in the revision round, not as a report
-    get_messenger().open(child.pk)
+    # Redis down costs the verifier its inbox (it sends no message), not the verification.
+    resilience.cleanup(
+        f"opening the inbox of run {child.pk}", lambda: get_messenger().open(child.pk)
+    )
     # At most half of the lead's time left: the other half is for its revision.
     deadline, reason = team.child_deadline(ctx, share=0.5)
     ctx.pool.submit(child.pk, parent_id=ctx.run_id, deadline=deadline, deadline_reason=reason)

@@ -263,6 +263,9 @@ class Worker(models.Model):
     started_at = models.DateTimeField(auto_now_add=True)
     heartbeat_at = models.DateTimeField()
     stopped_at = models.DateTimeField(null=True, blank=True)
+    # False for a pool that runs only the roots it is given (`research start --wait`, `mcp`
+    # over stdio): it does not count as a process that would take a queued research.
+    claims_roots = models.BooleanField(default=True)
 
     def __str__(self) -> str:
         return f"{self.hostname}:{self.pid}"

@@ -57,6 +57,7 @@ class RunStartSerializer(serializers.Serializer):
         default=False,
         help_text="pause after the lead's first plan until the analyst approves it",
     )
+    callback_url = serializers.CharField(required=False, allow_blank=True, max_length=2000)
 
 
 class PlanApproveSerializer(serializers.Serializer):
@@ -96,7 +97,6 @@ class PlanSerializer(serializers.Serializer):
     approved = serializers.BooleanField()
     items = PlanItemSerializer(many=True)
     history = PlanVersionSerializer(many=True)
-    callback_url = serializers.CharField(required=False, allow_blank=True, max_length=2000)
 
 
 class RunListFilterSerializer(serializers.Serializer):

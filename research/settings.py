@@ -397,9 +397,13 @@ if RESEARCH_PARALLEL_TOOL_CALLS < 1:
 RESEARCH_CANCEL_POLL_SECONDS = envfloat("RESEARCH_CANCEL_POLL_SECONDS", 0.25)
 RESEARCH_HEARTBEAT_SECONDS = envfloat("RESEARCH_HEARTBEAT_SECONDS", 5.0)
 RESEARCH_WORKER_DEAD_SECONDS = envfloat("RESEARCH_WORKER_DEAD_SECONDS", 30.0)
-# Idle workers wake on a NOTIFY when a root is queued (research/ops/root_wakeup.py); this
-# poll only catches what no notification announced.
-RESEARCH_CLAIM_POLL_SECONDS = envfloat("RESEARCH_CLAIM_POLL_SECONDS", 10.0)
+# Idle workers on PostgreSQL wake on a NOTIFY when a root is queued (research/ops/
+# root_wakeup.py), and this poll only catches what no notification announced. SQLite has no
+# NOTIFY: a root queued by another process (the CLI, an MCP client) waits for the poll.
+RESEARCH_CLAIM_POLL_SECONDS = envfloat(
+    "RESEARCH_CLAIM_POLL_SECONDS",
+    10.0 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" else 1.0,
+)
 
 # Sub-agents (seed 000's limits, as settings).
 RESEARCH_SUBAGENTS_ENABLED = envbool("RESEARCH_SUBAGENTS_ENABLED", True)

@@ -8,7 +8,8 @@
 (function () {
   "use strict";
 
-  const ACTIVE = new Set(["queued", "working"]);
+  // Paused: waiting for the analyst to approve the plan; not ended.
+  const ACTIVE = new Set(["queued", "working", "paused"]);
 
   function elapsedText(seconds) {
     if (seconds === null || seconds === undefined) return "not started";
@@ -56,6 +57,21 @@
       }
     }
 
+    // A research that pauses for the analyst's review asks for attention as an end does.
+    let reviewAsked = false;
+    function waitingForReview(root) {
+      const paused = root.status === "paused";
+      if (paused && !reviewAsked) {
+        document.title = `⏸ Plan to review · ${baseTitle}`;
+        if (canNotify && Notification.permission === "granted") {
+          new Notification("Plan waiting for your review", { body: root.topic.slice(0, 120), tag: `canopy-${root.id}-plan` });
+        }
+      } else if (!paused && reviewAsked && ACTIVE.has(root.status)) {
+        document.title = baseTitle;
+      }
+      reviewAsked = paused;
+    }
+
     function tick() {
       const canopy = window.canopy;
       if (!canopy || !canopy.runs.size) return;
@@ -71,6 +87,8 @@
       showNotifyButton(active);
       if (wasActive === true && !active) ended(root);
       if (wasActive === null && !active) pageElement.dataset.ended = root.status;
+      if (active) delete pageElement.dataset.ended;
+      waitingForReview(root);
       wasActive = active;
     }
 

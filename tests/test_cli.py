@@ -166,7 +166,9 @@ def test_start_wait_runs_the_tree_itself_when_no_process_claims_it(
         bystander.shutdown()
 
     assert code == 0, err
-    assert "no agent process took research" in err
+    # A pool that takes only the roots it is given is no process that would take this one:
+    # the command runs the tree itself at once.
+    assert "running its agents in this process" in err
     assert Run.objects.filter(status="done").count() == 2
 
 
@@ -619,3 +621,27 @@ def test_plan_approve_and_note_do_what_the_page_does(db, alice, bob, run_factory
     services.run_finish(run_id=run_id, report="done")
     with pytest.raises(CommandError, match=r"invalid id: the root agent \(run \d+\) has ended"):
         research("note", str(run_id), "too late", "--user", "alice")
+
+
+@pytest.mark.processes
+def test_a_reviewed_research_run_by_the_command_resumes_there_once_approved(
+    transactional_db, scripted_llm, settings, alice
+):
+    topic = "Reviewed in the terminal"
+    scripted_llm.script(topic, call("write_plan", items=["Only item"]), reply("Terminal report."))
+    process = research_process(
+        settings, "start", topic, "--review-plan", "--wait", "--user", "alice"
+    )
+    try:
+        root = wait_for(
+            lambda: Run.objects.filter(topic=topic, status="paused").first(), timeout=30
+        )
+        approved = research("approve", str(root.pk), "--user", "alice")
+        assert approved.endswith("approved; the research resumes.\n")
+        code, out, err = finished(process)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert code == 0, err
+    root.refresh_from_db()
+    assert root.status == "done" and root.report.startswith("Terminal report.")

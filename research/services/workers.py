@@ -15,10 +15,13 @@ from research.services.runs import INTERRUPTED, runs_fail
 WORKER_LOST = "interrupted: the worker running it stopped responding"
 
 
-def worker_register() -> Worker:
+def worker_register(*, claims_roots: bool = True) -> Worker:
     # The database's clock from the first heartbeat on, like every later one (see below).
     worker = Worker.objects.create(
-        hostname=socket.gethostname(), pid=os.getpid(), heartbeat_at=Now()
+        hostname=socket.gethostname(),
+        pid=os.getpid(),
+        heartbeat_at=Now(),
+        claims_roots=claims_roots,
     )
     worker.refresh_from_db(fields=["heartbeat_at"])
     return worker
@@ -101,6 +104,14 @@ def root_claim_next(*, worker_id: int) -> int | None:
         return None
     Run.objects.filter(pk=run.pk).update(worker_id=worker_id)
     return run.pk
+
+
+def roots_ended(*, run_ids: list[int]) -> set[int]:
+    """Those of `run_ids` that have ended (or were deleted)."""
+    active = set(
+        Run.objects.filter(pk__in=run_ids, status__in=ACTIVE_STATUSES).values_list("pk", flat=True)
+    )
+    return set(run_ids) - active
 
 
 def root_claim(*, run_id: int, worker_id: int) -> bool:

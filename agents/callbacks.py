@@ -20,7 +20,7 @@ from django.conf import settings
 from django.db import close_old_connections, connections
 
 from agents.tools.base import ToolError
-from agents.tools.pages import checked_addresses
+from agents.tools.pages import Unresolvable, checked_addresses
 from research.models import Callback
 from research.serializers import RunOutputSerializer
 from research.services import callbacks as service
@@ -70,6 +70,7 @@ def payload(callback: Callback) -> bytes:
         "event": "research.finished",
         "delivery": str(uuid.uuid5(uuid.NAMESPACE_URL, f"canopy-callback-{callback.pk}")),
         "run": RunOutputSerializer(run).data,
+        "flagged_claims": run.flagged_claims,
     }
     return json.dumps(data, ensure_ascii=False).encode()
 
@@ -79,6 +80,9 @@ def deliver(callback: Callback) -> bool:
     url = httpx.URL(callback.url)
     try:
         addresses = checked_addresses(url)
+    except Unresolvable as failure:  # DNS may answer next time: tried again with backoff
+        service.callback_failed(callback=callback, error=str(failure).replace("read_page: ", ""))
+        return False
     except ToolError as refused:
         reason = str(refused).replace("read_page: ", "").replace("read_page only reads", "")
         service.callback_failed(callback=callback, error=reason, retry=False)

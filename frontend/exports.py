@@ -81,7 +81,7 @@ def print_html(run: Run) -> str:
         "export/print.html",
         {
             "run": run,
-            "report_html": render_report(run.report, citations),
+            "report_html": render_report(run.report, citations, run.flagged_claims),
             "citations": citations,
             "agents": len(selectors.subtree_runs(run=run)),
             "printed_at": timezone.now(),

@@ -26,7 +26,8 @@ load_dotenv(os.environ.get("CANOPY_ENV_FILE") or BASE_DIR / ".env", override=Fal
 
 
 def env(name: str, default: str = "") -> str:
-    return os.environ.get(name, default)
+    """A variable's value; an empty one (`NAME=` in a .env file) is unset, as for the others."""
+    return os.environ.get(name) or default
 
 
 def envbool(name: str, default: bool) -> bool:

@@ -190,3 +190,15 @@ def test_a_served_app_posts_the_callback_of_a_research_started_over_http(
         receiver.close()
     assert json.loads(receiver.received[-1][1])["run"]["id"] == created.json()["id"]
     assert Callback.objects.get().delivered_at is not None
+
+
+def test_a_host_that_does_not_resolve_is_tried_again_not_given_up(
+    sender, scripted_llm, api, settings
+):
+    settings.CALLBACK_MAX_ATTEMPTS = 3
+    scripted_llm.script(TOPIC, reply("done"))
+    start(api, "https://no-such-host.invalid/hook")
+    callback = wait_for(lambda: Callback.objects.filter(attempts__gte=1).first())
+    # A DNS failure may pass: the callback waits for its next attempt instead of giving up.
+    assert callback.gave_up_at is None and callback.next_attempt_at is not None
+    assert "no-such-host.invalid does not resolve" in callback.last_error

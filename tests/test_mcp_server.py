@@ -11,6 +11,7 @@ from typing import Any
 import anyio
 import httpx2
 import pytest
+import redis
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from rest_framework.authtoken.models import Token
@@ -322,3 +323,41 @@ def test_send_note_reaches_a_working_agent_and_is_refused_as_the_rest_api_refuse
     assert alices["late"] == rest.json()["run"][0]
     assert in_process(bob, as_bob) == f"no research with id {working.pk}."
     assert Message.objects.filter(to_run=working).count() == 1
+
+
+def test_follow_returns_when_a_research_waits_for_its_plan_review_and_starts_are_throttled(
+    transactional_db, alice, settings
+):
+    paused = services.run_start(owner=alice, topic="Paused for review", review_plan=True)
+    services.run_claim(run_id=paused.pk)
+    services.plan_write(root_id=paused.pk, items=["One item"])
+    services.plan_pause(root_id=paused.pk)
+    settings.THROTTLE_RATES = {**settings.THROTTLE_RATES, "research_start": "1/minute"}
+    # Counters of earlier tests (whose users had the same ids) are forgotten.
+    counters = redis.Redis.from_url(settings.REDIS_URL)
+    for key in counters.scan_iter(match="canopy:*throttle_*"):
+        counters.delete(key)
+    counters.close()
+
+    async def work(client: Client) -> dict[str, Any]:
+        followed = result(
+            await client.call_tool(
+                "follow_research", {"research_id": paused.pk, "timeout_seconds": 60}
+            )
+        )
+        listed = result(await client.call_tool("list_research", {"status": "paused"}))
+        first = await client.call_tool("start_research", {"topic": "first of the minute"})
+        second = error_text(await client.call_tool("start_research", {"topic": "one too many"}))
+        return {"followed": followed, "listed": listed, "first": first, "second": second}
+
+    answers = in_process(alice, work)
+    followed = answers["followed"]
+    assert (followed["status"], followed["finished"], followed["awaiting_review"]) == (
+        "paused",
+        False,
+        True,
+    )
+    assert [run["id"] for run in answers["listed"]["researches"]] == [paused.pk]
+    assert not answers["first"].is_error
+    assert answers["second"].startswith("Request was throttled. Expected available in ")
+    assert not Run.objects.filter(topic="one too many").exists()

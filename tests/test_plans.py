@@ -2,6 +2,7 @@
 analyst's notes (issue 14, seed 001): through the real loop, pool, database and HTTP API, the
 model scripted over HTTP."""
 
+import json
 import threading
 import time
 
@@ -493,3 +494,23 @@ def test_a_cancel_that_comes_before_the_pause_wins(run_factory, alice):
     assert services.plan_pause(root_id=root.pk) is False
     root.refresh_from_db()
     assert root.status == "working"  # the agent stops as a cancel does, and finishes it
+
+
+def test_exports_carry_the_plan_and_the_flagged_claims(run_factory, alice):
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    root = run_factory(topic="Terns: what the export keeps")
+    services.plan_write(root_id=root.pk, items=["Migration", "Colonies"])
+    claims = [{"claim": "Terns fly to the moon", "why": "no source says so"}]
+    services.report_flags_set(run_id=root.pk, claims=claims)
+    services.run_finish(run_id=root.pk, report="# Terns\n\nTerns fly to the moon.")
+
+    out = StringIO()
+    call_command(
+        "research", "export", str(root.pk), "--format", "json", "--user", "alice", stdout=out
+    )
+    exported = json.loads(out.getvalue())
+    assert exported["flagged_claims"] == claims
+    assert [item["status"] for item in exported["plan"]["items"]] == ["gap", "gap"]

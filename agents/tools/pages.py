@@ -99,13 +99,17 @@ def host_allowed(url: httpx.URL) -> bool:
     return host in allowed or f"{host}:{_port(url)}" in allowed
 
 
+class Unresolvable(ToolError):
+    """The host did not resolve: a DNS failure may pass, unlike an address refused."""
+
+
 def resolve(url: httpx.URL) -> list[IPAddress]:
     """The host's addresses, IPv4 first (many servers have no IPv6 route)."""
     host = url.raw_host.decode("ascii")
     try:
         infos = socket.getaddrinfo(host, _port(url), type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError) as error:
-        raise ToolError(f"read_page: the host {url.host} does not resolve ({error}).") from None
+        raise Unresolvable(f"read_page: the host {url.host} does not resolve ({error}).") from None
     addresses: list[IPAddress] = []
     for info in infos:
         address = ipaddress.ip_address(str(info[4][0]).split("%")[0])

@@ -87,6 +87,10 @@ def export_json(run: Run, *, events: bool = False) -> str:
         "usage": LLMCallSerializer(selectors.subtree_llm_calls(run=run), many=True).data,
         "steps": StepSerializer(selectors.subtree_steps(run=run), many=True).data,
         "citations": CitationSerializer(selectors.subtree_citations(run=run), many=True).data,
+        # The lead's plan with each item's status and history, and the claims its verifier
+        # could not support (issue 14).
+        "plan": selectors.plan_view(root=run) if run.is_root else None,
+        "flagged_claims": run.flagged_claims,
     }
     if events:
         scoped = selectors.tree_events(root_id=run.root_id)

@@ -33,7 +33,13 @@ from research import selectors, services
 from research.api_helpers import checked
 from research.errors import InvalidInput, NotFound, ResearchError
 from research.events.payloads import run_fields
-from research.models import ACTIVE_STATUSES, Run
+from research.models import ACTIVE_STATUSES, Run, Status
+from research.ops.throttles import (
+    NotesThrottle,
+    ResearchStartThrottle,
+    throttled_text,
+    user_throttle_wait,
+)
 from research.serializers import MessageSerializer, ReportSerializer, RunListFilterSerializer
 
 INSTRUCTIONS = (
@@ -177,6 +183,7 @@ class Tools:
         working at once; a fourth is refused until one ends or is cancelled."""
 
         def start(owner: AbstractBaseUser) -> dict:
+            _throttle(ResearchStartThrottle, owner)
             run = services.run_start(
                 owner=owner,
                 topic=topic,
@@ -194,7 +201,7 @@ class Tools:
         self,
         ctx: Context,
         status: Annotated[
-            Literal["queued", "working", "done", "failed"] | None,
+            Literal["queued", "working", "paused", "done", "failed"] | None,
             Field(description="Only researches with this status."),
         ] = None,
         parent_id: Annotated[
@@ -265,7 +272,9 @@ class Tools:
         """Wait until a research ends, sending progress notifications (agents working,
         steps, cost, what the agents do) while it works when the client asked for progress.
         Returns what get_research returns, with `finished`: false when the wait timed out
-        first."""
+        first. A research started with review_plan returns as soon as it waits for the user
+        to approve its plan (status "paused", `awaiting_review`: true): the user approves it
+        in Canopy, then follow it again."""
         if not 1 <= timeout_seconds <= FOLLOW_MAX_SECONDS:
             return _error(
                 f"timeout_seconds must be from 1 to {FOLLOW_MAX_SECONDS}, not {timeout_seconds}."
@@ -276,14 +285,17 @@ class Tools:
             while True:
                 research = await self._answer(ctx, partial(_research, research_id=research_id))
                 finished = research["status"] not in ACTIVE_STATUSES
+                awaiting_review = research["status"] == Status.PAUSED
                 line = progress_line(research)
                 now = anyio.current_time()
                 if line != last_line or now - last_sent >= FOLLOW_HEARTBEAT_SECONDS:
                     sent += 1  # the progress value must grow with every notification
                     await ctx.report_progress(sent, None, line)
                     last_line, last_sent = line, now
-                if finished or anyio.current_time() >= deadline:
-                    return _result({**research, "finished": finished})
+                if finished or awaiting_review or anyio.current_time() >= deadline:
+                    return _result(
+                        {**research, "finished": finished, "awaiting_review": awaiting_review}
+                    )
                 await anyio.sleep(FOLLOW_POLL_SECONDS)
         except Refused as refused:
             return _error(str(refused))
@@ -302,7 +314,7 @@ class Tools:
                 "report": run.report,
                 "citations": citations,
                 "flagged_claims": run.flagged_claims,
-            }
+            }  # as GET /v1/gb/research/<id>/report shows it
             return json.loads(json.dumps(ReportSerializer(data).data))
 
         return await self._call(ctx, report)
@@ -339,6 +351,7 @@ class Tools:
 
         def send(owner: AbstractBaseUser) -> dict:
             run = selectors.run_get(owner=owner, run_id=research_id)
+            _throttle(NotesThrottle, owner)
             note = services.note_send(run=run, author_id=owner.pk, text=text)
             note = selectors.run_messages(run=run).get(pk=note.pk)
             return json.loads(json.dumps(MessageSerializer(note).data))
@@ -354,6 +367,13 @@ class Tools:
 
 class Refused(Exception):
     """A call the domain refused; its text is what the client reads."""
+
+
+def _throttle(throttle, owner: AbstractBaseUser) -> None:
+    """The API's throttle of the same action, counted per user over MCP too."""
+    wait = user_throttle_wait(throttle, owner)
+    if wait is not None:
+        raise Refused(throttled_text(wait))
 
 
 def _as_owner(work: Callable[[AbstractBaseUser], Any], owner_id: int) -> Any:

@@ -8,6 +8,8 @@ whose Retry-After header and detail say when to try again. The pages (start form
 ask the same throttles through `page_throttle_wait`.
 """
 
+from types import SimpleNamespace
+
 from django.conf import settings
 from django.http import HttpRequest
 from rest_framework.throttling import SimpleRateThrottle
@@ -53,6 +55,17 @@ UploadThrottle = scoped(UPLOADS)
 KnowledgeQueryThrottle = scoped(KNOWLEDGE_QUERIES, methods=("GET",))
 NotesThrottle = scoped(NOTES, methods=("POST", "PUT", "PATCH"))
 LoginThrottle = scoped(LOGIN)
+
+
+def user_throttle_wait(throttle: type[ScopedThrottle], user) -> int | None:
+    """For a caller with no HTTP request of its own (an MCP tool): the same count as the
+    API's, per user. None if it may go on (and is counted), else the seconds to wait."""
+    return page_throttle_wait(throttle, SimpleNamespace(method="POST", user=user))
+
+
+def throttled_text(wait: int) -> str:
+    """What DRF's 429 says, for callers that answer in text (MCP tool errors)."""
+    return f"Request was throttled. Expected available in {wait} second{'s' if wait != 1 else ''}."
 
 
 def page_throttle_wait(throttle: type[ScopedThrottle], request: HttpRequest) -> int | None:

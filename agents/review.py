@@ -83,10 +83,12 @@ def reviewed_report(agent: "Agent", draft: str) -> str:
     except Exception as failure:  # Redis or the database failing after the draft was written
         log.exception("the review of run %s failed; its draft is kept", agent.ctx.run_id)
         section = coverage_section(None, Verdict(error=f"{type(failure).__name__}: {failure}"))
+    if not section:
+        return draft
     # The section is the report's last word: the draft makes room for it under the cap.
     limit = settings.RESEARCH_REPORT_MAX_CHARS - len(section) - 2
     draft = cut(draft.rstrip(), limit, what="report", setting="RESEARCH_REPORT_MAX_CHARS")
-    return f"{draft}\n\n{section}" if section else draft
+    return f"{draft}\n\n{section}"
 
 
 def _review(agent: "Agent", draft: str) -> tuple[str, str]:

@@ -514,3 +514,17 @@ def test_exports_carry_the_plan_and_the_flagged_claims(run_factory, alice):
     exported = json.loads(out.getvalue())
     assert exported["flagged_claims"] == claims
     assert [item["status"] for item in exported["plan"]["items"]] == ["gap", "gap"]
+
+
+def test_the_coverage_section_survives_the_report_cap(agent_pool, scripted_llm, alice, settings):
+    settings.RESEARCH_REPORT_MAX_CHARS = 2000
+    topic = "Puffins: a long draft"
+    scripted_llm.script(
+        topic, call("write_plan", items=["Burrows", "Fishing"]), reply("Puffins. " * 600)
+    )
+    root = wait_finished(start(alice, topic))
+    assert len(root.report) <= 2000
+    assert "[cut by Canopy: the report was " in root.report
+    assert root.report.endswith(
+        f"{COVERAGE_HEADING}\n\nPlan items not covered:\n- 1. Burrows (gap)\n- 2. Fishing (gap)"
+    )

@@ -34,6 +34,11 @@ log = logging.getLogger(__name__)
 VERIFIER_NAME = "verifier"
 VERIFIER_REASON = "checks the lead's draft against the sources it cites before it is final"
 EXCERPT_CHARS = 600
+# The verifier's task is its run's topic, shown on the page and carried by run.created: a
+# draft and its sources within these bounds keep that event far under a websocket frame's
+# limit, whatever the characters (issue 16).
+DRAFT_MAX_CHARS = 30_000
+SOURCES_MAX = 60
 COVERAGE_HEADING = "## Coverage and gaps"
 REVISE_NOTE = (
     "A verifier read your draft and the sources it cites. Its findings:\n\n{findings}\n\n"
@@ -183,7 +188,7 @@ def verifier_task(ctx: AgentContext, draft: str) -> str:
         "",
         "# Draft",
         "",
-        draft.strip(),
+        cut(draft.strip(), DRAFT_MAX_CHARS, what="draft"),
         "",
         "# Sources it cites, as the agents of this research stored them",
         "",
@@ -191,7 +196,7 @@ def verifier_task(ctx: AgentContext, draft: str) -> str:
     cited = services.cited_sources(root_id=ctx.root_id, report=draft)
     if not cited:
         lines.append("(the draft cites no source)")
-    for url, source in cited:
+    for url, source in cited[:SOURCES_MAX]:
         if source is None:
             lines.append(f"- {url.url}: NO AGENT OF THIS RESEARCH READ IT")
             continue

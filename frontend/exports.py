@@ -143,6 +143,10 @@ class RunExportView(APIView):
             (200, "application/pdf"): OpenApiResponse(
                 OpenApiTypes.BINARY, description="the report, printed"
             ),
+            409: OpenApiResponse(
+                OpenApiTypes.OBJECT,
+                description="the research has no report yet (md, pdf): export it as json",
+            ),
         },
     )
     def get(self, request: Request, run_id: int) -> HttpResponse:

@@ -54,6 +54,10 @@ class CanopyAutoSchema(AutoSchema):
             responses.setdefault(
                 "429", _error("too many researches working: wait for one to end", DETAIL)
             )
+        if getattr(self.view, "throttle_classes", None):  # research/ops/throttles.py
+            responses.setdefault(
+                "429", _error("too many requests: Retry-After says when to try again", DETAIL)
+            )
         return responses
 
 

@@ -60,10 +60,28 @@ class RunStartSerializer(serializers.Serializer):
     callback_url = serializers.CharField(required=False, allow_blank=True, max_length=2000)
 
 
+class PlanItemsField(serializers.ListField):
+    """A list of plan items whose errors are one flat list naming the item, as every field
+    error of the API is (DRF's own would be an object keyed by index)."""
+
+    child = serializers.CharField(allow_blank=True, trim_whitespace=False)
+
+    def run_child_validation(self, data):
+        try:
+            return super().run_child_validation(data)
+        except serializers.ValidationError as error:
+            raise serializers.ValidationError(
+                [
+                    f"plan item {int(index) + 1}: {message}"
+                    for index, messages in error.detail.items()
+                    for message in messages
+                ]
+            ) from None
+
+
 class PlanApproveSerializer(serializers.Serializer):
     # The items' checks live in the service (the page and the API say the same thing).
-    items = serializers.ListField(
-        child=serializers.CharField(allow_blank=True, trim_whitespace=False),
+    items = PlanItemsField(
         required=False,
         allow_null=True,
         help_text="the plan as edited; leave out to approve it as it is",
@@ -99,9 +117,13 @@ class PlanSerializer(serializers.Serializer):
     history = PlanVersionSerializer(many=True)
 
 
+# The largest id a run can have (a 64-bit key): a larger one cannot name a run.
+ID_MAX = 2**63 - 1
+
+
 class RunListFilterSerializer(serializers.Serializer):
-    parent_id = serializers.IntegerField(required=False, min_value=1)
-    root_id = serializers.IntegerField(required=False, min_value=1)
+    parent_id = serializers.IntegerField(required=False, min_value=1, max_value=ID_MAX)
+    root_id = serializers.IntegerField(required=False, min_value=1, max_value=ID_MAX)
     status = serializers.ChoiceField(
         required=False, choices=["queued", "working", "paused", "done", "failed"]
     )

@@ -528,3 +528,12 @@ def test_the_coverage_section_survives_the_report_cap(agent_pool, scripted_llm, 
     assert root.report.endswith(
         f"{COVERAGE_HEADING}\n\nPlan items not covered:\n- 1. Burrows (gap)\n- 2. Fishing (gap)"
     )
+
+
+def test_a_bad_plan_item_is_named_in_a_flat_list_of_errors(api, run_factory):
+    root = run_factory(topic="Shags: a plan with a NUL")
+    response = api.post(
+        f"/v1/gb/research/{root.pk}/plan/approve", {"items": ["fine", "bad\x00"]}, format="json"
+    )
+    assert response.status_code == 400
+    assert response.json() == {"items": ["plan item 2: Null characters are not allowed."]}

@@ -162,8 +162,10 @@ class AgentContext:
     allowed_tools: frozenset[str] | None = None
     # The pool that runs this agent: it starts sub-agents and takes back a waiting agent's slot.
     pool: Runtime | None = None
-    # The research tools this agent has (set with its toolset): what its children may get.
+    # The research tools this agent has (set with its toolset): what its children may get;
+    # and the remote MCP tools it is offered (agents.tools.remote), which they may get too.
     research_tools: frozenset[str] = frozenset()
+    remote_tools: frozenset[str] = frozenset()
     # Sub-agents it spawned, and those whose reports it has read (wait_subagents, or
     # delivered at a round's head); see agents.team.
     spawned: set[int] = field(default_factory=set)

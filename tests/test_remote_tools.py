@@ -310,3 +310,51 @@ def test_the_admin_masks_headers_and_keeps_them_unless_replaced(admin_client):
     form["allowed_tools"] = '"lookup"'
     page = admin_client.post(f"/admin/research/remoteserver/{server.pk}/change/", form)
     assert "allowed tools must be a JSON list of names" in page.content.decode()
+
+
+def test_a_sub_agent_is_never_offered_a_remote_tool_its_parent_was_not(
+    db, run_factory, subagent_factory
+):
+    catalog = [{"name": "lookup", "description": "Look up notes.", "input_schema": {}}]
+    fresh = {"catalog": catalog, "catalog_checked_at": timezone.now()}
+    RemoteServer.objects.create(
+        name="wiki", url="https://wiki.example/mcp", allowed_tools=["*"], **fresh
+    )  # researchers only (the default), and the root
+    root = run_factory()
+    # What spawning records: the kind's research tools its parent has, and the remote tools
+    # its parent is offered. A verifier is offered none, so its researcher child gets none.
+    checker = services.subagent_create(
+        parent_id=root.pk,
+        name="checker",
+        reason="r",
+        task="t",
+        max_steps=5,
+        kind="verifier",
+        tools=["read_page"],
+    )
+    digger = services.subagent_create(
+        parent_id=checker.pk,
+        name="digger",
+        reason="r",
+        task="t",
+        max_steps=5,
+        kind="researcher",
+        tools=["read_page"],
+    )
+    helper = services.subagent_create(
+        parent_id=root.pk,
+        name="helper",
+        reason="r",
+        task="t",
+        max_steps=5,
+        kind="researcher",
+        tools=["web_search", "read_page", "wiki__lookup"],
+    )
+
+    def offered(run: Run) -> list[str]:
+        return [tool.name for tool in offered_tools(context_of(run))]
+
+    assert offered(root) == ["wiki__lookup"]
+    assert offered(checker) == []  # not a kind the server allows
+    assert offered(digger) == []  # its kind is allowed, but its parent was offered nothing
+    assert offered(helper) == ["wiki__lookup"]

@@ -87,6 +87,7 @@ def tools_for(ctx: "AgentContext") -> list[Tool]:
     """`enable_remote_tool`, with the prompt section listing what it can enable; nothing
     when no remote tool is offered to this agent."""
     offered = offered_tools(ctx)
+    ctx.remote_tools = frozenset(tool.name for tool in offered)
     if not offered:
         return []
     return [enable_tool(offered)]
@@ -112,6 +113,8 @@ def offered_tools(ctx: "AgentContext") -> list[Offered]:
                         entry=listed.get(tool_name),
                     )
                 )
+    if ctx.allowed_tools is not None:  # a sub-agent: never a tool its parent was not offered
+        offered = [tool for tool in offered if tool.name in ctx.allowed_tools]
     return offered
 
 

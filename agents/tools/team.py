@@ -104,7 +104,9 @@ def _launch(ctx: AgentContext, args: dict[str, Any], catalog: kinds.Catalog) -> 
         kind=kind.name,
         tier=tier,
         model=model,
-        tools=kind.tools_for(ctx.research_tools),
+        # Its kind's research tools that its parent has, and the remote tools its parent is
+        # offered (the servers' allowed kinds then choose among those).
+        tools=kind.tools_for(ctx.research_tools) + sorted(ctx.remote_tools),
         plan_item=plan_item,
     )
 

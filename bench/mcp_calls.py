@@ -13,9 +13,7 @@ It prints medians in milliseconds.
 
 import argparse
 import os
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -24,6 +22,8 @@ from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT))
+
+from tests.servers import free_port, spawn_daphne, wait_listening  # noqa: E402
 
 
 def main() -> None:
@@ -49,12 +49,6 @@ def main() -> None:
         print(f"{name:<55} {value:8.1f} ms")
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def median_ms(samples: list[float]) -> float:
     return statistics.median(samples) * 1000
 
@@ -73,27 +67,9 @@ def canopy_server(calls: int) -> dict[str, float]:
     key = Token.objects.create(user=user).key
     run = services.run_start(owner=user, topic="bench", model="demo")
     port = free_port()
-    daphne = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "daphne",
-            "-b",
-            "127.0.0.1",
-            "-p",
-            str(port),
-            "research.asgi:application",
-        ],
-        cwd=PROJECT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
+    daphne = spawn_daphne(port)
     try:
-        for _ in range(300):
-            with socket.socket() as sock:
-                if sock.connect_ex(("127.0.0.1", port)) == 0:
-                    break
-            time.sleep(0.1)
+        wait_listening(daphne, port)
         url = f"http://127.0.0.1:{port}/mcp"
         opened, listed, got = [], [], []
 

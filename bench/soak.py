@@ -29,7 +29,6 @@ import json
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -42,15 +41,11 @@ from pathlib import Path
 PROJECT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT))
 
+from tests.servers import RedisServer, free_port, spawn_daphne  # noqa: E402
+
 PG = os.environ.get("SOAK_POSTGRES", "postgres://postgres@127.0.0.1:5432")
 DB_NAME = os.environ.get("SOAK_DATABASE", "canopy_soak")
 PASSWORD = "soak password"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def log(message: str) -> None:
@@ -58,34 +53,6 @@ def log(message: str) -> None:
 
 
 # --- the parts: Redis, the database, the server --------------------------------------------
-
-
-class Redis:
-    def __init__(self) -> None:
-        self.port = free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.process: subprocess.Popen | None = None
-
-    def start(self) -> None:
-        self.process = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--save", "", "--appendonly", "no"],
-            stdout=subprocess.DEVNULL,
-        )
-        import redis
-
-        client = redis.Redis.from_url(self.url)
-        for _ in range(100):
-            try:
-                client.ping()
-                return
-            except redis.ConnectionError:
-                time.sleep(0.05)
-        raise RuntimeError("redis-server did not start")
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            self.process.wait(10)
 
 
 def create_database() -> None:
@@ -274,7 +241,7 @@ class Faults:
     backends_terminated: int = 0
 
 
-def inject_faults(redis: Redis, faults: Faults, stop: threading.Event, every: float) -> None:
+def inject_faults(redis: RedisServer, faults: Faults, stop: threading.Event, every: float) -> None:
     kinds = ["redis", "postgres"]
     turn = 0
     while not stop.wait(every):
@@ -457,7 +424,7 @@ def main() -> int:
     args = parser.parse_args()
     started = time.monotonic()
 
-    redis = Redis()
+    redis = RedisServer()
     redis.start()
     create_database()
     env = {
@@ -508,22 +475,7 @@ def main() -> int:
     base_url = f"http://127.0.0.1:{port}"
     server_log_path = Path(tempfile.gettempdir()) / "canopy-soak-daphne.log"
     server_log = open(server_log_path, "w")  # noqa: SIM115
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "daphne",
-            "-b",
-            "127.0.0.1",
-            "-p",
-            str(port),
-            "research.asgi:application",
-        ],
-        cwd=PROJECT,
-        env=env,
-        stdout=server_log,
-        stderr=subprocess.STDOUT,
-    )
+    server = spawn_daphne(port, env=env, output=server_log)
     problems: list[str] = []
     report: dict = {"roots": args.roots, "viewers": args.viewers}
     try:

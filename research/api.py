@@ -225,7 +225,6 @@ def run_notes(request: Request, run_id: int) -> Response:
     run = _run(request, run_id)
     data = checked(NoteSerializer, request.data)
     note = services.note_send(run=run, author_id=request.user.pk, text=data["text"])
-    note = selectors.run_messages(run=run).get(pk=note.pk)
     return Response(MessageSerializer(note).data, status=status.HTTP_201_CREATED)
 
 

@@ -167,19 +167,14 @@ def wait_finished(run: Run, *, timeout: float = 20) -> Run:
 
 import os  # noqa: E402
 import signal  # noqa: E402
-import socket  # noqa: E402
 import subprocess  # noqa: E402
-import sys  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 PROJECT = Path(__file__).resolve().parent.parent
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+from tests.servers import free_port, listening, spawn_daphne  # noqa: E402
 
 
 def process_env(settings, **extra: str) -> dict[str, str]:
@@ -224,29 +219,13 @@ class ServerProcess:
 def start_daphne(settings, tmp_path: Path, **env: str) -> ServerProcess:
     port = free_port()
     log = tmp_path / f"daphne-{port}.log"
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "daphne",
-            "-b",
-            "127.0.0.1",
-            "-p",
-            str(port),
-            "research.asgi:application",
-        ],
-        cwd=PROJECT,
-        env=process_env(settings, **env),
-        stdout=log.open("w"),
-        stderr=subprocess.STDOUT,
-    )
+    process = spawn_daphne(port, env=process_env(settings, **env), output=log.open("w"))
     server = ServerProcess(process, f"http://127.0.0.1:{port}", log)
 
     def answers() -> bool:
         if process.poll() is not None:
             raise AssertionError(f"daphne exited:\n{server.output()}")
-        with socket.socket() as sock:
-            return sock.connect_ex(("127.0.0.1", port)) == 0
+        return listening(port)
 
     wait_for(answers, timeout=30, message="daphne did not start")
     return server

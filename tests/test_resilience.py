@@ -3,12 +3,10 @@ middle of a run. Finished work is kept, every agent thread gives its connection 
 run stays working for the life of a process that can no longer record it."""
 
 import shutil
-import subprocess
 import threading
 
 import psycopg
 import pytest
-import redis
 from django.db import connection
 
 from agents.llm.scripted import call, reply, slow
@@ -18,7 +16,8 @@ from agents.orphans import ORPHANED
 from agents.pool import AgentPool
 from research import services
 from research.models import ACTIVE_STATUSES, Event, Message, Run
-from tests.conftest import free_port, wait_finished, wait_for
+from tests.conftest import wait_finished, wait_for
+from tests.servers import RedisServer
 
 pytestmark = [
     pytest.mark.django_db(transaction=True),
@@ -26,40 +25,10 @@ pytestmark = [
 ]
 
 
-class OwnRedis:
-    """A Redis server of this test alone, on a free port, that the test stops and starts."""
-
-    def __init__(self) -> None:
-        self.port = free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self.process: subprocess.Popen | None = None
-
-    def start(self) -> None:
-        self.process = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--save", "", "--appendonly", "no"],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        client = redis.Redis.from_url(self.url)
-        wait_for(lambda: _pings(client), timeout=10, message="redis-server did not start")
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            self.process.wait(10)
-
-
-def _pings(client: redis.Redis) -> bool:
-    try:
-        return bool(client.ping())
-    except redis.ConnectionError:
-        return False
-
-
 @pytest.fixture
 def own_redis(monkeypatch):
     """The process's messenger on a Redis server of this test's own."""
-    server = OwnRedis()
+    server = RedisServer()  # of this test alone: the test stops and starts it
     server.start()
     monkeypatch.setattr(factory, "_messenger", RedisMessenger.from_url(server.url))
     yield server

@@ -12,11 +12,11 @@ import re
 from itertools import count
 from typing import Any
 
+from agents.calls import SPAWNS
 from agents.llm.base import ChatResponse, ToolCall
 from research.text import STOP_WORDS
 
 _ids = count(1)
-SPAWNS = frozenset({"spawn_subagent", "spawn_subagents"})
 URL = re.compile(r"(?:https?|kb)://[^\s)\]>\"']+")
 QUESTION_WORDS = re.compile(
     r"^(?:(?:how|what|why|when|where|which|who|do|does|did|is|are|can|should)\b\s*)+", re.I

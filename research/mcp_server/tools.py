@@ -353,7 +353,6 @@ class Tools:
             run = selectors.run_get(owner=owner, run_id=research_id)
             _throttle(NotesThrottle, owner)
             note = services.note_send(run=run, author_id=owner.pk, text=text)
-            note = selectors.run_messages(run=run).get(pk=note.pk)
             return json.loads(json.dumps(MessageSerializer(note).data))
 
         return await self._call(ctx, send)

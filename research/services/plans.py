@@ -157,6 +157,7 @@ def note_send(*, run: Run, author_id: int, text: object) -> Message:
             "that is still working.",
             field="run",
         )
+    # Returned with its recipient loaded: what the API and MCP show of it needs no read.
     note = Message.objects.create(from_run=None, author_id=author_id, to_run=run, text=text)
     Run.objects.filter(pk=run.pk).update(notes_pending=True)
     publish(

@@ -7,6 +7,7 @@ forwarded: the browser drops the second copy by its sequence number, and nothing
 between the two.
 """
 
+import logging
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -18,7 +19,7 @@ from django.db import connection
 from frontend import frames
 from research import selectors
 from research.errors import NotFound
-from research.events import group_name
+from research.events import EVENT_TYPES, group_name
 from research.models import Run
 from research.ops.metrics import observe_push_lag
 
@@ -42,6 +43,7 @@ class DatabaseRead(DatabaseSyncToAsync):
 
 
 database_read = DatabaseRead
+log = logging.getLogger(__name__)
 
 # Close codes the page knows: stop reconnecting and say why.
 NOT_SIGNED_IN = 4401
@@ -68,13 +70,22 @@ class RunTreeConsumer(AsyncJsonWebsocketConsumer):
         await self._catch_up(root)
 
     async def dispatch(self, message: dict[str, Any]) -> None:
-        """Channels' dispatch, without its close_old_connections() before every handler: that
-        runs on the shared sync thread (see database_read), so every live event of every
-        viewer would queue behind every sync view. This consumer reads only through
-        database_read, whose threads close their own connections."""
+        """Every event type of the tree (research.events.EVENT_TYPES) is forwarded from here,
+        so a new type reaches the browser without a handler of its own; the websocket's own
+        messages go to Channels' handlers. A type that is neither is logged and dropped: one
+        unknown message must not close every viewer's socket.
+
+        Unlike Channels' dispatch, no close_old_connections() before every handler: that runs
+        on the shared sync thread (see database_read), so every live event of every viewer
+        would queue behind every sync view. This consumer reads only through database_read,
+        whose threads close their own connections."""
+        if message["type"] in EVENT_TYPES:
+            await self._forward(message)
+            return
         handler = getattr(self, get_handler_name(message), None)
         if handler is None:
-            raise ValueError(f"no handler for message type {message['type']}")
+            log.warning("websocket: dropped a message of unknown type %r", message["type"])
+            return
         await handler(message)
 
     async def disconnect(self, code: int) -> None:
@@ -130,22 +141,3 @@ class RunTreeConsumer(AsyncJsonWebsocketConsumer):
         if event["seq"] > self.sent_until:
             await self.send_json(event)
             observe_push_lag(event)
-
-    # One handler per event type, named as Channels maps "run.created" to run_created.
-    async def run_created(self, event: dict[str, Any]) -> None:
-        await self._forward(event)
-
-    async def run_state(self, event: dict[str, Any]) -> None:
-        await self._forward(event)
-
-    async def run_usage(self, event: dict[str, Any]) -> None:
-        await self._forward(event)
-
-    async def run_message(self, event: dict[str, Any]) -> None:
-        await self._forward(event)
-
-    async def run_report(self, event: dict[str, Any]) -> None:
-        await self._forward(event)
-
-    async def run_finished(self, event: dict[str, Any]) -> None:
-        await self._forward(event)

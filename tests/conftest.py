@@ -238,3 +238,42 @@ def daphne_server(transactional_db, scripted_llm, settings, tmp_path):
     server = start_daphne(settings, tmp_path)
     yield server
     server.stop()
+
+
+# --- A browser's live socket -----------------------------------------------------------------
+
+import json  # noqa: E402
+
+
+def watch(web: ServerProcess, root_id: int, *, after: int, user: str = "alice"):
+    """A browser's websocket on the live tree: the user's session cookie and the page's Origin."""
+    import websockets.sync.client
+    from django.test import Client
+
+    browser = Client()
+    assert browser.login(username=user, password=PASSWORD)
+    return websockets.sync.client.connect(
+        web.url.replace("http://", "ws://") + f"/ws/runs/{root_id}/?after={after}",
+        origin=web.url,
+        additional_headers={"Cookie": f"sessionid={browser.cookies['sessionid'].value}"},
+        proxy=None,
+    )
+
+
+def receive_until_root_finished(socket, root_id: int, timeout: float = 30) -> list[dict]:
+    """Every event until the root's run.finished, then whatever still arrives in half a
+    second (live events from several agent threads may come slightly out of order)."""
+    received: list[dict] = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        event = json.loads(socket.recv(timeout=deadline - time.monotonic()))
+        received.append(event)
+        if event["type"] == "run.finished" and event["run"] == root_id:
+            break
+    else:
+        raise AssertionError(f"the root did not finish within {timeout}s: {received}")
+    while True:
+        try:
+            received.append(json.loads(socket.recv(timeout=0.5)))
+        except TimeoutError:
+            return received

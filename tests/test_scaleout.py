@@ -5,7 +5,6 @@ database and Redis, the agents talk to the scripted LLM over HTTP, the API is ca
 with a token, and the live tree is read by a websocket client with a session cookie.
 """
 
-import json
 import signal
 import subprocess
 import sys
@@ -18,10 +17,8 @@ import httpx
 import pytest
 from django.contrib.auth.models import User
 from django.db import connections
-from django.test import Client
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
-from websockets.sync.client import connect
 
 from agents.llm.scripted import call, calls, reply, slow
 from agents.messages import get_messenger
@@ -30,13 +27,14 @@ from agents.team import PARENT_ENDED
 from research import services
 from research.models import ACTIVE_STATUSES, Event, Run, Worker
 from tests.conftest import (
-    PASSWORD,
     PROJECT,
     ServerProcess,
     process_env,
+    receive_until_root_finished,
     start_daphne,
     wait_finished,
     wait_for,
+    watch,
 )
 
 pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
@@ -272,37 +270,6 @@ def test_a_browser_connected_to_the_web_process_gets_every_event_of_a_tree_run_o
     }
     root = Run.objects.get(pk=root_id)
     assert (root.status, root.report) == ("done", "the tree report")
-
-
-def watch(web: ServerProcess, root_id: int, *, after: int):
-    """A browser's websocket on the live tree: alice's session cookie and the page's Origin."""
-    browser = Client()
-    assert browser.login(username="alice", password=PASSWORD)
-    return connect(
-        web.url.replace("http://", "ws://") + f"/ws/runs/{root_id}/?after={after}",
-        origin=web.url,
-        additional_headers={"Cookie": f"sessionid={browser.cookies['sessionid'].value}"},
-        proxy=None,
-    )
-
-
-def receive_until_root_finished(socket, root_id: int, timeout: float = 30) -> list[dict]:
-    """Every event until the root's run.finished, then whatever still arrives in half a
-    second (live events from several agent threads may come slightly out of order)."""
-    received: list[dict] = []
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        event = json.loads(socket.recv(timeout=deadline - time.monotonic()))
-        received.append(event)
-        if event["type"] == "run.finished" and event["run"] == root_id:
-            break
-    else:
-        raise AssertionError(f"the root did not finish within {timeout}s: {received}")
-    while True:
-        try:
-            received.append(json.loads(socket.recv(timeout=0.5)))
-        except TimeoutError:
-            return received
 
 
 def test_a_cancel_sent_to_the_web_process_stops_the_agents_on_a_worker(cluster, scripted_llm):

@@ -1,0 +1,78 @@
+"""The live tree over a real websocket: daphne serving the app and its agents, a browser's
+socket, every event type the server sends."""
+
+import json
+
+import httpx
+import pytest
+from rest_framework.authtoken.models import Token
+
+from agents.llm.scripted import call, calls, reply, slow
+from research.events import EVENT_TYPES
+from research.models import Run
+from tests.conftest import receive_until_root_finished, wait_for, watch
+
+pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
+
+
+def api_client(server, user) -> httpx.Client:
+    token, _ = Token.objects.get_or_create(user=user)
+    return httpx.Client(
+        base_url=f"{server.url}/v1/gb", headers={"Authorization": f"Token {token.key}"}, timeout=10
+    )
+
+
+def spawn(name: str, task: str, item: int):
+    return call("spawn_subagent", name=name, reason=f"{name} covers it", task=task, plan_item=item)
+
+
+def test_every_event_type_reaches_a_viewer_whose_socket_stays_open_across_plan_review(
+    daphne_server, scripted_llm, alice
+):
+    topic = "Herons: wading and nesting"
+    scripted_llm.script(
+        topic,
+        call("write_plan", items=["How herons wade", "Where herons nest"]),
+        calls(spawn("wading", "how herons wade", 1), spawn("nesting", "where herons nest", 2)),
+        call("wait_subagents"),
+        reply("the heron report"),
+    )
+    scripted_llm.script(
+        "how herons wade",
+        slow(0.3, call("send_message", to="nesting", text="they stand in the shallows")),
+        reply("wading done"),
+    )
+    scripted_llm.script(
+        "where herons nest", call("read_messages", wait_seconds=10), reply("nesting done")
+    )
+    with api_client(daphne_server, alice) as client:
+        started = client.post("/research", json={"topic": topic, "review_plan": True})
+        assert started.status_code == 201, started.text
+        root_id = started.json()["id"]
+        with watch(daphne_server, root_id, after=0) as socket:
+            wait_for(lambda: client.get(f"/research/{root_id}").json()["status"] == "paused")
+            before_approval = drain(socket)
+            approved = client.post(f"/research/{root_id}/plan/approve", json={})
+            assert approved.status_code == 200, approved.text
+            after_approval = receive_until_root_finished(socket, root_id)
+
+    received = before_approval + after_approval
+    assert {event["type"] for event in received} == set(EVENT_TYPES)
+    # The approval's own plan event came live, and the socket carried on past it.
+    assert "run.plan" in [event["type"] for event in after_approval]
+    assert after_approval[-1]["type"] != "run.plan"
+    # Nothing lost or repeated on the way: the tree's numbers, each once.
+    numbers = sorted(event["seq"] for event in received)
+    assert numbers == list(range(1, len(numbers) + 1))
+    root = Run.objects.get(pk=root_id)
+    assert root.status == "done" and root.report.startswith("the heron report")
+
+
+def drain(socket, quiet: float = 0.5) -> list[dict]:
+    """Whatever the socket has sent until it is quiet for `quiet` seconds."""
+    received = []
+    while True:
+        try:
+            received.append(json.loads(socket.recv(timeout=quiet)))
+        except TimeoutError:
+            return received

@@ -206,10 +206,32 @@ def verifier_task(ctx: AgentContext, draft: str) -> str:
     return "\n".join(lines)
 
 
-_SECTION = re.compile(r"^#{2,}\s*(?P<title>[^\n]+)\n(?P<body>.*?)(?=^#{1,6}\s|\Z)", re.M | re.S)
-_BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+(?P<text>.+)$", re.M)
+_HEADING = re.compile(r"(#+)[ \t]*(.*)")
+_BULLET = re.compile(r"^[ \t]*(?:[-*+]|\d+[.)])[ \t]+(?P<text>.+)$", re.M)
 _QUOTED = re.compile(r'^["“”«](?P<claim>[^"“”»]+)["“”»]\s*[:—–-]?\s*(?P<why>.*)$')
 NONE = re.compile(r"^\(?none\b", re.I)
+
+
+def _sections(report: str) -> dict[str, str]:
+    """{lower-case title: body} of each "## Title" section; a section ends at the next heading
+    of one to six "#". Read line by line, in time linear in the report: a pattern over the
+    whole text spent minutes on a model's answer of 80,000 "#"."""
+    sections: dict[str, str] = {}
+    title: str | None = None
+    body: list[str] = []
+    for line in report.split("\n"):
+        hashes, rest = _HEADING.match(line).groups() if line.startswith("#") else ("", "")
+        ends = 1 <= len(hashes) <= 6 and (len(line) == len(hashes) or line[len(hashes)].isspace())
+        if title is not None and ends:
+            sections[title] = "\n".join(body).strip()
+            title = None
+        if title is None and len(hashes) >= 2 and rest.strip():
+            title, body = rest.strip().lower(), []
+        elif title is not None:
+            body.append(line)
+    if title is not None:
+        sections[title] = "\n".join(body).strip()
+    return sections
 
 
 def parse_verdict(report: str) -> Verdict:
@@ -217,10 +239,7 @@ def parse_verdict(report: str) -> Verdict:
     its gaps. A claim is a bullet, quoted or not; "None." says there is none. A report
     without an "Unsupported claims" section, or one that says nothing there, is no verdict."""
     verdict = Verdict(report=report.strip())
-    sections = {
-        match.group("title").strip().lower(): match.group("body").strip()
-        for match in _SECTION.finditer(report)
-    }
+    sections = _sections(report)
     claims_body = next(
         (body for title, body in sections.items() if title.startswith("unsupported")), None
     )

@@ -6,6 +6,7 @@ in `exception_handler`.
 """
 
 from django.conf import settings
+from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent
 from django.db import transaction
 from django.http import JsonResponse
 from django.views.defaults import page_not_found
@@ -41,6 +42,19 @@ from research.services.callbacks import callback_register, callback_url_check
 
 
 def exception_handler(exc, context):
+    if isinstance(exc, RequestDataTooBig):
+        # Django's own answer is an HTML page; a client of this API reads JSON.
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        return Response(
+            {"detail": f"The request body is larger than the {limit:,} bytes this API takes."},
+            status=status.HTTP_413_REQUEST_ENTITY_TOO_LARGE,
+        )
+    if isinstance(exc, TooManyFieldsSent):
+        limit = settings.DATA_UPLOAD_MAX_NUMBER_FIELDS
+        return Response(
+            {"detail": f"The request has more than the {limit:,} fields this API takes."},
+            status=status.HTTP_400_BAD_REQUEST,
+        )
     if isinstance(exc, InvalidInput):
         exc = ValidationError({exc.field or "non_field_errors": [exc.message]})
     elif isinstance(exc, NotFound):

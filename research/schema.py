@@ -1,10 +1,11 @@
 """The OpenAPI schema says what the API does (issue 16: schemathesis found 32 disagreements).
 
 `CanopyAutoSchema` adds the error answers every view can give, in the shape the exception
-handler gives them: 400 where there is input, 401 and 403 everywhere, 404 where the path names
-a run or a dataset, 429 where a research starts. `add_bounds` (a postprocessing hook) writes
-the limits the services enforce (settings) into the schema: they are checked in the service,
-so the API, the CLI and the page say the same thing, and documented here.
+handler gives them: 400 where there is input, 413 where there is a body, 401 and 403
+everywhere, 404 where the path names a run or a dataset, 429 where a research starts.
+`add_bounds` (a postprocessing hook) writes the limits the services enforce (settings) into
+the schema: they are checked in the service, so the API, the CLI and the page say the same
+thing, and documented here.
 """
 
 from typing import Any
@@ -46,6 +47,8 @@ class CanopyAutoSchema(AutoSchema):
             responses.setdefault(
                 "400", _error("the input is invalid: each bad field is named", FIELD_ERRORS)
             )
+        if method in ("POST", "PUT", "PATCH"):
+            responses.setdefault("413", _error("the body is larger than the API takes", DETAIL))
         responses.setdefault("401", _error("not signed in", DETAIL))
         responses.setdefault("403", _error("signed in, but not allowed", DETAIL))
         if "{" in self.path or query & {"cursor", "page"}:

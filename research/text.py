@@ -53,19 +53,49 @@ def declared_charset(data: bytes) -> str:
     return found.group(1).decode("ascii") if found else ""
 
 
+# Every pattern below reads a page in time linear in its size. A page is hostile input (a
+# stranger's HTML read by an agent, or a file an analyst uploads): a tag pattern that could
+# run on past the next "<" rescanned the rest of the page from every "<", and 160 KB of
+# "<script>" held the process for 11 s.
+_HIDDEN_OPEN = re.compile(r"<(script|style|noscript|template)\b", re.IGNORECASE)
+_BLOCK_END = re.compile(r"(?i)<(?:br|/p|/div|/li|/h[1-6]|/tr)\b[^<>]*>")
+_TAG = re.compile(r"<[^<>]+>")
+_TITLE_OPEN = re.compile(r"<title\b[^<>]*>", re.IGNORECASE)
+
+
+def _without_hidden(markup: str) -> str:
+    """The markup without its scripts, styles, noscripts and templates. One that is never
+    closed runs to the end of the page, as a browser reads it."""
+    lowered = markup.lower()
+    kept: list[str] = []
+    position = 0
+    while found := _HIDDEN_OPEN.search(markup, position):
+        kept.append(markup[position : found.start()])
+        close = lowered.find(f"</{found.group(1).lower()}", found.end())
+        if close < 0:
+            return " ".join(kept)
+        end = markup.find(">", close)
+        position = len(markup) if end < 0 else end + 1
+        kept.append(" ")
+    kept.append(markup[position:])
+    return "".join(kept)
+
+
 def visible_text(markup: str) -> str:
     """Every visible word of an HTML page or fragment, one block per line; scripts and
     styles left out. The fallback for markup trafilatura finds no article in."""
-    markup = re.sub(r"(?is)<(script|style|noscript|template)\b.*?</\1\s*>", " ", markup)
-    markup = re.sub(r"(?i)<(br|/p|/div|/li|/h[1-6]|/tr)\b[^>]*>", "\n", markup)
-    text = html.unescape(re.sub(r"<[^>]+>", " ", markup))
+    markup = _BLOCK_END.sub("\n", _without_hidden(markup))
+    text = html.unescape(_TAG.sub(" ", markup))
     lines = (" ".join(line.split()) for line in text.splitlines())
     return "\n".join(line for line in lines if line)
 
 
 def html_title(markup: str) -> str:
-    found = re.search(r"(?is)<title[^>]*>(.*?)</title>", markup)
-    return " ".join(html.unescape(found.group(1)).split()) if found else ""
+    found = _TITLE_OPEN.search(markup)
+    if not found:
+        return ""
+    end = markup.lower().find("</title>", found.end())
+    return " ".join(html.unescape(markup[found.end() : end]).split()) if end >= 0 else ""
 
 
 def _field(document: Any, name: str) -> str:

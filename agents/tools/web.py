@@ -46,7 +46,7 @@ def _timeout() -> float:
 
 def clean_text(text: str, limit: int = SNIPPET_MAX_CHARS) -> str:
     """Plain, one-line text: providers send snippets with <strong> tags and entities."""
-    text = html.unescape(re.sub(r"<[^>]+>", "", text or ""))
+    text = html.unescape(re.sub(r"<[^<>]+>", "", text or ""))
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
 
@@ -185,7 +185,7 @@ def _citations(response: Any) -> list[SearchResult]:
 def _cited_line(text: str, start: int) -> str:
     """The answer's line up to the citation: the model's summary of the cited page."""
     line = text[text.rfind("\n", 0, start) + 1 : start]
-    line = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", line)  # markdown links: keep the words
+    line = re.sub(r"\[([^\[\]]*)\]\([^()]*\)", r"\1", line)  # markdown links: keep the words
     return clean_text(re.sub(r"^\s*(\d+[.)]|[-*])\s*", "", line))
 
 

@@ -17,7 +17,7 @@ from research.models import Citation, Run, Source
 _URL_BODY = r"(?:[^\s()<>\[\]{}\"'`|\\^]|\([^\s()<>]*\))+"
 _SCHEMES = r"(?:https?|kb)://"
 _MARKDOWN_LINK = re.compile(
-    rf"\[(?P<title>[^\]\n]*)\]\(\s*<?(?P<url>{_SCHEMES}{_URL_BODY})>?"
+    rf"\[(?P<title>[^\[\]\n]*)\]\(\s*<?(?P<url>{_SCHEMES}{_URL_BODY})>?"
     r"(?:\s+(?:\"[^\"]*\"|'[^']*'))?\s*\)",
     re.IGNORECASE,
 )

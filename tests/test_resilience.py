@@ -28,11 +28,9 @@ pytestmark = [
 @pytest.fixture
 def own_redis(monkeypatch):
     """The process's messenger on a Redis server of this test's own."""
-    server = RedisServer()  # of this test alone: the test stops and starts it
-    server.start()
-    monkeypatch.setattr(factory, "_messenger", RedisMessenger.from_url(server.url))
-    yield server
-    server.stop()
+    with RedisServer() as server:  # of this test alone: the test stops and starts it
+        monkeypatch.setattr(factory, "_messenger", RedisMessenger.from_url(server.url))
+        yield server
 
 
 def connections_in_use() -> int:

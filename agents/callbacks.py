@@ -6,7 +6,12 @@ once) and posts each through read_page's address guard: the host is resolved, re
 any address is not public (unless READ_PAGE_ALLOWED_HOSTS allows it), and the connection
 goes to the checked address, so a DNS answer that changes cannot send the post inside the
 network. Redirects are not followed. A 2xx is delivered; anything else is retried with
-backoff; a refused address is given up at once (trying again would not help).
+backoff; a URL that registration would refuse now (a row stored before the rule) and a
+refused address are given up at once (trying again would not help).
+
+One row never stops the others: whatever a delivery raises is recorded on that row, which
+is retried with backoff like any failure, and the round goes on to the next. Before, one
+unparsable URL aborted the round and left the rest of its batch leased, for ever.
 """
 
 import json
@@ -19,8 +24,8 @@ import httpx
 from django.conf import settings
 from django.db import close_old_connections, connections
 
-from agents.tools.base import ToolError
-from agents.tools.pages import Unresolvable, checked_addresses
+from agents.tools.pages import IPAddress, Unresolvable, host_allowed, not_public, resolve
+from research.errors import InvalidInput
 from research.models import Callback
 from research.serializers import RunOutputSerializer
 from research.services import callbacks as service
@@ -60,8 +65,20 @@ def send_due() -> int:
     """Post every due callback once; the number posted successfully."""
     delivered = 0
     for callback in service.callbacks_take_due():
-        delivered += deliver(callback)
+        try:
+            delivered += deliver(callback)
+        except Exception as error:
+            log.exception("callback of research %s: the sender failed", callback.run_id)
+            _record_crash(callback, error)
     return delivered
+
+
+def _record_crash(callback: Callback, error: Exception) -> None:
+    reason = f"the sender failed on this callback ({type(error).__name__}: {error})."
+    try:
+        service.callback_failed(callback=callback, error=reason)
+    except Exception:  # the database, most likely: the lease runs out and it is tried again
+        log.exception("callback of research %s: its failure was not recorded", callback.run_id)
 
 
 def payload(callback: Callback) -> bytes:
@@ -76,17 +93,19 @@ def payload(callback: Callback) -> bytes:
 
 
 def deliver(callback: Callback) -> bool:
-    body = payload(callback)
-    url = httpx.URL(callback.url)
     try:
-        addresses = checked_addresses(url)
-    except Unresolvable as failure:  # DNS may answer next time: tried again with backoff
-        service.callback_failed(callback=callback, error=str(failure).replace("read_page: ", ""))
+        url = httpx.URL(service.callback_url_check(callback.url))
+    except InvalidInput as refused:
+        _give_up(callback, str(refused))
         return False
-    except ToolError as refused:
-        reason = str(refused).replace("read_page: ", "").replace("read_page only reads", "")
-        service.callback_failed(callback=callback, error=reason, retry=False)
-        log.warning("callback of research %s given up: %s", callback.run_id, reason)
+    body = payload(callback)
+    try:
+        addresses = resolve(url)
+    except Unresolvable as failure:  # DNS may answer next time: tried again with backoff
+        service.callback_failed(callback=callback, error=str(failure).removeprefix("read_page: "))
+        return False
+    if refusal := _refusal(url, addresses):
+        _give_up(callback, refusal)
         return False
     headers = {
         "Content-Type": "application/json",
@@ -120,6 +139,26 @@ def deliver(callback: Callback) -> bool:
     service.callback_failed(callback=callback, error=error or "no address answered")
     log.info("callback of research %s failed (%s); will retry", callback.run_id, error)
     return False
+
+
+def _refusal(url: httpx.URL, addresses: list[IPAddress]) -> str | None:
+    """Why read_page's guard refuses these addresses, worded for a callback, or None."""
+    if host_allowed(url):
+        return None
+    for address in addresses:
+        if kind := not_public(address):
+            where = (
+                f"{address} is a {kind} address"
+                if url.host == str(address)
+                else f"{url.host} resolves to {address}, a {kind} address"
+            )
+            return f"{where}; a callback is only posted to a public address."
+    return None
+
+
+def _give_up(callback: Callback, reason: str) -> None:
+    service.callback_failed(callback=callback, error=reason, retry=False)
+    log.warning("callback of research %s given up: %s", callback.run_id, reason)
 
 
 def _client() -> httpx.Client:

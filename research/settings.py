@@ -313,6 +313,9 @@ HEALTH_TIMEOUT_SECONDS = envfloat("HEALTH_TIMEOUT_SECONDS", 5.0)
 
 # /metrics: a scraper sends `Authorization: Bearer <METRICS_TOKEN>` or scrapes from one of
 # METRICS_ALLOWED_IPS (addresses or networks, comma-separated; loopback only by default).
+# A forwarded request (X-Forwarded-For, Forwarded, X-Real-IP) is judged by the client that
+# NUM_PROXIES picks from X-Forwarded-For, never by the proxy's address; with NUM_PROXIES=0
+# it gets in with the token only (research/ops/metrics.py).
 METRICS_TOKEN = env("METRICS_TOKEN")
 METRICS_ALLOWED_IPS = envlist("METRICS_ALLOWED_IPS", "127.0.0.1,::1")
 try:

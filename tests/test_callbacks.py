@@ -3,6 +3,7 @@ server here), retried with backoff, through read_page's address guard."""
 
 import hashlib
 import hmac
+import ipaddress
 import json
 import ssl
 import subprocess
@@ -10,10 +11,15 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
+from django.db import transaction
 
+from agents import callbacks
 from agents.callbacks import CallbackSender
 from agents.llm.scripted import reply
+from agents.tools.pages import not_public
+from research import services
 from research.models import Callback, Run
+from research.services.callbacks import not_public as registration_not_public
 from research.services.callbacks import signing_key
 from tests.conftest import wait_finished, wait_for
 
@@ -132,15 +138,139 @@ def test_a_receiver_that_keeps_failing_is_given_up_after_the_last_attempt(
     assert len(receiver.received) == 3
 
 
-def test_a_callback_to_a_private_address_is_refused_by_the_guard_and_never_posted(
-    sender, scripted_llm, receiver_for, api
+def ended_research(owner) -> Run:
+    run = services.run_start(owner=owner, topic=TOPIC)
+    services.run_finish(run_id=run.pk, report="Cranes migrate in autumn.")
+    return run
+
+
+def test_a_host_name_of_a_private_address_is_refused_by_the_guard_and_never_posted(
+    sender, scripted_llm, receiver_for, api, settings
 ):
     scripted_llm.script(TOPIC, reply("done"))
     receiver = receiver_for()
-    start(api, receiver.url(host="127.0.0.1"))  # allowed by name only, not this address
+    settings.READ_PAGE_ALLOWED_HOSTS = []  # a name: registration leaves it to the guard
+    assert start(api, receiver.url()).status_code == 201
     callback = wait_for(lambda: Callback.objects.filter(gave_up_at__isnull=False).first())
-    assert "127.0.0.1 is a loopback address" in callback.last_error
+    assert callback.last_error == (
+        "localhost resolves to 127.0.0.1, a loopback address; "
+        "a callback is only posted to a public address."
+    )
     assert callback.attempts == 1 and receiver.received == []
+
+
+def test_a_row_stored_before_registration_refused_its_address_is_given_up_unposted(
+    sender, receiver_for, alice
+):
+    receiver = receiver_for()
+    Callback.objects.create(run=ended_research(alice), url=receiver.url(host="127.0.0.1"))
+    callback = wait_for(lambda: Callback.objects.filter(gave_up_at__isnull=False).first())
+    assert callback.last_error == (
+        "callback_url points to 127.0.0.1, a loopback address; "
+        "a callback is only posted to a public address."
+    )
+    assert callback.attempts == 1 and receiver.received == []
+
+
+@pytest.mark.parametrize(
+    "address",
+    ["8.8.8.8", "127.0.0.1", "10.0.0.1", "100.64.0.1", "169.254.169.254", "224.0.0.1",
+     "0.0.0.0", "240.0.0.1", "2606:4700::1", "::1", "::ffff:10.0.0.1", "2002:7f00:1::",
+     "fd00:ec2::254", "fe80::1", "2001:0:4136:e378:8000:63bf:3fff:fdd2"],
+)  # fmt: skip
+def test_registration_judges_an_address_as_the_senders_guard_does(address):
+    ip = ipaddress.ip_address(address)
+    assert registration_not_public(ip) == not_public(ip)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("host", ["0177.0.0.1", "127.000.000.001", "0x7f.0.0.1", "2130706433"])
+def test_an_ambiguous_ipv4_address_is_a_400_at_registration(api, host):
+    response = start(api, f"https://{host}/hook")
+    assert response.status_code == 400, response.content
+    assert response.json()["callback_url"] == [
+        f"callback_url's host {host} is an IPv4 address written with leading zeros, in octal "
+        "or hex, or with fewer than four parts, which programs read differently; write it "
+        "as four decimal numbers without leading zeros, or use a host name."
+    ]
+    assert not Run.objects.exists()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    "host", ["127.0.0.1", "10.1.2.3", "169.254.169.254", "100.64.0.1", "[::1]", "[::ffff:7f00:1]"]
+)
+def test_a_non_public_address_is_a_400_at_registration_as_the_guard_would_refuse_it(api, host):
+    kind = not_public(ipaddress.ip_address(host.strip("[]")))
+    assert kind  # registration and the sender's guard judge an address alike
+    response = start(api, f"https://{host}/hook")
+    assert response.status_code == 400, response.content
+    assert response.json()["callback_url"] == [
+        f"callback_url points to {host.strip('[]')}, a {kind} address; "
+        "a callback is only posted to a public address."
+    ]
+
+
+@pytest.mark.django_db
+def test_an_address_allowed_by_read_page_allowed_hosts_is_accepted(api, settings):
+    settings.READ_PAGE_ALLOWED_HOSTS = ["10.1.2.3:8443"]
+    assert start(api, "https://10.1.2.3:8443/hook").status_code == 201
+
+
+@pytest.mark.processes
+@pytest.mark.django_db(transaction=True)
+def test_one_bad_callback_url_in_a_round_does_not_hold_up_another_users_callback(
+    scripted_llm, settings, tmp_path, alice, bob
+):
+    """An unparsable URL stored before registration refused it is given up on its own; the
+    other callbacks leased in the same round are posted at once, not 120 s later."""
+    from tests.conftest import start_daphne
+
+    receiver = Receiver(tmp_path, [])
+    with transaction.atomic():  # both due in the sender's first round, the bad one first
+        bad = Callback.objects.create(run=ended_research(alice), url="https://0177.0.0.1/hook")
+        good = Callback.objects.create(run=ended_research(bob), url=receiver.url())
+    server = start_daphne(
+        settings,
+        tmp_path,
+        CALLBACK_CA_BUNDLE=str(receiver.cert),
+        READ_PAGE_ALLOWED_HOSTS=f"localhost:{receiver.port}",
+        CALLBACK_POLL_SECONDS="0.2",
+    )
+    try:
+        wait_for(lambda: receiver.received, timeout=30, message=server.output())
+        wait_for(lambda: Callback.objects.filter(pk=bad.pk, gave_up_at__isnull=False).exists())
+    finally:
+        server.stop()
+        receiver.close()
+    assert json.loads(receiver.received[0][1])["run"]["id"] == good.run_id
+    good.refresh_from_db()
+    bad.refresh_from_db()
+    assert good.delivered_at is not None and good.attempts == 1
+    assert bad.attempts == 1 and bad.delivered_at is None
+    assert bad.last_error.startswith("callback_url's host 0177.0.0.1 is an IPv4 address")
+
+
+def test_a_row_whose_post_raises_is_retried_on_its_own_and_the_round_goes_on(
+    receiver_for, alice, bob, monkeypatch
+):
+    receiver = receiver_for()
+    broken = Callback.objects.create(run=ended_research(alice), url=receiver.url())
+    good = Callback.objects.create(run=ended_research(bob), url=receiver.url())
+    real_payload = callbacks.payload
+
+    def payload(callback: Callback) -> bytes:
+        if callback.pk == broken.pk:
+            raise KeyError("flagged_claims")
+        return real_payload(callback)
+
+    monkeypatch.setattr(callbacks, "payload", payload)
+    assert callbacks.send_due() == 1
+    broken.refresh_from_db()
+    assert broken.attempts == 1 and broken.gave_up_at is None
+    assert broken.next_attempt_at is not None
+    assert broken.last_error == "the sender failed on this callback (KeyError: 'flagged_claims')."
+    assert Callback.objects.get(pk=good.pk).delivered_at is not None
 
 
 @pytest.mark.django_db

@@ -107,3 +107,62 @@ def test_an_allowed_address_scrapes_without_a_token(
         server.stop()
     assert response.status_code == 200
     assert "canopy_workers_live" in response.text
+
+
+def scrape_through(server, forwarded_for: str | None = None, **headers: str) -> int:
+    if forwarded_for is not None:
+        headers["X-Forwarded-For"] = forwarded_for
+    return scrape(server, **headers).status_code
+
+
+def test_behind_one_proxy_the_forwarded_client_is_judged_not_the_proxy(
+    transactional_db, scripted_llm, settings, tmp_path
+):
+    """A proxy on the same host connects from 127.0.0.1: its client's address decides."""
+    server = start_daphne(settings, tmp_path, METRICS_TOKEN=TOKEN, NUM_PROXIES="1")
+    try:
+        outside = scrape_through(server, "203.0.113.9")
+        with_token = scrape_through(server, "203.0.113.9", Authorization=f"Bearer {TOKEN}")
+        spoofed = scrape_through(server, "127.0.0.1, 203.0.113.9")  # the proxy appends
+        local_client = scrape_through(server, "127.0.0.1")
+        not_proxied = scrape_through(server)  # a scraper on this host, straight to daphne
+    finally:
+        server.stop()
+    assert (outside, with_token, spoofed) == (403, 200, 403)
+    assert (local_client, not_proxied) == (200, 200)
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        {"HTTP_X_FORWARDED_FOR": "203.0.113.9"},
+        {"HTTP_X_FORWARDED_FOR": "127.0.0.1"},
+        {"HTTP_FORWARDED": "for=203.0.113.9"},
+        {"HTTP_X_REAL_IP": "203.0.113.9"},
+    ],
+)
+def test_without_num_proxies_a_forwarded_request_gets_in_by_the_token_only(
+    client, settings, header
+):
+    """NUM_PROXIES=0 does not say which forwarded address to believe: none is believed."""
+    settings.METRICS_TOKEN = TOKEN
+    assert client.get("/metrics", REMOTE_ADDR="127.0.0.1", **header).status_code == 403
+    token = {"HTTP_AUTHORIZATION": f"Bearer {TOKEN}"}
+    assert client.get("/metrics", REMOTE_ADDR="127.0.0.1", **header, **token).status_code == 200
+    assert client.get("/metrics", REMOTE_ADDR="127.0.0.1").status_code == 200
+
+
+@pytest.mark.parametrize(
+    ("forwarded_for", "status"),
+    [
+        ("127.0.0.1, 10.0.0.2", 200),  # the client, then the outer proxy
+        ("203.0.113.9, 10.0.0.2", 403),
+        ("127.0.0.1", 403),  # fewer hops than NUM_PROXIES: not the path it describes
+    ],
+)
+def test_behind_two_proxies_the_second_address_from_the_right_is_the_client(
+    client, settings, forwarded_for, status
+):
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "NUM_PROXIES": 2}
+    response = client.get("/metrics", REMOTE_ADDR="127.0.0.1", HTTP_X_FORWARDED_FOR=forwarded_for)
+    assert response.status_code == status

@@ -6,8 +6,17 @@ status, agents working and waiting for a slot, live agent processes, and from th
 ledger the model calls, tokens, cost and latency by model. The event push lag is this web
 process's own: how long an event took from being stored to being sent to a browser.
 
-Who may scrape: a request bearing `Authorization: Bearer <METRICS_TOKEN>`, or one from an
-address in METRICS_ALLOWED_IPS (addresses or networks; loopback only by default).
+Who may scrape: a request bearing `Authorization: Bearer <METRICS_TOKEN>`, or one from a
+client address in METRICS_ALLOWED_IPS (addresses or networks; loopback only by default).
+The client address is REMOTE_ADDR for a request that came straight to daphne. Behind a
+reverse proxy REMOTE_ADDR is the proxy's (127.0.0.1 when it runs on the same host), so a
+forwarded request, one bearing X-Forwarded-For, Forwarded or X-Real-IP, is judged otherwise:
+with NUM_PROXIES=N > 0, by the Nth address from the right of X-Forwarded-For (as DRF's
+throttles read it), and not by address at all when the header has fewer than N entries or
+only Forwarded or X-Real-IP; with NUM_PROXIES=0, which does not say how many entries a
+proxy wrote, never by address: such a request gets in with the token only. A proxy that
+sends none of these headers cannot be told from a local scraper: it must set
+X-Forwarded-For (or not pass /metrics on).
 """
 
 import hmac
@@ -156,16 +165,32 @@ def _model_calls() -> Iterator[Metric]:
 REGISTRY.register(CanopyCollector())
 
 
+FORWARDING_HEADERS = ("HTTP_X_FORWARDED_FOR", "HTTP_FORWARDED", "HTTP_X_REAL_IP")
+
+
 def scrape_allowed(request: HttpRequest) -> bool:
     token = settings.METRICS_TOKEN
     header = request.headers.get("Authorization", "")
     if token and hmac.compare_digest(header.encode(), f"Bearer {token}".encode()):
         return True
     try:
-        address = ipaddress.ip_address(request.META.get("REMOTE_ADDR", ""))
+        address = ipaddress.ip_address(client_address(request) or "")
     except ValueError:
         return False
     return any(address in network for network in settings.METRICS_ALLOWED_NETWORKS)
+
+
+def client_address(request: HttpRequest) -> str | None:
+    """The address to judge the scraper by, or None when no address can be believed."""
+    meta = request.META
+    if not any(meta.get(name) for name in FORWARDING_HEADERS):
+        return meta.get("REMOTE_ADDR")
+    proxies = settings.REST_FRAMEWORK.get("NUM_PROXIES") or 0
+    forwarded_for = meta.get("HTTP_X_FORWARDED_FOR", "")
+    hops = [hop.strip() for hop in forwarded_for.split(",")] if forwarded_for else []
+    if proxies <= 0 or len(hops) < proxies:
+        return None
+    return hops[-proxies]  # the entries left of it are the client's to write
 
 
 @never_cache

@@ -9,9 +9,12 @@ means one more post, never none: receivers dedupe on the delivery id.
 
 import hashlib
 import hmac
+import ipaddress
+import re
 import time
 from datetime import timedelta
 
+import httpx
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
@@ -24,10 +27,27 @@ from research.models import Callback, Run, Status
 ENDED = (Status.DONE, Status.FAILED)
 LEASE_SECONDS = 120  # longer than one post may take: the row is not posted twice at once
 
+IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+_NUMBER = re.compile(r"0x[0-9a-f]*|[0-9]+", re.IGNORECASE)
+_METADATA_ADDRESSES = {
+    ipaddress.ip_address("169.254.169.254"),
+    ipaddress.ip_address("fd00:ec2::254"),
+}
+_NOT_PUBLIC = (
+    ("is_loopback", "loopback"),
+    ("is_unspecified", "unspecified"),
+    ("is_link_local", "link-local"),
+    ("is_multicast", "multicast"),
+    ("is_private", "private"),
+    ("is_reserved", "reserved"),
+)
+
 
 def callback_url_check(url: str) -> str:
-    """The URL's shape: https, a host, no credentials. Where it points (no private address)
-    is checked by the sender's address guard at each delivery, as DNS may change."""
+    """The URL's shape (https, a host, no credentials), and its host when an address: one
+    written so that programs disagree on it is refused, and so is one that is not public.
+    A host name is judged by the sender's address guard at each delivery, as DNS may change.
+    The sender checks every row again, so a row stored before a rule existed is given up."""
     from urllib.parse import urlsplit
 
     url = (url or "").strip()
@@ -35,21 +55,79 @@ def callback_url_check(url: str) -> str:
         parts = urlsplit(url)
         parts.port  # noqa: B018  (raises on a bad port)
     except ValueError:
-        raise InvalidInput(
-            f"callback_url is not a valid URL: {url!r}.", field="callback_url"
-        ) from None
+        raise _invalid(f"callback_url is not a valid URL: {url!r}.") from None
     if parts.scheme != "https":
-        raise InvalidInput("callback_url must be an https:// URL.", field="callback_url")
+        raise _invalid("callback_url must be an https:// URL.")
     if not parts.hostname:
-        raise InvalidInput("callback_url has no host.", field="callback_url")
+        raise _invalid("callback_url has no host.")
     if parts.username or parts.password:
-        raise InvalidInput(
-            "callback_url must not carry credentials; verify the signature instead.",
-            field="callback_url",
-        )
+        raise _invalid("callback_url must not carry credentials; verify the signature instead.")
     if len(url) > 2000:
-        raise InvalidInput("callback_url is longer than 2000 characters.", field="callback_url")
+        raise _invalid("callback_url is longer than 2000 characters.")
+    _host_check(parts.hostname, parts.port or 443)
+    try:
+        httpx.URL(url)  # the sender's parser, which may refuse what urlsplit took
+    except (httpx.InvalidURL, UnicodeError) as error:
+        raise _invalid(f"callback_url is not a valid URL: {error}.") from None
     return url
+
+
+def _invalid(message: str) -> InvalidInput:
+    return InvalidInput(message, field="callback_url")
+
+
+def _host_check(host: str, port: int) -> None:
+    host = host.rstrip(".")
+    if _NUMBER.fullmatch(host.rsplit(".", 1)[-1]):
+        # A host ending in a number is an IPv4 address to browsers and resolvers alike, but
+        # "0177.0.0.1" is 127.0.0.1 to one and an error or 177.0.0.1 to another.
+        try:
+            address: IPAddress = ipaddress.IPv4Address(host)  # four decimals, no leading 0
+        except ValueError:
+            raise _invalid(
+                f"callback_url's host {host} is an IPv4 address written with leading zeros, "
+                "in octal or hex, or with fewer than four parts, which programs read "
+                "differently; write it as four decimal numbers without leading zeros, or use "
+                "a host name."
+            ) from None
+    elif ":" in host:
+        try:
+            address = ipaddress.IPv6Address(host)
+        except ValueError:
+            raise _invalid(f"callback_url's host {host} is not a valid IPv6 address.") from None
+    else:
+        return
+    if _allowed(host, port):
+        return
+    if kind := not_public(address):
+        raise _invalid(
+            f"callback_url points to {address}, a {kind} address; "
+            "a callback is only posted to a public address."
+        )
+
+
+def _allowed(host: str, port: int) -> bool:
+    """READ_PAGE_ALLOWED_HOSTS, read as agents/tools/pages.host_allowed reads it."""
+    host = f"[{host}]" if ":" in host else host
+    allowed = {entry.lower() for entry in settings.READ_PAGE_ALLOWED_HOSTS}
+    return host in allowed or f"{host}:{port}" in allowed
+
+
+def not_public(ip: IPAddress) -> str | None:
+    """What kind of non-public address `ip` is, or None: agents/tools/pages.not_public's
+    verdict (the sender's guard), which this layer may not import; tests hold them equal."""
+    embedded = []
+    if isinstance(ip, ipaddress.IPv6Address):  # mapped, 6to4 and Teredo carry an IPv4
+        embedded = [ip.ipv4_mapped, ip.sixtofour, ip.teredo[1] if ip.teredo else None]
+    for address in [ip, *(found for found in embedded if found is not None)]:
+        if address in _METADATA_ADDRESSES:
+            return "cloud metadata"
+        for attribute, label in _NOT_PUBLIC:
+            if getattr(address, attribute):
+                return label
+        if not address.is_global:
+            return "non-public"
+    return None
 
 
 def callback_register(*, run_id: int, url: str) -> Callback:

@@ -19,7 +19,6 @@ from agents.llm.scripted import reply
 from agents.tools.pages import not_public
 from research import services
 from research.models import Callback, Run
-from research.services.callbacks import not_public as registration_not_public
 from research.services.callbacks import signing_key
 from tests.conftest import wait_finished, wait_for
 
@@ -178,9 +177,12 @@ def test_a_row_stored_before_registration_refused_its_address_is_given_up_unpost
      "0.0.0.0", "240.0.0.1", "2606:4700::1", "::1", "::ffff:10.0.0.1", "2002:7f00:1::",
      "fd00:ec2::254", "fe80::1", "2001:0:4136:e378:8000:63bf:3fff:fdd2"],
 )  # fmt: skip
-def test_registration_judges_an_address_as_the_senders_guard_does(address):
+@pytest.mark.django_db
+def test_registration_refuses_exactly_the_addresses_the_senders_guard_refuses(api, address):
     ip = ipaddress.ip_address(address)
-    assert registration_not_public(ip) == not_public(ip)
+    host = f"[{address}]" if ip.version == 6 else address
+    response = start(api, f"https://{host}/hook")
+    assert (response.status_code == 201) == (not_public(ip) is None), response.content
 
 
 @pytest.mark.django_db

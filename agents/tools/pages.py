@@ -21,33 +21,21 @@ import httpx
 from django.conf import settings
 
 from agents.tools.base import Tool, ToolError, object_schema, truncate
+from research import outbound
 from research.models import Source
+from research.outbound import IPAddress, not_public
 from research.services.sources import source_record
 from research.text import UnreadableFile, declared_charset, decode, html_text, pdf_text
 
 if TYPE_CHECKING:
     from agents.context import AgentContext
 
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-
 MAX_REDIRECTS = 5
 REDIRECT_STATUSES = {301, 302, 303, 307, 308}
-METADATA_ADDRESSES = {
-    ipaddress.ip_address("169.254.169.254"),
-    ipaddress.ip_address("fd00:ec2::254"),
-}
 DEFAULT_PORTS = {"http": 80, "https": 443}
 USER_AGENT = "Mozilla/5.0 (compatible; CanopyResearch/0.1; +read_page)"
 HTML_TYPES = {"text/html", "application/xhtml+xml"}
 TEXT_TYPES = {"application/json", "application/xml"}
-_NOT_PUBLIC = (
-    ("is_loopback", "loopback"),
-    ("is_unspecified", "unspecified"),
-    ("is_link_local", "link-local"),
-    ("is_multicast", "multicast"),
-    ("is_private", "private"),
-    ("is_reserved", "reserved"),
-)
 
 
 # --- The address guard ---------------------------------------------------------------------
@@ -67,36 +55,12 @@ def parse_url(raw: str) -> httpx.URL:
     return url
 
 
-def _embedded_ipv4(ip: IPAddress) -> list[IPAddress]:
-    """IPv4 addresses an IPv6 address carries (mapped, 6to4, Teredo): checked as well."""
-    if not isinstance(ip, ipaddress.IPv6Address):
-        return []
-    found = [ip.ipv4_mapped, ip.sixtofour, ip.teredo[1] if ip.teredo else None]
-    return [address for address in found if address is not None]
-
-
-def not_public(ip: IPAddress) -> str | None:
-    """What kind of non-public address `ip` is ("private", ...), or None for a public one."""
-    for address in [ip, *_embedded_ipv4(ip)]:
-        if address in METADATA_ADDRESSES:
-            return "cloud metadata"
-        for attribute, label in _NOT_PUBLIC:
-            if getattr(address, attribute):
-                return label
-        if not address.is_global:  # e.g. 100.64.0.0/10, shared by carrier-grade NAT
-            return "non-public"
-    return None
-
-
 def _port(url: httpx.URL) -> int:
     return url.port or DEFAULT_PORTS[url.scheme]
 
 
 def host_allowed(url: httpx.URL) -> bool:
-    host = url.host.lower()
-    host = f"[{host}]" if ":" in host else host
-    allowed = {entry.lower() for entry in settings.READ_PAGE_ALLOWED_HOSTS}
-    return host in allowed or f"{host}:{_port(url)}" in allowed
+    return outbound.host_allowed(url.host, _port(url))
 
 
 class Unresolvable(ToolError):

@@ -9,8 +9,6 @@ means one more post, never none: receivers dedupe on the delivery id.
 
 import hashlib
 import hmac
-import ipaddress
-import re
 import time
 from datetime import timedelta
 
@@ -23,24 +21,10 @@ from django.utils.crypto import salted_hmac
 
 from research.errors import InvalidInput
 from research.models import Callback, Run, Status
+from research.outbound import AmbiguousAddress, host_allowed, literal_address, not_public
 
 ENDED = (Status.DONE, Status.FAILED)
 LEASE_SECONDS = 120  # longer than one post may take: the row is not posted twice at once
-
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-_NUMBER = re.compile(r"0x[0-9a-f]*|[0-9]+", re.IGNORECASE)
-_METADATA_ADDRESSES = {
-    ipaddress.ip_address("169.254.169.254"),
-    ipaddress.ip_address("fd00:ec2::254"),
-}
-_NOT_PUBLIC = (
-    ("is_loopback", "loopback"),
-    ("is_unspecified", "unspecified"),
-    ("is_link_local", "link-local"),
-    ("is_multicast", "multicast"),
-    ("is_private", "private"),
-    ("is_reserved", "reserved"),
-)
 
 
 def callback_url_check(url: str) -> str:
@@ -77,57 +61,24 @@ def _invalid(message: str) -> InvalidInput:
 
 
 def _host_check(host: str, port: int) -> None:
-    host = host.rstrip(".")
-    if _NUMBER.fullmatch(host.rsplit(".", 1)[-1]):
-        # A host ending in a number is an IPv4 address to browsers and resolvers alike, but
-        # "0177.0.0.1" is 127.0.0.1 to one and an error or 177.0.0.1 to another.
-        try:
-            address: IPAddress = ipaddress.IPv4Address(host)  # four decimals, no leading 0
-        except ValueError:
-            raise _invalid(
-                f"callback_url's host {host} is an IPv4 address written with leading zeros, "
-                "in octal or hex, or with fewer than four parts, which programs read "
-                "differently; write it as four decimal numbers without leading zeros, or use "
-                "a host name."
-            ) from None
-    elif ":" in host:
-        try:
-            address = ipaddress.IPv6Address(host)
-        except ValueError:
-            raise _invalid(f"callback_url's host {host} is not a valid IPv6 address.") from None
-    else:
-        return
-    if _allowed(host, port):
+    try:
+        address = literal_address(host)
+    except AmbiguousAddress:
+        raise _invalid(
+            f"callback_url's host {host} is an IPv4 address written with leading zeros, "
+            "in octal or hex, or with fewer than four parts, which programs read "
+            "differently; write it as four decimal numbers without leading zeros, or use "
+            "a host name."
+        ) from None
+    except ValueError:
+        raise _invalid(f"callback_url's host {host} is not a valid IPv6 address.") from None
+    if address is None or host_allowed(host.rstrip("."), port):
         return
     if kind := not_public(address):
         raise _invalid(
             f"callback_url points to {address}, a {kind} address; "
             "a callback is only posted to a public address."
         )
-
-
-def _allowed(host: str, port: int) -> bool:
-    """READ_PAGE_ALLOWED_HOSTS, read as agents/tools/pages.host_allowed reads it."""
-    host = f"[{host}]" if ":" in host else host
-    allowed = {entry.lower() for entry in settings.READ_PAGE_ALLOWED_HOSTS}
-    return host in allowed or f"{host}:{port}" in allowed
-
-
-def not_public(ip: IPAddress) -> str | None:
-    """What kind of non-public address `ip` is, or None: agents/tools/pages.not_public's
-    verdict (the sender's guard), which this layer may not import; tests hold them equal."""
-    embedded = []
-    if isinstance(ip, ipaddress.IPv6Address):  # mapped, 6to4 and Teredo carry an IPv4
-        embedded = [ip.ipv4_mapped, ip.sixtofour, ip.teredo[1] if ip.teredo else None]
-    for address in [ip, *(found for found in embedded if found is not None)]:
-        if address in _METADATA_ADDRESSES:
-            return "cloud metadata"
-        for attribute, label in _NOT_PUBLIC:
-            if getattr(address, attribute):
-                return label
-        if not address.is_global:
-            return "non-public"
-    return None
 
 
 def callback_register(*, run_id: int, url: str) -> Callback:

@@ -6,8 +6,10 @@ import io
 import pytest
 from django.core.management import call_command
 
+from agents.llm.scripted import call, reply
 from research import services
-from research.models import Dataset, Message, Run
+from research.models import Dataset, Message, Run, RunState
+from tests.conftest import wait_finished
 from tests.test_cli import Terminal
 
 pytestmark = pytest.mark.django_db
@@ -81,3 +83,19 @@ def test_research_show_prints_old_escape_sequences_as_text(alice, run_factory, t
     # What is left are rich's own styles: no red, no bell, no backspace, no CSI.
     assert "\x1b[31m" not in shown
     assert not any(char in shown for char in "\x07\x08\x9b")
+
+
+def test_escapes_a_model_writes_into_tool_arguments_are_not_stored_in_state_details(
+    agent_pool, scripted_llm, alice
+):
+    topic = "Do escapes in tool arguments reach the timeline?"
+    scripted_llm.script(
+        topic,
+        call("wait_subagents", names=["\x1b[2J\x1b]0;pwned\x07ghost\r"]),
+        reply("done"),
+    )
+    root = wait_finished(services.run_start(owner=alice, topic=topic))
+
+    details = list(RunState.objects.filter(run=root).values_list("detail", flat=True))
+    assert any("ghost" in detail for detail in details)
+    assert not any(char in detail for detail in details for char in "\x1b\x07\r")

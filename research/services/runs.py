@@ -234,6 +234,7 @@ def run_finish(*, run_id: int, report: str = "", error: str = "") -> None:
         return
     now = timezone.now()
     report = capped_report(report)
+    error = strip_controls(error)  # it may quote an endpoint's or a model's words
     run.status = Status.FAILED if error else Status.DONE
     run.state = State.ENDED
     run.report = report

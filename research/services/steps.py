@@ -20,6 +20,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from research import pricing
+from research.clean import strip_controls
 from research.events import Payload, RunStateChanged, RunUsage
 from research.events.payloads import money
 from research.events.store import allocate_seqs, publish_all
@@ -67,7 +68,9 @@ def _inserts() -> dict[str, Insert]:
 
 
 def _set_state(facts: RunFacts, next_state: NextState) -> Payload:
-    detail = next_state.detail[:500]
+    # A detail often echoes what the model wrote (a query, a name): no escape reaches a
+    # terminal or the admin from it.
+    detail = strip_controls(next_state.detail)[:500]
     row = one(
         f"UPDATE {_RUNS} SET state = %s WHERE id = %s AND status IN ({_ACTIVE}) RETURNING status",
         [next_state.state, facts.run_id, *ACTIVE_STATUSES],

@@ -284,10 +284,15 @@ THROTTLE_RATES = {
     "login": envrate("THROTTLE_LOGIN", "10/minute"),
 }
 # The cache holds the throttles' counters: Redis, when there is one, so that every web
-# process counts the same requests.
+# process counts the same requests. A Redis that does not answer in a second counts as down
+# (research/ops/throttles.py says what each throttle then does), not a request left hanging.
 CACHES = {
     "default": (
-        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+        {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
+        }
         if REDIS_URL
         else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
     )

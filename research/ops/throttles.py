@@ -1,5 +1,5 @@
 """Throttles: how often one user (or, signed out, one address) may start researches, upload
-documents, query a knowledge base, write notes, and try to sign in.
+documents, query a knowledge base, write notes, export, and try to sign in.
 
 DRF's throttling on the API, with one scope per action and a rate per scope in
 THROTTLE_RATES (settings, one variable each). Counters live in the default cache, which is
@@ -10,9 +10,10 @@ ask the same throttles through `page_throttle_wait`.
 When the counters cannot be read (Redis is down or does not answer within its socket
 timeout), each scope fails by a choice made here, never with a 500:
 
-- open, for starting researches, notes, uploads and knowledge queries: the request goes
-  on uncounted. Other limits still bound them (the working-roots limit, the body and file
-  size limits), and refusing them would turn a cache outage into an outage of the product.
+- open, for starting researches, notes, uploads, knowledge queries and exports: the
+  request goes on uncounted. Other limits still bound them (the working-roots limit, the
+  body and file size limits, each user's share of the PDF printers), and refusing them
+  would turn a cache outage into an outage of the product.
 - closed, for sign-in: the one throttle that guards against password guessing, and an
   outage must not open an unlimited guessing window. `ThrottleUnavailable` is a 503 with
   Retry-After (JSON from the API; the login pages show it as a message). Signed-in users
@@ -41,8 +42,9 @@ RESEARCH_START = "research_start"
 UPLOADS = "uploads"
 KNOWLEDGE_QUERIES = "knowledge_queries"
 NOTES = "notes"
+EXPORTS = "exports"
 LOGIN = "login"
-SCOPES = (RESEARCH_START, UPLOADS, KNOWLEDGE_QUERIES, NOTES, LOGIN)
+SCOPES = (RESEARCH_START, UPLOADS, KNOWLEDGE_QUERIES, NOTES, EXPORTS, LOGIN)
 # The scopes refused, not let through, while their counters cannot be read.
 FAIL_CLOSED = frozenset({LOGIN})
 # What a cache that cannot reach its server raises (Django's Redis cache lets the client's
@@ -154,6 +156,7 @@ ResearchStartThrottle = scoped(RESEARCH_START)
 UploadThrottle = scoped(UPLOADS)
 KnowledgeQueryThrottle = scoped(KNOWLEDGE_QUERIES, methods=("GET",))
 NotesThrottle = scoped(NOTES, methods=("POST", "PUT", "PATCH"))
+ExportThrottle = scoped(EXPORTS, methods=("GET",))
 LoginThrottle = scoped(LOGIN, what="Signing in")
 
 

@@ -286,10 +286,11 @@ class Refusals:
         except httpx.HTTPError as error:
             return self._refused(what, "no answer", repr(error))
         if not response.is_success:
-            return self._refused(what, str(response.status_code), response.text[:200])
+            return self._refused(what, str(response.status_code), " ".join(response.text.split()))
         return response.json()
 
     def _refused(self, what: str, status: str, text: str) -> None:
+        text = text[:200]
         self.by_what[what] += 1
         self.by_status[status] += 1
         if len(self.samples) < 10:

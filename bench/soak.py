@@ -13,6 +13,9 @@ scripted LLM, and serves the app with daphne (agents in the web process). Then:
   terminated (pg_terminate_backend), several times each.
 
 At the end it checks, and exits 1 on any failure:
+- no request was refused: every root started (and the calm roots after the faults) was a
+  2xx; a refusal of any kind (a 429, a 500, no answer) is counted, by what was asked;
+- every root the server accepted was neither lost (no row) nor failed;
 - every run is in a recorded state (done or failed), none left queued or working;
 - every viewer applied every stored event of its trees exactly once, in order (the page's
   rule: events are applied by sequence number, a copy already applied is dropped);
@@ -262,7 +265,82 @@ def inject_faults(redis: RedisServer, faults: Faults, stop: threading.Event, eve
             faults.backends_terminated += ended
 
 
+# --- the requests --------------------------------------------------------------------------
+
+
+@dataclass
+class Refusals:
+    """Every request the server did not accept (any non-2xx, or no answer), by what it
+    asked: a soak that lost a root at the door failed like one that lost it later."""
+
+    by_what: Counter = field(default_factory=Counter)
+    by_status: Counter = field(default_factory=Counter)
+    samples: list[str] = field(default_factory=list)
+
+    def post(self, api, what: str, path: str, **kwargs) -> dict | None:
+        """The answer's JSON, or None (and counted) if refused."""
+        import httpx
+
+        try:
+            response = api.post(path, **kwargs)
+        except httpx.HTTPError as error:
+            return self._refused(what, "no answer", repr(error))
+        if not response.is_success:
+            return self._refused(what, str(response.status_code), " ".join(response.text.split()))
+        return response.json()
+
+    def _refused(self, what: str, status: str, text: str) -> None:
+        text = text[:200]
+        self.by_what[what] += 1
+        self.by_status[status] += 1
+        if len(self.samples) < 10:
+            self.samples.append(f"{what}: {status} {text}")
+        log(f"{what} refused: {status} {text}")
+
+    @property
+    def total(self) -> int:
+        return sum(self.by_what.values())
+
+    def problems(self) -> list[str]:
+        if not self.total:
+            return []
+        return [
+            f"{self.total} requests refused ({dict(self.by_what)}; by status "
+            f"{dict(self.by_status)}), e.g. {self.samples[0]}"
+        ]
+
+
 # --- the checks ----------------------------------------------------------------------------
+
+
+def check_roots(asked: int, root_ids: list[int], refused: int) -> tuple[dict, list[str]]:
+    """What became of every root asked for: refused at the door, lost (accepted, but no
+    row), failed, not ended, done."""
+    from research.models import ACTIVE_STATUSES, Run
+
+    rows = dict(
+        Run.objects.filter(pk__in=root_ids, parent__isnull=True).values_list("pk", "status")
+    )
+    lost = [pk for pk in root_ids if pk not in rows]
+    failed = [pk for pk, status in rows.items() if status == "failed"]
+    outcome = {
+        "asked": asked,
+        "accepted": len(root_ids),
+        "refused": refused,
+        "lost": len(lost),
+        "failed": len(failed),
+        "not_ended": sum(1 for status in rows.values() if status in ACTIVE_STATUSES),
+        "done": sum(1 for status in rows.values() if status == "done"),
+    }
+    problems = []
+    if refused:
+        problems.append(f"{refused} of {asked} roots were refused when started")
+    if lost:
+        problems.append(f"{len(lost)} roots accepted and then lost: {lost[:10]}")
+    if failed:
+        errors = Counter(Run.objects.filter(pk__in=failed).values_list("error", flat=True))
+        problems.append(f"{len(failed)} roots failed: {dict(errors.most_common(3))}")
+    return outcome, problems
 
 
 def check_runs(root_ids: list[int]) -> tuple[dict, list[str]]:
@@ -388,7 +466,7 @@ def check_resources(start: dict, end: dict) -> list[str]:
     return problems
 
 
-def after_the_storm(api, llm, count: int, timeout: float = 60) -> list[str]:
+def after_the_storm(api, llm, refusals: Refusals, count: int, timeout: float = 60) -> list[str]:
     """A few more roots, once the faults stopped: the server still claims, runs and ends
     them (a leaked connection or a wedged loop would leave them queued)."""
     from agents.llm.scripted import reply
@@ -397,10 +475,12 @@ def after_the_storm(api, llm, count: int, timeout: float = 60) -> list[str]:
     ids = []
     for i in range(count):
         llm.script(f"calm root {i}:", reply(f"calm {i}"))
-        response = api.post("/v1/gb/research", json={"topic": f"calm root {i}: after"})
-        if response.status_code != 201:
-            return [f"after the faults, a root was refused: {response.status_code}"]
-        ids.append(response.json()["id"])
+        root = refusals.post(
+            api, "calm root start", "/v1/gb/research", json={"topic": f"calm root {i}: after"}
+        )
+        if root is None:
+            return [f"after the faults, calm root {i} was refused"]
+        ids.append(root["id"])
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if Run.objects.filter(pk__in=ids, status="done").count() == count:
@@ -436,6 +516,9 @@ def main() -> int:
         "RESEARCH_MODEL": "scripted",
         "RESEARCH_MODEL_PRICES": '{"scripted": [1.0, 2.0]}',
         "RESEARCH_MAX_WORKING_ROOTS": str(args.roots + 10),
+        # Counted (so the Redis faults reach the throttles) but never reached: a refused
+        # root is a failure of the soak, and 30/hour would refuse the 31st.
+        "THROTTLE_RESEARCH_START": "100000/hour",
         "RESEARCH_MAX_AGENTS": "24",
         "RESEARCH_HEARTBEAT_SECONDS": "1",
         "DATABASE_POOL_SIZE": str(POOL_SIZE),
@@ -504,17 +587,21 @@ def main() -> int:
         fault_thread.start()
 
         root_ids = []
-        refused = 0
+        refusals = Refusals()
         for i in range(args.roots):
-            response = api.post("/v1/gb/research", json={"topic": f"soak root {i}: two halves"})
-            if response.status_code != 201:
-                refused += 1
-                log(f"root {i} refused: {response.status_code} {response.text[:200]}")
-                continue
-            root_ids.append(response.json()["id"])
-            viewers.follow(i % args.viewers, root_ids[-1])
             time.sleep(0.1)
-        log(f"{len(root_ids)} roots started, {len(viewers.follows)} sockets following")
+            root = refusals.post(
+                api, "root start", "/v1/gb/research", json={"topic": f"soak root {i}: two halves"}
+            )
+            if root is None:
+                continue
+            root_ids.append(root["id"])
+            viewers.follow(i % args.viewers, root_ids[-1])
+        refused = refusals.by_what["root start"]
+        log(
+            f"{len(root_ids)} roots started, {refused} refused, "
+            f"{len(viewers.follows)} sockets following"
+        )
 
         from research.models import ACTIVE_STATUSES, Run
 
@@ -536,6 +623,8 @@ def main() -> int:
         end = {**process_figures(server.pid), **app_connections()}
         log(f"server at the end: {end}")
 
+        roots, found = check_roots(args.roots, root_ids, refused)
+        problems += found
         runs, found = check_runs(root_ids)
         problems += found
         counts, found = check_counts(root_ids)
@@ -543,9 +632,17 @@ def main() -> int:
         seen, found = check_viewers(viewers.follows)
         problems += found
         problems += check_resources(start, end)
-        problems += after_the_storm(api, llm, 5)
+        problems += after_the_storm(api, llm, refusals, 5)
+        problems += refusals.problems()
+        log(
+            "roots: {asked} asked, {accepted} accepted, {refused} refused, {lost} lost, "
+            "{failed} failed, {not_ended} not ended, {done} done".format(**roots)
+        )
+        log(f"requests refused: {refusals.total} {dict(refusals.by_what)}")
         report.update(
             roots_refused=refused,
+            root_outcomes=roots,
+            requests_refused={"total": refusals.total, **refusals.by_what},
             seconds=round(time.monotonic() - started),
             faults=faults.__dict__,
             runs=runs,

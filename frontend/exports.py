@@ -4,10 +4,17 @@ as PDF, printed by headless Chromium from a print stylesheet so the citation mar
 sources list look as they do on the page.
 
 `GET /v1/gb/research/<id>/export?format=md|json|pdf` answers the file as an attachment.
+Every export counts against THROTTLE_EXPORTS. Each PDF runs a Chromium, so a web process
+prints at most EXPORT_PDF_SLOTS at once, and one user holds at most EXPORT_PDF_PER_USER of
+them: a PDF past that share is a 429 at once, so one user's flood does not queue everyone
+else's PDF behind it (`PdfSlots`).
 """
 
 import os
 import threading
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -26,6 +33,7 @@ from frontend.rendering import render_report
 from frontend.terminal.export import export_json, export_markdown
 from research import selectors
 from research.models import Run
+from research.ops.throttles import ExportThrottle
 
 FORMATS = ("md", "json", "pdf")
 CHROMIUM_FLAGS = [
@@ -36,17 +44,64 @@ CHROMIUM_FLAGS = [
     "--disable-sync",
     "--no-first-run",
 ]
-# Each PDF starts a Chromium (about a second and 100 MB): a few at once, the others wait.
-_printing = threading.BoundedSemaphore(2)
+# About one PDF's printing time: when a refused PDF may ask again.
+PDF_RETRY_SECONDS = 3
+# How long a PDF within its user's share waits for a free printer before a 503.
+PDF_QUEUE_SECONDS = 30
 
 
 class ExportError(Exception):
-    """The export cannot be made; `status` is the HTTP answer, `message` says why."""
+    """The export cannot be made; `status` is the HTTP answer, `message` says why, and
+    `retry_after` (seconds) when it may be asked again."""
 
-    def __init__(self, message: str, status: int) -> None:
+    def __init__(self, message: str, status: int, retry_after: int | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.status = status
+        self.retry_after = retry_after
+
+
+class PdfSlots:
+    """This process's PDF printers, and each user's share of them.
+
+    A user past their share (EXPORT_PDF_PER_USER, read on each call) is refused before
+    waiting, so their extra requests neither hold a request thread nor stand in the queue
+    of the printers; a request within its share waits for a printer, PDF_QUEUE_SECONDS at
+    most. The share is counted before the printer is waited for: a user's queued PDF counts.
+    """
+
+    def __init__(self, slots: int) -> None:
+        self._printers = threading.BoundedSemaphore(slots)
+        self._lock = threading.Lock()
+        self._held: Counter[int] = Counter()
+
+    @contextmanager
+    def hold(self, user_id: int) -> Iterator[None]:
+        share = settings.EXPORT_PDF_PER_USER
+        with self._lock:
+            if (held := self._held[user_id]) >= share:
+                raise ExportError(
+                    f"you are already printing {held} PDF{'s' if held != 1 else ''} "
+                    f"(at most {share} at once): try again when it is done.",
+                    429,
+                    PDF_RETRY_SECONDS,
+                )
+            self._held[user_id] += 1
+        try:
+            if not self._printers.acquire(timeout=PDF_QUEUE_SECONDS):
+                raise ExportError("every PDF printer is busy: try again.", 503, PDF_RETRY_SECONDS)
+            try:
+                yield
+            finally:
+                self._printers.release()
+        finally:
+            with self._lock:
+                self._held[user_id] -= 1
+                if not self._held[user_id]:
+                    del self._held[user_id]
+
+
+pdf_slots = PdfSlots(settings.EXPORT_PDF_SLOTS)
 
 
 @dataclass(frozen=True)
@@ -102,7 +157,8 @@ def export_pdf(run: Run) -> bytes:
         from playwright.sync_api import sync_playwright
     except ImportError:  # pragma: no cover  (playwright is a dependency)
         raise ExportError("PDF export needs the playwright package.", 503) from None
-    with _printing, sync_playwright() as playwright:
+    # Only the run's owner may export it: their share is the one spent.
+    with pdf_slots.hold(run.owner_id), sync_playwright() as playwright:
         try:
             browser = playwright.chromium.launch(
                 executable_path=settings.PDF_CHROMIUM_PATH, args=CHROMIUM_FLAGS
@@ -129,6 +185,7 @@ class _FormatIsAParameter(BaseContentNegotiation):
 class RunExportView(APIView):
     renderer_classes = [JSONRenderer]
     content_negotiation_class = _FormatIsAParameter
+    throttle_classes = [ExportThrottle]
 
     @extend_schema(
         operation_id="research_export",
@@ -161,6 +218,7 @@ class RunExportView(APIView):
         except ExportError as error:
             failure = APIException(error.message)
             failure.status_code = error.status
+            failure.wait = error.retry_after  # DRF's handler: the Retry-After header
             raise failure from None
         response = HttpResponse(export.content, content_type=export.content_type)
         response["Content-Disposition"] = f'attachment; filename="{export.filename}"'

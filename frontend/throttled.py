@@ -1,12 +1,13 @@
 """The pages' side of the throttles (research/ops/throttles.py): the start form and the login
 page count against the same scopes as the API, and a throttled attempt is a 429 page that
-says when to try again."""
+says when to try again. Sign-in fails closed while the counters are down: a 503 page that
+says so, with the form to try again later."""
 
 from django.contrib.admin import AdminSite
 from django.contrib.auth import views as auth_views
 from django.http import HttpRequest, HttpResponse
 
-from research.ops.throttles import LoginThrottle, page_throttle_wait
+from research.ops.throttles import LoginThrottle, ThrottleUnavailable, page_throttle_wait
 
 
 def retry_message(what: str, wait: int) -> str:
@@ -14,8 +15,8 @@ def retry_message(what: str, wait: int) -> str:
     return f"Too many {what}: try again in {wait} {unit}."
 
 
-def throttled(response: HttpResponse, wait: int) -> HttpResponse:
-    response.status_code = 429
+def throttled(response: HttpResponse, wait: int, status: int = 429) -> HttpResponse:
+    response.status_code = status
     response["Retry-After"] = str(wait)
     return response
 
@@ -26,15 +27,19 @@ class LoginView(auth_views.LoginView):
     redirect_authenticated_user = True
 
     def post(self, request: HttpRequest, *args, **kwargs) -> HttpResponse:
-        wait = page_throttle_wait(LoginThrottle, request)
+        try:
+            wait = page_throttle_wait(LoginThrottle, request)
+        except ThrottleUnavailable as error:
+            return self.refused(request, str(error.detail), error.wait, status=503)
         if wait is None:
             return super().post(request, *args, **kwargs)
-        # Not checked at all: no password is tried while throttled.
+        return self.refused(request, retry_message("sign-in attempts", wait), wait)
+
+    def refused(self, request: HttpRequest, message: str, wait: int, *, status: int = 429):
+        # Not checked at all: no password is tried while refused.
         form = self.form_class(request, initial={"username": request.POST.get("username", "")})
-        context = self.get_context_data(
-            form=form, throttled=retry_message("sign-in attempts", wait)
-        )
-        return throttled(self.render_to_response(context), wait)
+        context = self.get_context_data(form=form, throttled=message)
+        return throttled(self.render_to_response(context), wait, status)
 
 
 def throttle_admin_login(site: AdminSite) -> None:
@@ -42,11 +47,18 @@ def throttle_admin_login(site: AdminSite) -> None:
     login = site.login
 
     def throttled_login(request: HttpRequest, extra_context=None) -> HttpResponse:
-        if request.method == "POST" and (wait := page_throttle_wait(LoginThrottle, request)):
-            response = HttpResponse(
-                retry_message("sign-in attempts", wait), content_type="text/plain; charset=utf-8"
-            )
-            return throttled(response, wait)
+        if request.method != "POST":
+            return login(request, extra_context)
+        try:
+            wait = page_throttle_wait(LoginThrottle, request)
+        except ThrottleUnavailable as error:
+            return throttled(_text(str(error.detail)), error.wait, 503)
+        if wait:
+            return throttled(_text(retry_message("sign-in attempts", wait)), wait)
         return login(request, extra_context)
 
     site.login = throttled_login
+
+
+def _text(message: str) -> HttpResponse:
+    return HttpResponse(message, content_type="text/plain; charset=utf-8")

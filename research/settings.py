@@ -281,13 +281,19 @@ THROTTLE_RATES = {
     "uploads": envrate("THROTTLE_UPLOADS", "120/hour"),
     "knowledge_queries": envrate("THROTTLE_KNOWLEDGE_QUERIES", "60/minute"),
     "notes": envrate("THROTTLE_NOTES", "60/minute"),
+    "exports": envrate("THROTTLE_EXPORTS", "60/hour"),
     "login": envrate("THROTTLE_LOGIN", "10/minute"),
 }
 # The cache holds the throttles' counters: Redis, when there is one, so that every web
-# process counts the same requests.
+# process counts the same requests. A Redis that does not answer in a second counts as down
+# (research/ops/throttles.py says what each throttle then does), not a request left hanging.
 CACHES = {
     "default": (
-        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+        {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
+        }
         if REDIS_URL
         else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
     )
@@ -471,6 +477,12 @@ CALLBACK_CA_BUNDLE = env("CALLBACK_CA_BUNDLE")  # a CA file to trust besides the
 
 # PDF exports are printed by this Chromium (Debian's package), through Playwright.
 PDF_CHROMIUM_PATH = env("PDF_CHROMIUM_PATH", "/usr/bin/chromium")
+# Each PDF runs a Chromium (about a second and 100 MB): a web process prints this many at
+# once, and one user holds at most EXPORT_PDF_PER_USER of them (past it, a 429 at once).
+EXPORT_PDF_SLOTS = envint("EXPORT_PDF_SLOTS", 2)
+EXPORT_PDF_PER_USER = envint("EXPORT_PDF_PER_USER", 1)
+if not 1 <= EXPORT_PDF_PER_USER <= EXPORT_PDF_SLOTS:
+    raise ImproperlyConfigured("EXPORT_PDF_PER_USER must be between 1 and EXPORT_PDF_SLOTS")
 
 # --- Research tools ------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ os.environ.setdefault("RESEARCH_VERIFY_REPORTS", "false")
 # Tests start many researches quickly; tests/test_ops_throttles.py sets real rates.
 for _scope in ("RESEARCH_START", "UPLOADS", "KNOWLEDGE_QUERIES", "NOTES", "LOGIN"):
     os.environ.setdefault(f"THROTTLE_{_scope}", "10000/minute")
+os.environ.setdefault("THROTTLE_EXPORTS", "10000/minute")
 
 from research.settings import *  # noqa: E402,F403
 

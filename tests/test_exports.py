@@ -7,6 +7,8 @@ import pytest
 from django.core.management import call_command
 from pypdf import PdfReader
 
+from frontend.exports import pdf_slots
+from research import services
 from tests.test_cli import finished_tree  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.django_db
@@ -129,3 +131,30 @@ def test_the_openapi_schema_describes_the_export(api):
     }
     (format,) = [p for p in export["parameters"] if p["name"] == "format"]
     assert sorted(format["schema"]["enum"]) == ["json", "md", "pdf"]
+
+
+def test_a_user_holding_their_pdf_slot_is_refused_at_once_while_another_user_prints(
+    api,
+    api_for,
+    bob,
+    settings,
+    finished_tree,  # noqa: F811
+):
+    """One user's flood of PDFs must not queue another user's behind it: past their share
+    of the printers (EXPORT_PDF_PER_USER), a user is answered 429 at once."""
+    settings.EXPORT_PDF_PER_USER = 1
+    bobs = services.run_start(owner=bob, topic="Owls at night")
+    services.run_finish(run_id=bobs.pk, report="# Owls\n\nThey hunt at night.")
+    with pdf_slots.hold(finished_tree.owner_id):  # alice's first PDF is printing
+        refused = export(api, finished_tree.pk, "pdf")
+        assert refused.status_code == 429
+        assert int(refused["Retry-After"]) > 0
+        assert refused.json()["detail"] == (
+            "you are already printing 1 PDF (at most 1 at once): try again when it is done."
+        )
+        printed = export(api_for(bob), bobs.pk, "pdf")
+        assert printed.status_code == 200, printed.content[:300]
+        assert "They hunt at night." in pdf_text(printed.content)
+        assert export(api, finished_tree.pk, "md").status_code == 200  # only PDFs are shared
+    again = export(api, finished_tree.pk, "pdf")  # her slot is back
+    assert again.status_code == 200 and again.content.startswith(b"%PDF-")

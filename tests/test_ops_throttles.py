@@ -9,6 +9,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from research import services
 from research.models import Dataset, Run
 from tests.conftest import PASSWORD
+from tests.test_cli import finished_tree  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.django_db
 
@@ -67,6 +68,16 @@ def test_uploads_and_knowledge_queries_have_their_own_rates(api, alice, settings
     # Starting researches is another scope: not spent by uploads or queries.
     assert api.post("/v1/gb/research", {"topic": "owls"}, format="json").status_code == 201
     assert Dataset.objects.get(pk=dataset.pk).documents.count() == 1
+
+
+def test_exports_of_every_format_count_against_one_rate(api, finished_tree, settings):  # noqa: F811
+    rates(settings, exports="3/minute")
+    export = f"/v1/gb/research/{finished_tree.pk}/export"
+    assert [api.get(f"{export}?format={f}").status_code for f in ("md", "json", "md")] == [200] * 3
+    refused = api.get(f"{export}?format=pdf")  # refused before any Chromium starts
+    assert refused.status_code == 429
+    assert 0 < int(refused["Retry-After"]) <= 60
+    assert refused.json()["detail"].startswith("Request was throttled.")
 
 
 def test_the_start_form_counts_against_the_same_rate_as_the_api(client, api, alice, settings):

@@ -31,6 +31,7 @@ from research.serializers import (
     PlanApproveSerializer,
     PlanSerializer,
     ReportSerializer,
+    RunInTreeSerializer,
     RunListFilterSerializer,
     RunOutputSerializer,
     RunPageSerializer,
@@ -157,12 +158,13 @@ def run_cancel(request: Request, run_id: int) -> Response:
     return Response(RunOutputSerializer(run).data, status=status.HTTP_202_ACCEPTED)
 
 
-@extend_schema(responses=RunOutputSerializer(many=True))
+@extend_schema(responses=RunInTreeSerializer(many=True))
 @api_view(["GET"])
 def run_tree(request: Request, run_id: int) -> Response:
-    """The run and all its sub-agents, parents first: build the tree from parent_id."""
+    """The run and all its sub-agents, parents first: build the tree from parent_id. A task
+    longer than a topic may be (the verifier's) is cut; GET research/<id> has it whole."""
     run = _run(request, run_id)
-    return Response(RunOutputSerializer(selectors.run_subtree(run=run), many=True).data)
+    return Response(RunInTreeSerializer(selectors.run_subtree(run=run), many=True).data)
 
 
 @extend_schema(responses=RunStateSerializer(many=True))

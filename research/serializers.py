@@ -38,6 +38,13 @@ class RunSummarySerializer(RunOutputSerializer):
         return fields
 
 
+class RunInTreeSerializer(RunOutputSerializer):
+    """A run in a tree: its task as `listed_topic` shows it."""
+
+    def to_representation(self, run: Run) -> dict:
+        return run_fields(run, whole_topic=False)
+
+
 class RunPageSerializer(serializers.Serializer):
     """A page of the run list (a cursor page: follow `next`), for the schema."""
 

@@ -237,6 +237,23 @@ def test_tree_lists_the_run_and_every_descendant_parents_first(api, tree_factory
         seen.add(run["id"])
 
 
+def test_a_task_longer_than_a_topic_is_cut_in_the_tree_and_whole_in_the_run(
+    api, tree_factory, settings
+):
+    """The verifier's task carries the draft: 31 KB in every tree read and event before."""
+    root = tree_factory(children=("verifier",), grandchildren=())
+    verifier = root.children.get()
+    Run.objects.filter(pk=verifier.pk).update(topic="Check this draft. " * 2000)
+
+    listed = api.get(f"{URL}/{root.pk}/tree").json()[1]
+    whole = api.get(f"{URL}/{verifier.pk}").json()
+
+    assert len(listed["topic"]) < settings.RESEARCH_TOPIC_MAX_CHARS + 100
+    assert listed["topic"].endswith(f"the whole task: /v1/gb/research/{verifier.pk}]")
+    assert "the task is 36,000 characters" in listed["topic"]
+    assert whole["topic"] == "Check this draft. " * 2000
+
+
 def test_tree_of_a_sub_agent_is_its_own_subtree(api, tree_factory):
     root = tree_factory(children=("a", "b"), grandchildren=("x", "y"))
     a = root.children.get(name="a")

@@ -13,6 +13,8 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any, ClassVar, Union, get_args, get_origin, get_type_hints
 
+from django.conf import settings
+
 from research.models import Message, Run
 
 _MONEY_PLACES = Decimal(1).scaleb(-Run._meta.get_field("cost_usd").decimal_places)
@@ -64,8 +66,22 @@ RUN_FIELDS = (
 ANALYST = "analyst"
 
 
-def run_fields(run: Run) -> dict[str, Any]:
-    """A run as the REST API, the snapshot and `run.created` show it (DESIGN: a run's JSON)."""
+def listed_topic(run: Run) -> str:
+    """The run's task as a tree shows it: whole up to the limit of a topic an analyst may
+    write, else cut with a note that says where the whole task is. Only the verifier's task
+    (the draft and its sources) goes past it: 31 KB in every event and tree read otherwise."""
+    limit = settings.RESEARCH_TOPIC_MAX_CHARS
+    if len(run.topic) <= limit:
+        return run.topic
+    return run.topic[:limit].rstrip() + (
+        f"\n\n[cut: the task is {len(run.topic):,} characters; the whole task: "
+        f"/v1/gb/research/{run.pk}]"
+    )
+
+
+def run_fields(run: Run, *, whole_topic: bool = True) -> dict[str, Any]:
+    """A run as the REST API, the snapshot and `run.created` show it (DESIGN: a run's JSON).
+    A tree (the snapshot, `run.created`, the tree endpoint) shows `listed_topic`."""
     return {
         "id": run.pk,
         "parent_id": run.parent_id,
@@ -77,7 +93,7 @@ def run_fields(run: Run) -> dict[str, Any]:
         "tier": run.tier,
         "plan_item": run.plan_item,
         "review_plan": run.review_plan,
-        "topic": run.topic,
+        "topic": run.topic if whole_topic else listed_topic(run),
         "model": run.model,
         "status": run.status,
         "state": run.state,
@@ -122,7 +138,7 @@ class RunCreated(Payload):
 
     @classmethod
     def of(cls, run: Run) -> "RunCreated":
-        return cls(data=run_fields(run))
+        return cls(data=run_fields(run, whole_topic=False))
 
 
 @dataclass(frozen=True)

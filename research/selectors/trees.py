@@ -26,7 +26,7 @@ def tree_runs(*, root_id: int) -> list[dict[str, Any]]:
         .annotate(detail=Subquery(latest_detail))
         .order_by("depth", "id")
     )
-    return [{**run_fields(run), "detail": run.detail or ""} for run in runs]
+    return [{**run_fields(run, whole_topic=False), "detail": run.detail or ""} for run in runs]
 
 
 def tree_snapshot(*, root: Run) -> dict[str, Any]:

@@ -137,13 +137,16 @@ def test_stdio_client_starts_follows_reads_and_cancels(
 # --- Over HTTP, against a real daphne ------------------------------------------------------
 
 
-def http_session(url: str, key: str, work: Session) -> Any:
+def http_session(url: str, key: str, work: Session, *, mode: str = "auto") -> Any:
+    """`work(client)` in a session of the SDK's client; mode "legacy" speaks the handshake-era
+    protocol (initialize, then a session) that most deployed clients still speak."""
+
     async def session() -> Any:
         headers = {"Authorization": f"Bearer {key}"}
         timeout = httpx2.Timeout(30, read=120)
         async with (
             httpx2.AsyncClient(headers=headers, timeout=timeout) as http,
-            Client(streamable_http_client(url, http_client=http)) as client,
+            Client(streamable_http_client(url, http_client=http), mode=mode) as client,
         ):
             return await work(client)
 

@@ -14,8 +14,8 @@ server's loop that lives as long as the loop.
 import asyncio
 import json
 import logging
+from functools import partial
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import close_old_connections
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
@@ -25,6 +25,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from rest_framework.authtoken.models import Token
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from research.mcp_server.threads import run_sync
 from research.mcp_server.tools import build_server
 
 log = logging.getLogger(__name__)
@@ -116,11 +117,10 @@ async def _user_of(scope: Scope) -> int | None:
         if name.lower() == b"authorization":
             scheme, _, key = value.decode("latin-1").partition(" ")
             if scheme.lower() == "bearer" and key.strip():
-                return await _token_user(key.strip())
+                return await run_sync(partial(_token_user, key.strip()))
     return None
 
 
-@sync_to_async(thread_sensitive=False)
 def _token_user(key: str) -> int | None:
     close_old_connections()
     try:

@@ -63,3 +63,7 @@ class RemoteServer(models.Model):
 
     def allows(self, tool_name: str) -> bool:
         return "*" in self.allowed_tools or tool_name in self.allowed_tools
+
+    def admits(self, *, kind: str, is_root: bool) -> bool:
+        """Whether an agent of `kind` may use this server's tools (a root always may)."""
+        return is_root or (isinstance(self.allowed_kinds, list) and kind in self.allowed_kinds)

@@ -137,13 +137,16 @@ def test_stdio_client_starts_follows_reads_and_cancels(
 # --- Over HTTP, against a real daphne ------------------------------------------------------
 
 
-def http_session(url: str, key: str, work: Session) -> Any:
+def http_session(url: str, key: str, work: Session, *, mode: str = "auto") -> Any:
+    """`work(client)` in a session of the SDK's client; mode "legacy" speaks the handshake-era
+    protocol (initialize, then a session) that most deployed clients still speak."""
+
     async def session() -> Any:
         headers = {"Authorization": f"Bearer {key}"}
         timeout = httpx2.Timeout(30, read=120)
         async with (
             httpx2.AsyncClient(headers=headers, timeout=timeout) as http,
-            Client(streamable_http_client(url, http_client=http)) as client,
+            Client(streamable_http_client(url, http_client=http), mode=mode) as client,
         ):
             return await work(client)
 
@@ -361,3 +364,51 @@ def test_follow_returns_when_a_research_waits_for_its_plan_review_and_starts_are
     assert not answers["first"].is_error
     assert answers["second"].startswith("Request was throttled. Expected available in ")
     assert not Run.objects.filter(topic="one too many").exists()
+
+
+def test_a_request_whose_id_is_not_a_string_or_number_is_refused_with_a_400(daphne_server, alice):
+    """The SDK's handshake-era transport takes such a request for a notification: 202, and
+    the client waits for an answer that never comes."""
+    url = f"{daphne_server.url}/mcp"
+    headers = {
+        "Authorization": f"Bearer {Token.objects.create(user=alice).key}",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": "2025-06-18",
+    }
+    initialize = {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "test", "version": "1"},
+    }
+    with httpx2.Client(headers=headers, timeout=10) as http:
+        opened = http.post(
+            url, json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": initialize}
+        )
+        assert opened.status_code == 200, opened.text
+        http.headers["Mcp-Session-Id"] = opened.headers["mcp-session-id"]
+        http.post(url, json={"jsonrpc": "2.0", "method": "notifications/initialized"})
+        answers = {
+            json.dumps(bad): http.post(
+                url, json={"jsonrpc": "2.0", "id": bad, "method": "tools/list"}
+            )
+            for bad in ({"n": 1}, [1], None, True, 2.0)
+        }
+        listed = http.post(url, json={"jsonrpc": "2.0", "id": "ok", "method": "tools/list"})
+        del http.headers["Mcp-Session-Id"]
+        http.headers["MCP-Protocol-Version"] = "2026-07-28"  # the sessionless protocol
+        answers["modern"] = http.post(url, json={"jsonrpc": "2.0", "id": {}, "method": "x"})
+    for bad, answer in answers.items():
+        assert answer.status_code == 400, (bad, answer.status_code, answer.text)
+        error = answer.json()
+        assert error["id"] is None and error["error"]["code"] == -32600
+        assert error["error"]["message"].startswith(
+            "Invalid Request: an MCP request's id must be a string or an integer, not "
+        )
+    messages = {bad: answer.json()["error"]["message"] for bad, answer in answers.items()}
+    assert messages['{"n": 1}'].endswith('not an object: {"n": 1}.')
+    assert messages["[1]"].endswith("not an array: [1].")
+    assert messages["null"].endswith("not null.")
+    assert messages["true"].endswith("not a boolean: true.")
+    assert messages["2.0"].endswith("not a decimal number: 2.0.")
+    assert messages["modern"].endswith("not an object: {}.")
+    assert listed.status_code == 200 and "start_research" in listed.text  # the session lives

@@ -11,11 +11,15 @@ import uvicorn
 from django.utils import timezone
 from mcp.server.mcpserver import Context, MCPServer
 
+from agents import kinds
 from agents.context import AgentContext, CancelToken
 from agents.llm.scripted import call, reply
-from agents.tools.remote import offered_tools
+from agents.tools.base import ToolError
+from agents.tools.remote import enable_tool, offered_tools, remote_tool
 from research import services
+from research.errors import InvalidInput
 from research.models import Event, RemoteServer, Run, RunState, Step
+from research.services.remote import agent_kind_names, remote_kinds_check
 from tests.conftest import free_port, wait_finished, wait_for
 
 TOPIC = "Remote topic: when does the launch happen"
@@ -358,3 +362,68 @@ def test_a_sub_agent_is_never_offered_a_remote_tool_its_parent_was_not(
     assert offered(checker) == []  # not a kind the server allows
     assert offered(digger) == []  # its kind is allowed, but its parent was offered nothing
     assert offered(helper) == ["wiki__lookup"]
+
+
+# --- Allowed kinds: who may call, and what a configuration may name ------------------------
+
+
+def test_a_remote_tool_is_refused_to_an_agent_whose_kind_an_admin_no_longer_allows(
+    db, run_factory, subagent_factory, notes_server
+):
+    server = register(notes_server.url, allowed_kinds=["researcher", "verifier"])
+    root = run_factory()
+    child = context_of(subagent_factory(root, "history"))  # a researcher
+    offered = offered_tools(child)  # loads the tool list from the server
+    assert [tool.name for tool in offered] == ["notes__lookup"]
+    enable = enable_tool(offered)
+    enable.handler(child, {"name": "notes__lookup"})
+    assert child.tools["notes__lookup"].handler(child, {"topic": "launch"}) == NOTE
+
+    RemoteServer.objects.filter(pk=server.pk).update(allowed_kinds=["verifier"])
+    refused = (
+        "notes__lookup: an admin no longer lets researcher agents use the MCP server notes "
+        "(the kinds it allows: verifier)."
+    )
+    with pytest.raises(ToolError) as called:
+        child.tools["notes__lookup"].handler(child, {"topic": "again"})
+    assert str(called.value) == refused
+    later = context_of(Run.objects.get(pk=child.run_id))  # offered the tool before the change
+    with pytest.raises(ToolError) as enabled:
+        enable.handler(later, {"name": "notes__lookup"})
+    assert str(enabled.value) == refused
+    assert offered_tools(later) == []
+    assert [topic for topic, _ in notes_server.calls] == ["launch"]  # the refused never left
+
+    lead = context_of(root)  # a research's root agent always may
+    remote_tool(offered[0], offered[0].entry).handler(lead, {"topic": "lead"})
+    assert [topic for topic, _ in notes_server.calls] == ["launch", "lead"]
+
+
+def test_a_configuration_naming_an_unknown_kind_is_refused(admin_client, settings, tmp_path):
+    server = register("https://notes.example/mcp")
+    form = {
+        "name": "notes",
+        "url": "https://notes.example/mcp",
+        "new_headers": "",
+        "allowed_tools": '["lookup"]',
+        "allowed_kinds": '["verifier", "analyst"]',
+        "enabled": "on",
+    }
+    page = admin_client.post(f"/admin/research/remoteserver/{server.pk}/change/", form)
+    assert "&#x27;analyst&#x27; is not an agent kind; the kinds are: researcher, verifier." in (
+        page.content.decode()
+    )
+    server.refresh_from_db()
+    assert server.allowed_kinds == ["researcher"]
+    with pytest.raises(InvalidInput) as refused:
+        remote_kinds_check(kinds=["Researcher"])
+    assert refused.value.message.startswith("'Researcher' is not an agent kind")
+
+    # A kind an admin added (RESEARCH_AGENT_KINDS_DIR) is one the domain knows too.
+    verifier = (kinds.BUILT_IN_DIR / "verifier.md").read_text()
+    (tmp_path / "analyst.md").write_text(verifier.replace("name: verifier", "name: analyst"))
+    settings.RESEARCH_AGENT_KINDS_DIR = str(tmp_path)
+    assert agent_kind_names() == sorted(kinds.reload().kinds)
+    admin_client.post(f"/admin/research/remoteserver/{server.pk}/change/", form)
+    server.refresh_from_db()
+    assert server.allowed_kinds == ["verifier", "analyst"]

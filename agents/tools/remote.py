@@ -145,7 +145,8 @@ def enable_tool(offered: list[Offered]) -> Tool:
             )
         if name in ctx.tools:
             return f"{name} is already enabled: call it."
-        entry = choice.entry or _entry_now(ctx, choice)
+        server = _server(ctx, choice)
+        entry = choice.entry or _entry_now(ctx, server, choice)
         tool = remote_tool(choice, entry)
         ctx.tools[name] = tool
         return (
@@ -171,9 +172,8 @@ def enable_tool(offered: list[Offered]) -> Tool:
     )
 
 
-def _entry_now(ctx: "AgentContext", choice: Offered) -> dict[str, Any]:
+def _entry_now(ctx: "AgentContext", server: RemoteServer, choice: Offered) -> dict[str, Any]:
     """The tool's catalog entry, loading the server's list again (it did not load before)."""
-    server = _server(choice)
     catalog = _refresh(ctx, server)
     if catalog is None:
         raise ToolError(f"{ENABLE}: {server.catalog_error}")
@@ -192,7 +192,7 @@ def remote_tool(choice: Offered, entry: dict[str, Any]) -> Tool:
     description = (entry.get("description") or "").strip() or "(no description)"
 
     def handler(ctx: "AgentContext", arguments: dict[str, Any]) -> str:
-        server = _server(choice)
+        server = _server(ctx, choice)
         if not server.allows(choice.tool_name):
             raise ToolError(f"{choice.name}: an admin no longer allows this tool.")
         result = call_remote(
@@ -239,10 +239,19 @@ def result_text(result: CallToolResult) -> str:
     return "\n".join(parts) or "(the tool returned nothing)"
 
 
-def _server(choice: Offered) -> RemoteServer:
+def _server(ctx: "AgentContext", choice: Offered) -> RemoteServer:
+    """The tool's server as it is now: an admin may have disabled it, or no longer let this
+    agent's kind use it, since the agent was offered the tool."""
     server = selectors.remote_server_get(server_id=choice.server_id)
     if server is None:
         raise ToolError(f"{choice.name}: an admin removed or disabled its MCP server.")
+    if not server.admits(kind=agent_kind(ctx), is_root=ctx.is_root):
+        kinds = server.allowed_kinds if isinstance(server.allowed_kinds, list) else []
+        allowed = ", ".join(kinds) or "none"
+        raise ToolError(
+            f"{choice.name}: an admin no longer lets {agent_kind(ctx)} agents use the MCP "
+            f"server {server.name} (the kinds it allows: {allowed})."
+        )
     return server
 
 

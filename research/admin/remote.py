@@ -6,7 +6,9 @@ from django import forms
 from django.contrib import admin
 from django.utils.html import format_html_join
 
+from research.errors import InvalidInput
 from research.models import RemoteServer
+from research.services.remote import remote_kinds_check
 
 MASK = "••••••••"
 HEADERS_HELP = (
@@ -63,7 +65,11 @@ class RemoteServerForm(forms.ModelForm):
         return _names(self.cleaned_data["allowed_tools"], "allowed tools")
 
     def clean_allowed_kinds(self) -> list[str]:
-        return _names(self.cleaned_data["allowed_kinds"], "allowed kinds")
+        kinds = _names(self.cleaned_data["allowed_kinds"], "allowed kinds")
+        try:
+            return remote_kinds_check(kinds=kinds)
+        except InvalidInput as error:
+            raise forms.ValidationError(error.message) from None
 
     def save(self, commit: bool = True) -> RemoteServer:
         server = super().save(commit=False)

@@ -14,8 +14,8 @@ server's loop that lives as long as the loop.
 import asyncio
 import json
 import logging
+from functools import partial
 
-from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import close_old_connections
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
@@ -25,6 +25,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 from rest_framework.authtoken.models import Token
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from research.mcp_server.threads import run_sync
 from research.mcp_server.tools import build_server
 
 log = logging.getLogger(__name__)
@@ -36,6 +37,15 @@ UNAUTHORIZED = (
     "Canopy's MCP endpoint needs the user's API token: send `Authorization: Bearer KEY` "
     "(manage.py drf_create_token NAME prints a key)."
 )
+INVALID_REQUEST = -32600  # JSON-RPC's code
+# What a JSON value that is not an MCP request id is (the SDK takes strings and integers).
+_NOT_AN_ID = {
+    dict: "an object",
+    list: "an array",
+    type(None): "null",
+    bool: "a boolean",
+    float: "a decimal number",
+}
 
 
 def owner_from_request(ctx: Context) -> int:
@@ -60,6 +70,12 @@ class McpEndpoint:
         if user_id is None:
             await _unauthorized(send)
             return
+        if scope["method"] == "POST":
+            body = await _body(receive)
+            if (refusal := invalid_request_id(body)) is not None:
+                await _json_response(send, 400, refusal)
+                return
+            receive = _replay(body, receive)
         mcp_app = await self._started()
         # The SDK binds a session to the principal that opened it (`scope["user"]`): a
         # session id of alice's presented with bob's token is an unknown session.
@@ -116,11 +132,10 @@ async def _user_of(scope: Scope) -> int | None:
         if name.lower() == b"authorization":
             scheme, _, key = value.decode("latin-1").partition(" ")
             if scheme.lower() == "bearer" and key.strip():
-                return await _token_user(key.strip())
+                return await run_sync(partial(_token_user, key.strip()))
     return None
 
 
-@sync_to_async(thread_sensitive=False)
 def _token_user(key: str) -> int | None:
     close_old_connections()
     try:
@@ -134,16 +149,74 @@ def _token_user(key: str) -> int | None:
     return row
 
 
+def invalid_request_id(body: bytes) -> dict | None:
+    """A JSON-RPC Invalid Request error for a request whose id is not a string or an
+    integer; None for anything else (the SDK answers bodies that are not JSON, batches,
+    notifications and responses itself).
+
+    The SDK's handshake-era transport validates a message against request, then notification:
+    a request whose id is an object (or an array, null, true, 2.0) fails the first and passes
+    the second, so it was acknowledged with 202 and never answered."""
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return None
+    if not isinstance(message, dict) or "method" not in message or "id" not in message:
+        return None
+    what = _NOT_AN_ID.get(type(message["id"]))
+    if what is None:
+        return None
+    text = f"Invalid Request: an MCP request's id must be a string or an integer, not {what}"
+    if message["id"] is not None:
+        shown = json.dumps(message["id"])
+        text += f": {shown if len(shown) <= 80 else shown[:79] + '…'}"
+    return {"jsonrpc": "2.0", "id": None, "error": {"code": INVALID_REQUEST, "message": text + "."}}
+
+
+async def _body(receive: Receive) -> bytes:
+    """The whole request body (the SDK reads it whole too)."""
+    chunks = []
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return b""  # the client went away: the SDK sees an empty body
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body"):
+            return b"".join(chunks)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A `receive` that gives the body read already, then what the client sends next (its
+    disconnect, which the SDK watches for)."""
+    pending = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def replayed():
+        return pending.pop() if pending else await receive()
+
+    return replayed
+
+
 async def _unauthorized(send: Send) -> None:
-    body = json.dumps({"error": "unauthorized", "detail": UNAUTHORIZED}).encode()
+    await _json_response(
+        send,
+        401,
+        {"error": "unauthorized", "detail": UNAUTHORIZED},
+        [(b"www-authenticate", b'Bearer realm="canopy"')],
+    )
+
+
+async def _json_response(
+    send: Send, status: int, data: dict, headers: list[tuple[bytes, bytes]] = ()
+) -> None:
+    body = json.dumps(data).encode()
     await send(
         {
             "type": "http.response.start",
-            "status": 401,
+            "status": status,
             "headers": [
                 (b"content-type", b"application/json"),
-                (b"www-authenticate", b'Bearer realm="canopy"'),
                 (b"content-length", str(len(body)).encode()),
+                *headers,
             ],
         }
     )

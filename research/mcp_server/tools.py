@@ -33,6 +33,7 @@ from research import selectors, services
 from research.api_helpers import checked
 from research.errors import InvalidInput, NotFound, ResearchError
 from research.events.payloads import run_fields
+from research.mcp_server.threads import run_sync
 from research.models import ACTIVE_STATUSES, Run, Status
 from research.ops.throttles import (
     NotesThrottle,
@@ -134,11 +135,9 @@ class Tools:
         self.on_started = on_started
 
     async def _answer(self, ctx: Context, work: Callable[[AbstractBaseUser], Any]) -> Any:
-        """`work(owner)` in a worker thread (the ORM is synchronous); a refusal raises
-        `Refused` with the REST API's text."""
-        owner_id = self.owner_of(ctx)
+        """`work(owner)` in a daemon thread (`threads` says why); a refusal raises `Refused`."""
         try:
-            return await anyio.to_thread.run_sync(partial(_as_owner, work, owner_id))
+            return await run_sync(partial(_as_owner, work, self.owner_of(ctx)))
         except ResearchError as error:
             raise Refused(error.message) from None
         except ValidationError as error:
@@ -376,8 +375,7 @@ def _throttle(throttle, owner: AbstractBaseUser) -> None:
 
 
 def _as_owner(work: Callable[[AbstractBaseUser], Any], owner_id: int) -> Any:
-    # A worker thread of the MCP server's loop: like an agent thread, it closes connections
-    # that went stale (or, with the PostgreSQL pool, gives them back) around each call.
+    # Like an agent thread: connections that went stale are closed (pooled ones given back).
     close_old_connections()
     try:
         return work(get_user_model().objects.get(pk=owner_id))

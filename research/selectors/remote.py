@@ -7,7 +7,7 @@ def remote_servers_for(*, kind: str, is_root: bool) -> list[RemoteServer]:
     """The enabled servers whose tools an agent of `kind` may use; a research's root agent
     may use every enabled server's."""
     servers = RemoteServer.objects.filter(enabled=True).order_by("name")
-    return [server for server in servers if is_root or kind in server.allowed_kinds]
+    return [server for server in servers if server.admits(kind=kind, is_root=is_root)]
 
 
 def remote_server_get(*, server_id: int) -> RemoteServer | None:

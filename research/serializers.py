@@ -2,6 +2,7 @@
 
 from rest_framework import serializers
 
+from research.endings import Ending
 from research.events.payloads import ANALYST, RUN_FIELDS, run_fields
 from research.models import Citation, Event, Message, Run, RunState
 
@@ -12,6 +13,12 @@ class RunOutputSerializer(serializers.ModelSerializer):
 
     parent_id = serializers.IntegerField(read_only=True, allow_null=True)
     root_id = serializers.IntegerField(read_only=True)
+    ending = serializers.ChoiceField(
+        choices=[("", "working"), *Ending.choices],
+        read_only=True,
+        help_text="how the run ended (research/endings.py): a cancelled run's status is "
+        "failed, its ending cancelled; empty while it works",
+    )
 
     class Meta:
         model = Run

@@ -26,6 +26,7 @@ RUN_FIELDS = {
     "review_plan",
     "topic",
     "model",
+    "ending",
     "status",
     "state",
     "max_steps",
@@ -379,11 +380,30 @@ def test_cancel_of_a_queued_unclaimed_root_ends_it_failed(api, tree_factory):
     assert response.status_code == 202
     body = response.json()
     assert body["status"] == "failed"
+    assert body["ending"] == "cancelled"  # the status stays the contract's; the ending says why
     assert body["state"] == "ended"
     assert body["error"] == "cancelled by the user"
     assert body["finished_at"]
     tree = Run.objects.filter(root=root)
     assert set(tree.values_list("status", "error")) == {("failed", "cancelled by the user")}
+
+
+@pytest.mark.parametrize(
+    ("status", "error", "ending"),
+    [
+        ("working", "", ""),
+        ("done", "", "done"),
+        ("failed", "cancelled by the user", "cancelled"),
+        ("failed", "interrupted: the worker running it stopped responding", "interrupted"),
+        ("failed", "timed out: the research ran longer than 60 s", "out_of_time"),
+        ("failed", "llm: 500 Internal Server Error after 3 tries", "failed"),
+    ],
+)
+def test_a_run_says_how_it_ended_beside_its_status(api, run_factory, status, error, ending):
+    root = run_factory()
+    Run.objects.filter(pk=root.pk).update(status=status, error=error)
+
+    assert api.get(f"{URL}/{root.pk}").json()["ending"] == ending
 
 
 def test_cancel_of_a_claimed_root_asks_its_agent_to_stop(api, run_factory):

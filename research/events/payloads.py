@@ -15,6 +15,7 @@ from typing import Any, ClassVar, Union, get_args, get_origin, get_type_hints
 
 from django.conf import settings
 
+from research.endings import ending_of
 from research.models import Message, Run
 
 _MONEY_PLACES = Decimal(1).scaleb(-Run._meta.get_field("cost_usd").decimal_places)
@@ -47,6 +48,7 @@ RUN_FIELDS = (
     "topic",
     "model",
     "status",
+    "ending",
     "state",
     "max_steps",
     "steps",
@@ -96,6 +98,7 @@ def run_fields(run: Run, *, whole_topic: bool = True) -> dict[str, Any]:
         "topic": run.topic if whole_topic else listed_topic(run),
         "model": run.model,
         "status": run.status,
+        "ending": ending_of(status=run.status, error=run.error),
         "state": run.state,
         "max_steps": run.max_steps,
         "steps": run.steps,
@@ -215,6 +218,7 @@ class RunFinished(Payload):
 
     type: ClassVar[str] = "run.finished"
     status: str
+    ending: str  # research/endings.py: done, cancelled, interrupted, out_of_time or failed
     state: str
     error: str
     finished_at: str

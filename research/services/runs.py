@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from research import pricing
 from research.clean import cut, strip_controls
+from research.endings import ending_of
 from research.errors import InvalidInput, TooManyRuns
 from research.events import (
     RunCreated,
@@ -250,6 +251,7 @@ def run_finish(*, run_id: int, report: str = "", error: str = "") -> None:
         run_id=run.pk,
         payload=RunFinished(
             status=run.status,
+            ending=ending_of(status=run.status, error=error),
             state=run.state,
             error=error,
             finished_at=now.isoformat(),

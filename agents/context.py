@@ -45,6 +45,9 @@ class CancelToken:
     # A run-time cap (monotonic clock) and the error the run ends with when it passes.
     deadline: float | None = None
     deadline_reason: str = ""
+    # The end of its time kept for writing its report (seconds before the deadline): from
+    # then on it researches no more and writes (agents.team.writing_time_left).
+    writing_reserve: float = 0.0
     # Set by a pool that reads the flags of all its agents in one query (AgentPool's cancel
     # watch): the token then never queries on its own.
     watched: bool = False
@@ -117,6 +120,17 @@ class CancelToken:
                 return True
             self._event.wait(min(left, settings.RESEARCH_CANCEL_POLL_SECONDS))
         return self.is_set()
+
+
+# A sub-agent keeps this share of the time it is given for writing its report, at most what a
+# root keeps: cut off at its deadline, it would hand its parent nothing.
+SUBAGENT_WRITING_SHARE = 0.2
+
+
+def writing_reserve(*, span: float, root: bool) -> float:
+    """The time an agent with `span` seconds to its deadline keeps for writing (seed 001)."""
+    reserve = settings.RESEARCH_WRITING_RESERVE_SECONDS
+    return reserve if root else min(reserve, max(0.0, span) * SUBAGENT_WRITING_SHARE)
 
 
 class Runtime(Protocol):

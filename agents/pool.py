@@ -23,7 +23,7 @@ from django.conf import settings
 from django.db import close_old_connections, connection, connections
 
 from agents import resilience
-from agents.context import CancelToken
+from agents.context import CancelToken, writing_reserve
 from agents.messages import get_messenger
 from agents.orphans import OrphanSweep
 from research import events, services
@@ -138,7 +138,7 @@ class AgentPool:
     ) -> None:
         """Start the agent of a queued run; it works as soon as it gets a slot (and, for a
         sub-agent, one of its parent's places). `deadline` is on the monotonic clock; a root
-        gets RESEARCH_ROOT_TIMEOUT_SECONDS from now."""
+        gets RESEARCH_ROOT_TIMEOUT_SECONDS from now. The end of it is kept for writing."""
         token = CancelToken(run_id, watched=True)
         if parent_id is None and not self.claim_roots:
             with self._lock:
@@ -149,6 +149,9 @@ class AgentPool:
             deadline_reason = f"timed out: the research ran longer than {cap:g} s"
         token.deadline = deadline
         token.deadline_reason = deadline_reason
+        if deadline is not None:
+            span = deadline - time.monotonic()
+            token.writing_reserve = writing_reserve(span=span, root=parent_id is None)
         if self._stopping.is_set():
             # A sub-agent spawned while the pool stops: it ends at once, with its parent.
             token.cancel(self._stop_reason)

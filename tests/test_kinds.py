@@ -12,12 +12,20 @@ import pytest
 
 from agents import kinds
 from agents.llm.scripted import call, calls, reply, slow
+from agents.pool import warm_up
 from agents.team import REPORTS_HEADER
 from research import services
 from research.models import Event, Run, RunState
 from tests.conftest import PROJECT, process_env, wait_finished, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _warm():
+    """The tests with deadlines of a few seconds must not spend them on the first import of
+    the tools (the MCP SDK: seconds on a busy machine), whichever test runs first."""
+    warm_up()
 
 
 def start(owner, topic, **kwargs) -> Run:
@@ -467,22 +475,35 @@ def test_a_child_queued_past_its_deadline_ends_without_a_model_call(
     agent_pool, scripted_llm, alice, settings
 ):
     settings.RESEARCH_MAX_WORKING_CHILDREN = 1
-    settings.RESEARCH_ROOT_TIMEOUT_SECONDS = 4
-    settings.RESEARCH_WRITING_RESERVE_SECONDS = 3  # children get 1 s from the root's start
+    settings.RESEARCH_ROOT_TIMEOUT_SECONDS = 6
+    settings.RESEARCH_WRITING_RESERVE_SECONDS = 4  # children get 2 s from the root's start
+
+    def hold_the_slot(messages):
+        if not messages[-1]["content"].startswith("Your step budget is spent"):
+            return slow(0.1, call("list_siblings"))
+        return slow(1.5, reply("First report, written past the second's deadline."))
+
     scripted_llm.script(
         "deadline research",
         call(
             "spawn_subagents",
-            subagents=[launch("first", "first long errand"), launch("second", "second errand")],
+            subagents=[
+                launch("first", "first long errand", max_steps=40),
+                launch("second", "second errand"),
+            ],
         ),
         call("wait_subagents"),
         reply("Root report written in the reserve."),
     )
-    scripted_llm.script("first long errand", *[slow(0.3, call("list_siblings")) for _ in range(20)])
+    scripted_llm.script("first long errand", *[hold_the_slot] * 40)
     scripted_llm.script("second errand", reply("never asked"))
     root = wait_finished(start(alice, "deadline research"), timeout=30)
     first, second = child(root, "first"), child(root, "second")
-    assert first.status == "failed" and first.error.startswith("timed out: the research's time")
+    # The first wrote its report in its own reserve, holding the only place meanwhile.
+    assert (first.status, first.report) == (
+        "done",
+        "First report, written past the second's deadline.",
+    )
     assert (second.status, second.started_at) == ("failed", None)
     assert second.error == (
         "out of time: its deadline passed while it waited for a slot, before it started"
@@ -492,6 +513,33 @@ def test_a_child_queued_past_its_deadline_ends_without_a_model_call(
     assert root.status == "done" and root.report == "Root report written in the reserve."
     final = scripted_llm.requests_for("deadline research")[-1]["messages"][-1]["content"]
     assert "the research's time is nearly up" in final
+
+
+def test_a_child_at_the_roots_deadline_writes_its_report_in_its_own_reserve(
+    agent_pool, scripted_llm, alice, settings
+):
+    settings.RESEARCH_ROOT_TIMEOUT_SECONDS = 8
+    settings.RESEARCH_WRITING_RESERVE_SECONDS = 3  # the child's deadline: 5 s from the start
+
+    def research_until_told_to_write(messages):
+        if "your time is nearly up" in str(messages[-1].get("content")):
+            return reply("Child report written in its reserve.")
+        return slow(0.3, call("list_siblings"))
+
+    scripted_llm.script(
+        "reserve research",
+        spawn("digger", "digging errand", max_steps=40),
+        call("wait_subagents"),
+        reply("Root report from the child's findings."),
+    )
+    scripted_llm.script("digging errand", *[research_until_told_to_write] * 40)
+    root = wait_finished(start(alice, "reserve research"), timeout=30)
+    digger = child(root, "digger")
+    assert (digger.status, digger.report) == ("done", "Child report written in its reserve.")
+    (waited,) = results(scripted_llm, "reserve research", "wait_subagents")
+    assert waited.endswith("Child report written in its reserve.")
+    # The child ended before its deadline, so the root still had time for its own report.
+    assert root.status == "done" and root.report == "Root report from the child's findings."
 
 
 def test_run_finished_carries_duration_tool_calls_and_tokens(agent_pool, scripted_llm, alice):

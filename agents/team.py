@@ -94,6 +94,29 @@ def delivered_reports(ctx: AgentContext) -> str | None:
     return "\n\n".join([REPORTS_HEADER, *map(report_block, ended)])
 
 
+def wait_result(ctx: AgentContext, runs: list[Run], *, noted: bool) -> str:
+    """What wait_subagents returns: each child's report once, as it ended. A report the
+    parent already read (delivered at a round's head, or by an earlier wait) is named, not
+    repeated: it is in the conversation above."""
+    blocks = []
+    for run in runs:
+        if run.status in ACTIVE_STATUSES:
+            blocks.append(f"## {run.name} (run {run.pk}): still working")
+        elif run.pk in ctx.collected:
+            blocks.append(
+                f"## {run.name} (run {run.pk}): {run.status} (its report was delivered to you "
+                "above)"
+            )
+        else:
+            ctx.collected.add(run.pk)
+            blocks.append(report_block(run))
+    if any(run.status in ACTIVE_STATUSES for run in runs):
+        blocks.append("Some sub-agents are still working: call wait_subagents again to wait.")
+    if noted:
+        blocks.append("The wait ended early: a note from the analyst arrived; it follows.")
+    return "\n\n".join(blocks)
+
+
 def note_waiting(ctx: AgentContext) -> bool:
     """Whether a note from the analyst waits for this agent. The token's flag comes from the
     pool's watch, which may have read it just before the last notes were taken: a flag with

@@ -383,6 +383,54 @@ def test_reports_that_end_close_together_arrive_as_one_message(agent_pool, scrip
     assert "## one (run " in delivered[0] and "## two (run " in delivered[0]
 
 
+def _times_sent(llm, match: str, text: str) -> int:
+    """How often `text` is in the conversation the model was last sent for `match` (each
+    request carries the whole conversation so far)."""
+    last = llm.requests_for(match)[-1]["messages"]
+    return sum(str(message.get("content") or "").count(text) for message in last)
+
+
+def test_a_report_delivered_at_a_rounds_head_is_not_repeated_by_wait_subagents(
+    agent_pool, scripted_llm, alice
+):
+    def search_once_the_child_is_done(messages):
+        wait_for(lambda: Run.objects.filter(name="early", status="done").exists())
+        return call("web_search", query="my own part")
+
+    scripted_llm.script(
+        "early report research",
+        spawn("early", "early errand"),
+        search_once_the_child_is_done,
+        call("wait_subagents"),  # the report came at this round's head already
+        reply("root"),
+    )
+    scripted_llm.script("early errand", reply("Early found the unique fact 4711."))
+    root = wait_finished(start(alice, "early report research"))
+    assert root.status == "done"
+    assert _times_sent(scripted_llm, "early report research", "the unique fact 4711") == 1
+    (waited,) = results(scripted_llm, "early report research", "wait_subagents")
+    early = child(root, "early")
+    assert waited == f"## early (run {early.pk}): done (its report was delivered to you above)"
+
+
+def test_a_report_collected_by_wait_subagents_is_not_delivered_again(
+    agent_pool, scripted_llm, alice
+):
+    scripted_llm.script(
+        "waited report research",
+        spawn("late", "late errand"),
+        call("wait_subagents"),
+        call("web_search", query="after the wait"),
+        reply("root"),
+    )
+    scripted_llm.script("late errand", slow(0.5, reply("Late found the unique fact 1234.")))
+    root = wait_finished(start(alice, "waited report research"))
+    assert root.status == "done"
+    assert _times_sent(scripted_llm, "waited report research", "the unique fact 1234") == 1
+    (waited,) = results(scripted_llm, "waited report research", "wait_subagents")
+    assert waited.endswith("Late found the unique fact 1234.")
+
+
 def test_inspect_subagent_pages_a_running_childs_transcript(agent_pool, scripted_llm, alice):
     release = threading.Event()
 

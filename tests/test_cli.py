@@ -7,6 +7,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 from decimal import Decimal
 
 import pytest
@@ -530,18 +531,30 @@ def test_tail_prints_the_events_of_a_running_tree_in_order(
 
 @pytest.mark.processes
 def test_ctrl_c_stops_a_tail_and_the_research_goes_on(agent_pool, scripted_llm, settings, alice):
-    scripted_llm.script("Long topic", slow(3, reply("late")))
+    # The research works until the test lets it end, not for a few seconds: a tail slower
+    # to start than that saw it end and exited 0 before the Ctrl-C came.
+    release = threading.Event()
+
+    def held(messages):
+        release.wait(30)
+        return reply("late")
+
+    scripted_llm.script("Long topic", held)
     root = services.run_start(owner=alice, topic="Long topic")
-    tail = research_process(settings, "tail", str(root.pk), "--user", "alice")
-    wait_for(lambda: tail.stdout.readline(), message="tail printed nothing")
+    try:
+        tail = research_process(settings, "tail", str(root.pk), "--user", "alice")
+        wait_for(lambda: tail.stdout.readline(), message="tail printed nothing")
 
-    tail.send_signal(signal.SIGINT)
-    code, _, err = finished(tail)
+        tail.send_signal(signal.SIGINT)
+        code, _, err = finished(tail)
 
-    assert code == 130
-    assert f"stopped watching research {root.pk}; it goes on" in err
-    root.refresh_from_db()
-    assert root.status == "working"
+        assert code == 130
+        assert f"stopped watching research {root.pk}; it goes on" in err
+        root.refresh_from_db()
+        assert root.status == "working"
+    finally:
+        release.set()
+    assert wait_finished(root).report == "late"
 
 
 @pytest.mark.processes
@@ -551,6 +564,25 @@ def test_ctrl_c_cancels_a_research_whose_agents_run_in_the_command(
     scripted_llm.script("Slow topic", slow(10, reply("too late")))
     start = research_process(settings, "start", "Slow topic", "--wait", "--user", "alice")
     wait_for(lambda: Run.objects.filter(status="working").exists(), message="never started")
+
+    start.send_signal(signal.SIGINT)
+    code, _, err = finished(start)
+
+    assert code == 130, err
+    run = Run.objects.get()
+    assert (run.status, run.error) == ("failed", services.CANCELLED_BY_USER)
+
+
+@pytest.mark.processes
+def test_ctrl_c_as_soon_as_the_research_exists_cancels_it(
+    transactional_db, scripted_llm, settings, alice
+):
+    # The earliest moment: the command has stored the research, its own pool may not have
+    # started yet, nor its watch. Ctrl-C there once ended it with a traceback and left the
+    # research failed as "the command running its agents stopped", or queued.
+    scripted_llm.script("Early topic", slow(10, reply("too late")))
+    start = research_process(settings, "start", "Early topic", "--wait", "--user", "alice")
+    wait_for(lambda: Run.objects.exists(), message="never stored")
 
     start.send_signal(signal.SIGINT)
     code, _, err = finished(start)

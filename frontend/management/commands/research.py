@@ -30,6 +30,7 @@ from frontend.terminal.watch import (
     PlainSink,
     RichSink,
     Watch,
+    sigint_flag,
 )
 from research import selectors, services
 from research.clean import printable
@@ -156,7 +157,42 @@ class Command(BaseCommand):
     # --- actions ---------------------------------------------------------------------------
 
     def do_start(self, user: AbstractBaseUser, options: dict) -> None:
-        run = services.run_start(
+        wait = self.rich if options["wait"] is None else options["wait"]
+        if not wait:
+            run = self.start_run(user, options)
+            if self.rich:
+                self.console.print(f"Started research {run.pk}. Follow it: research tail {run.pk}")
+            else:
+                self.write(str(run.pk))
+            return
+        # Ctrl-C is the watch's from before the research is stored, not from when the
+        # watch begins: one pressed in between ended the command with a traceback, and
+        # left the research queued or failed as "command stopped" instead of cancelled.
+        with sigint_flag() as interrupt:
+            run = self.start_run(user, options)
+            runner = TreeRunner(run, owner=user)
+            status = None
+            try:
+                note = runner.begin()
+                status = self.watch(
+                    run,
+                    types=HIGHLIGHTS,
+                    note=note,
+                    local=lambda: runner.local,
+                    on_idle=runner.check,
+                    interrupt=interrupt,
+                )
+            finally:
+                # With its agents here, an interrupted watch is a cancelled run (Watch.ask).
+                reason = CANCELLED_BY_USER if status == INTERRUPTED else LOCAL_STOPPED
+                runner.shutdown(reason=reason)
+        run.refresh_from_db()
+        self.summary(run)
+        self.exit_with(run, status)
+
+    @staticmethod
+    def start_run(user: AbstractBaseUser, options: dict) -> Run:
+        return services.run_start(
             owner=user,
             topic=options["topic"],
             max_steps=options["max_steps"],
@@ -164,26 +200,6 @@ class Command(BaseCommand):
             dataset_id=options["dataset"],
             review_plan=options["review_plan"],
         )
-        wait = self.rich if options["wait"] is None else options["wait"]
-        if not wait:
-            if self.rich:
-                self.console.print(f"Started research {run.pk}. Follow it: research tail {run.pk}")
-            else:
-                self.write(str(run.pk))
-            return
-        runner = TreeRunner(run, owner=user)
-        status = None
-        try:
-            note = runner.begin()
-            status = self.watch(
-                run, types=HIGHLIGHTS, note=note, local=lambda: runner.local, on_idle=runner.check
-            )
-        finally:
-            # With its agents here, an interrupted watch is a cancelled run (see Watch.ask).
-            runner.shutdown(reason=CANCELLED_BY_USER if status == INTERRUPTED else LOCAL_STOPPED)
-        run.refresh_from_db()
-        self.summary(run)
-        self.exit_with(run, status)
 
     def do_list(self, user: AbstractBaseUser, options: dict) -> None:
         parent_id = options["parent"]

@@ -17,7 +17,7 @@ from rich.live import Live
 from rich.prompt import Confirm, Prompt
 from rich.text import Text
 
-from frontend.terminal.render import STATUS_STYLE, Write, tsv
+from frontend.terminal.render import STATUS_STYLE, Write, terminal_text, tsv
 from frontend.terminal.tree import TreeModel, describe
 from research import selectors, services
 from research.models import Run, Status
@@ -57,7 +57,8 @@ class PlainSink:
         pass
 
     def note(self, text: str) -> None:
-        self.write_note(text)  # to stderr: notes are for people, stdout stays parseable
+        # To stderr: notes are for people, stdout stays parseable.
+        self.write_note(terminal_text(text))
 
     def pause(self) -> None:
         pass
@@ -87,7 +88,7 @@ class RichSink:
         self.live.update(tree.renderable())
 
     def note(self, text: str) -> None:
-        self.live.console.print(Text(text, style="dim italic"))
+        self.live.console.print(Text(terminal_text(text), style="dim italic"))
 
     def pause(self) -> None:
         self.live.stop()

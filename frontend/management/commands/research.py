@@ -33,7 +33,6 @@ from frontend.terminal.watch import (
     sigint_flag,
 )
 from research import selectors, services
-from research.clean import printable
 from research.errors import InvalidInput, ResearchError
 from research.models import Run, Status
 from research.services import CANCELLED_BY_USER
@@ -152,7 +151,7 @@ class Command(BaseCommand):
 
     def write(self, line: str) -> None:
         # Text stored before control characters were stripped prints as escapes.
-        self.stdout.write(printable(line))
+        self.stdout.write(render.terminal_text(line))
 
     # --- actions ---------------------------------------------------------------------------
 
@@ -313,7 +312,9 @@ class Command(BaseCommand):
             Path(options["output"]).write_bytes(content)
             self.write(f"research {run.pk}: {options['format']} written to {options['output']}.")
             return
-        self.stdout.write(content.decode().removesuffix("\n"))
+        text = content.decode().removesuffix("\n")
+        # Markdown is text for the terminal; JSON escapes its control characters itself.
+        self.stdout.write(render.terminal_text(text) if options["format"] == "md" else text)
 
     # --- watching ----------------------------------------------------------------------------
 

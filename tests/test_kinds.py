@@ -590,6 +590,43 @@ def test_a_child_at_the_roots_deadline_writes_its_report_in_its_own_reserve(
     assert root.status == "done" and root.report == "Root report from the child's findings."
 
 
+def test_a_grandchild_ends_in_time_for_its_parent_to_write_its_own_report(
+    agent_pool, scripted_llm, alice, settings
+):
+    settings.RESEARCH_ROOT_TIMEOUT_SECONDS = 10
+    settings.RESEARCH_WRITING_RESERVE_SECONDS = 3  # the middle agent's deadline: 7 s
+
+    def research_until_told_to_write(report: str):
+        def turn(messages):
+            if "your time is nearly up" in str(messages[-1].get("content")):
+                return reply(report)
+            return slow(0.3, call("web_search", query="more"))
+
+        return turn
+
+    scripted_llm.script(
+        "three deadlines research",
+        spawn("mid", "middle errand", max_steps=40),
+        call("wait_subagents"),
+        reply("Root report."),
+    )
+    scripted_llm.script(
+        "middle errand",
+        spawn("leaf", "leaf errand", max_steps=40),
+        call("wait_subagents"),
+        *[research_until_told_to_write("Mid report, after the leaf's.")] * 30,
+    )
+    scripted_llm.script("leaf errand", *[research_until_told_to_write("Leaf report.")] * 40)
+    root = wait_finished(start(alice, "three deadlines research"), timeout=30)
+    mid = child(root, "mid")
+    leaf = Run.objects.get(parent=mid)
+    # The leaf wrote in its reserve and ended before the middle agent's own reserve began;
+    # the middle agent then wrote its report in its reserve, and the root in its own.
+    assert (leaf.status, leaf.report) == ("done", "Leaf report.")
+    assert (mid.status, mid.report) == ("done", "Mid report, after the leaf's.")
+    assert root.status == "done" and root.report == "Root report."
+
+
 def test_run_finished_carries_duration_tool_calls_and_tokens(agent_pool, scripted_llm, alice):
     scripted_llm.script(
         "delegation stats research",

@@ -159,12 +159,13 @@ def child_deadline(ctx: AgentContext, *, share: float | None = None) -> tuple[fl
     if share is not None:
         limit = now + max(0.0, ctx.cancel.deadline - now) * share
         why = f"timed out: it used its share of the research's time left ({share:.0%})"
-    elif ctx.is_root:
-        limit = ctx.cancel.deadline - reserve
-        why = f"timed out: the research's time ran out (its lead keeps {reserve:g} s to write)"
     else:
         limit = ctx.cancel.deadline - reserve
-        why = f"timed out: the time its parent had left ran out (it keeps {reserve:.3g} s to write)"
+        why = (
+            f"timed out: the research's time ran out (its lead keeps {reserve:g} s to write)"
+            if ctx.is_root
+            else f"timed out: its parent's time ran out (it keeps {reserve:.3g} s to write)"
+        )
     if deadline is None or limit < deadline:
         deadline, reason = limit, why
     return deadline, reason

@@ -55,6 +55,12 @@ class CancelToken:
     # with the cancel flag): waits end at once, and the next round takes the notes.
     _note: threading.Event = field(default_factory=threading.Event)
 
+    def set_deadline(self, deadline: float | None, reason: str, *, root: bool) -> None:
+        """The run-time cap, and the end of it kept for writing (writing_reserve)."""
+        self.deadline, self.deadline_reason = deadline, reason
+        if deadline is not None:
+            self.writing_reserve = writing_reserve(span=deadline - time.monotonic(), root=root)
+
     def note_arrived(self) -> None:
         self._note.set()
 

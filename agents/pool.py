@@ -23,7 +23,7 @@ from django.conf import settings
 from django.db import close_old_connections, connection, connections
 
 from agents import resilience
-from agents.context import CancelToken, writing_reserve
+from agents.context import CancelToken
 from agents.messages import get_messenger
 from agents.orphans import OrphanSweep
 from research import events, services
@@ -147,11 +147,7 @@ class AgentPool:
         if parent_id is None and deadline is None and cap:
             deadline = time.monotonic() + cap
             deadline_reason = f"timed out: the research ran longer than {cap:g} s"
-        token.deadline = deadline
-        token.deadline_reason = deadline_reason
-        if deadline is not None:
-            span = deadline - time.monotonic()
-            token.writing_reserve = writing_reserve(span=span, root=parent_id is None)
+        token.set_deadline(deadline, deadline_reason, root=parent_id is None)
         if self._stopping.is_set():
             # A sub-agent spawned while the pool stops: it ends at once, with its parent.
             token.cancel(self._stop_reason)

@@ -45,12 +45,21 @@ class CancelToken:
     # A run-time cap (monotonic clock) and the error the run ends with when it passes.
     deadline: float | None = None
     deadline_reason: str = ""
+    # The end of its time kept for writing its report (seconds before the deadline): from
+    # then on it researches no more and writes (agents.team.writing_time_left).
+    writing_reserve: float = 0.0
     # Set by a pool that reads the flags of all its agents in one query (AgentPool's cancel
     # watch): the token then never queries on its own.
     watched: bool = False
     # Set when a note from the analyst waits for the agent (the run's notes_pending flag, read
     # with the cancel flag): waits end at once, and the next round takes the notes.
     _note: threading.Event = field(default_factory=threading.Event)
+
+    def set_deadline(self, deadline: float | None, reason: str, *, root: bool) -> None:
+        """The run-time cap, and the end of it kept for writing (writing_reserve)."""
+        self.deadline, self.deadline_reason = deadline, reason
+        if deadline is not None:
+            self.writing_reserve = writing_reserve(span=deadline - time.monotonic(), root=root)
 
     def note_arrived(self) -> None:
         self._note.set()
@@ -117,6 +126,17 @@ class CancelToken:
                 return True
             self._event.wait(min(left, settings.RESEARCH_CANCEL_POLL_SECONDS))
         return self.is_set()
+
+
+# A sub-agent keeps this share of the time it is given for writing its report, at most what a
+# root keeps: cut off at its deadline, it would hand its parent nothing.
+SUBAGENT_WRITING_SHARE = 0.2
+
+
+def writing_reserve(*, span: float, root: bool) -> float:
+    """The time an agent with `span` seconds to its deadline keeps for writing (seed 001)."""
+    reserve = settings.RESEARCH_WRITING_RESERVE_SECONDS
+    return reserve if root else min(reserve, max(0.0, span) * SUBAGENT_WRITING_SHARE)
 
 
 class Runtime(Protocol):

@@ -154,7 +154,8 @@ class Agent:
         if cap and team.tree_cost(self.ctx) >= cap:
             return f" (the research reached its cost cap of ${cap})"
         if team.writing_time_left(self.ctx):
-            return " (the research's time is nearly up: what is left is kept for writing)"
+            whose = "the research's" if self.ctx.is_root else "your"
+            return f" ({whose} time is nearly up: what is left is kept for writing)"
         return None
 
     def _round_state(self, steps: int) -> NextState:

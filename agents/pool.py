@@ -138,7 +138,7 @@ class AgentPool:
     ) -> None:
         """Start the agent of a queued run; it works as soon as it gets a slot (and, for a
         sub-agent, one of its parent's places). `deadline` is on the monotonic clock; a root
-        gets RESEARCH_ROOT_TIMEOUT_SECONDS from now."""
+        gets RESEARCH_ROOT_TIMEOUT_SECONDS from now. The end of it is kept for writing."""
         token = CancelToken(run_id, watched=True)
         if parent_id is None and not self.claim_roots:
             with self._lock:
@@ -147,8 +147,7 @@ class AgentPool:
         if parent_id is None and deadline is None and cap:
             deadline = time.monotonic() + cap
             deadline_reason = f"timed out: the research ran longer than {cap:g} s"
-        token.deadline = deadline
-        token.deadline_reason = deadline_reason
+        token.set_deadline(deadline, deadline_reason, root=parent_id is None)
         if self._stopping.is_set():
             # A sub-agent spawned while the pool stops: it ends at once, with its parent.
             token.cancel(self._stop_reason)

@@ -94,6 +94,29 @@ def delivered_reports(ctx: AgentContext) -> str | None:
     return "\n\n".join([REPORTS_HEADER, *map(report_block, ended)])
 
 
+def wait_result(ctx: AgentContext, runs: list[Run], *, noted: bool) -> str:
+    """What wait_subagents returns: each child's report once, as it ended. A report the
+    parent already read (delivered at a round's head, or by an earlier wait) is named, not
+    repeated: it is in the conversation above."""
+    blocks = []
+    for run in runs:
+        if run.status in ACTIVE_STATUSES:
+            blocks.append(f"## {run.name} (run {run.pk}): still working")
+        elif run.pk in ctx.collected:
+            blocks.append(
+                f"## {run.name} (run {run.pk}): {run.status} (its report was delivered to you "
+                "above)"
+            )
+        else:
+            ctx.collected.add(run.pk)
+            blocks.append(report_block(run))
+    if any(run.status in ACTIVE_STATUSES for run in runs):
+        blocks.append("Some sub-agents are still working: call wait_subagents again to wait.")
+    if noted:
+        blocks.append("The wait ended early: a note from the analyst arrived; it follows.")
+    return "\n\n".join(blocks)
+
+
 def note_waiting(ctx: AgentContext) -> bool:
     """Whether a note from the analyst waits for this agent. The token's flag comes from the
     pool's watch, which may have read it just before the last notes were taken: a flag with
@@ -121,38 +144,40 @@ def delivered_notes(ctx: AgentContext) -> str | None:
 
 def child_deadline(ctx: AgentContext, *, share: float | None = None) -> tuple[float | None, str]:
     """A child's deadline (monotonic) and the error it ends with: the shorter of the
-    sub-agent cap and its parent's time left; a root's children also leave it
-    RESEARCH_WRITING_RESERVE_SECONDS to write (seed 001). With `share`, the child gets that
+    sub-agent cap and its parent's time left before the parent's writing reserve, so the
+    parent still writes once its children end (seed 001). With `share`, the child gets that
     share of its parent's time left instead (the verifier, started in the lead's writing
     time). Set at launch: a child whose deadline passes while it waits for a slot never
-    starts."""
+    starts. The child keeps the end of its own time for writing (writing_time_left)."""
     now = time.monotonic()
     deadline, reason = None, ""
     if cap := settings.RESEARCH_SUBAGENT_TIMEOUT_SECONDS:
         deadline, reason = now + cap, f"timed out: the sub-agent worked longer than {cap:g} s"
     if ctx.cancel.deadline is None:
         return deadline, reason
+    reserve = ctx.cancel.writing_reserve
     if share is not None:
         limit = now + max(0.0, ctx.cancel.deadline - now) * share
         why = f"timed out: it used its share of the research's time left ({share:.0%})"
-    elif ctx.is_root:
-        reserve = settings.RESEARCH_WRITING_RESERVE_SECONDS
-        limit = ctx.cancel.deadline - reserve
-        why = f"timed out: the research's time ran out (its lead keeps {reserve:g} s to write)"
     else:
-        limit = ctx.cancel.deadline
-        why = "timed out: the time its parent had left ran out"
+        limit = ctx.cancel.deadline - reserve
+        why = (
+            f"timed out: the research's time ran out (its lead keeps {reserve:g} s to write)"
+            if ctx.is_root
+            else f"timed out: its parent's time ran out (it keeps {reserve:.3g} s to write)"
+        )
     if deadline is None or limit < deadline:
         deadline, reason = limit, why
     return deadline, reason
 
 
 def writing_time_left(ctx: AgentContext) -> bool:
-    """Whether a root is into the time it keeps for writing its report (seed 001)."""
+    """Whether an agent is into the time it keeps for writing its report (seed 001): a
+    root's RESEARCH_WRITING_RESERVE_SECONDS, a sub-agent's share of its own time."""
     deadline = ctx.cancel.deadline
-    if not ctx.is_root or deadline is None:
+    if deadline is None:
         return False
-    return time.monotonic() >= deadline - settings.RESEARCH_WRITING_RESERVE_SECONDS
+    return time.monotonic() >= deadline - ctx.cancel.writing_reserve
 
 
 def tree_cost(ctx: AgentContext) -> Decimal:

@@ -7,6 +7,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 from decimal import Decimal
 
 import pytest
@@ -530,18 +531,30 @@ def test_tail_prints_the_events_of_a_running_tree_in_order(
 
 @pytest.mark.processes
 def test_ctrl_c_stops_a_tail_and_the_research_goes_on(agent_pool, scripted_llm, settings, alice):
-    scripted_llm.script("Long topic", slow(3, reply("late")))
+    # The research works until the test lets it end, not for a few seconds: a tail slower
+    # to start than that saw it end and exited 0 before the Ctrl-C came.
+    release = threading.Event()
+
+    def held(messages):
+        release.wait(30)
+        return reply("late")
+
+    scripted_llm.script("Long topic", held)
     root = services.run_start(owner=alice, topic="Long topic")
-    tail = research_process(settings, "tail", str(root.pk), "--user", "alice")
-    wait_for(lambda: tail.stdout.readline(), message="tail printed nothing")
+    try:
+        tail = research_process(settings, "tail", str(root.pk), "--user", "alice")
+        wait_for(lambda: tail.stdout.readline(), message="tail printed nothing")
 
-    tail.send_signal(signal.SIGINT)
-    code, _, err = finished(tail)
+        tail.send_signal(signal.SIGINT)
+        code, _, err = finished(tail)
 
-    assert code == 130
-    assert f"stopped watching research {root.pk}; it goes on" in err
-    root.refresh_from_db()
-    assert root.status == "working"
+        assert code == 130
+        assert f"stopped watching research {root.pk}; it goes on" in err
+        root.refresh_from_db()
+        assert root.status == "working"
+    finally:
+        release.set()
+    assert wait_finished(root).report == "late"
 
 
 @pytest.mark.processes
@@ -558,6 +571,80 @@ def test_ctrl_c_cancels_a_research_whose_agents_run_in_the_command(
     assert code == 130, err
     run = Run.objects.get()
     assert (run.status, run.error) == ("failed", services.CANCELLED_BY_USER)
+
+
+@pytest.mark.processes
+def test_ctrl_c_as_soon_as_the_research_exists_cancels_it(
+    transactional_db, scripted_llm, settings, alice
+):
+    # The earliest moment: the command has stored the research, its own pool may not have
+    # started yet, nor its watch. Ctrl-C there once ended it with a traceback and left the
+    # research failed as "the command running its agents stopped", or queued.
+    scripted_llm.script("Early topic", slow(10, reply("too late")))
+    start = research_process(settings, "start", "Early topic", "--wait", "--user", "alice")
+    wait_for(lambda: Run.objects.exists(), message="never stored")
+
+    start.send_signal(signal.SIGINT)
+    code, _, err = finished(start)
+
+    assert code == 130, err
+    run = Run.objects.get()
+    assert (run.status, run.error) == ("failed", services.CANCELLED_BY_USER)
+
+
+# --- stored text with control characters ----------------------------------------------------
+
+# Clears the screen, retitles the window, rings the bell, and a carriage return that would
+# let the rest of the line overwrite what came before it.
+HOSTILE = "Hostile \x1b[2J\x1b]0;pwned\x07 topic\rspoofed"
+
+
+@pytest.fixture
+def hostile_tree(db, run_factory, subagent_factory):
+    """A finished tree whose text was stored before input was cleaned: written to the rows
+    directly, as an older version (or another writer) left it."""
+    root = run_factory(topic="Clean topic")
+    digger = subagent_factory(root, "digger")
+    services.run_finish(run_id=digger.pk, report="child report")
+    services.run_finish(run_id=root.pk, report="clean report")
+    report = "Line one\r\nLine\ttwo \x1b[31mred\x1b[0m\x9b1m"
+    Run.objects.filter(pk=root.pk).update(topic=HOSTILE, report=report)
+    Run.objects.filter(pk=digger.pk).update(name="dig\x1b]0;pwned\x07ger", error="e\rvil")
+    return root
+
+
+def _no_controls(text: str) -> None:
+    for control in ("\x1b", "\x07", "\r", "\x9b"):
+        assert control not in text, f"{control!r} printed raw in {text!r}"
+
+
+def test_tail_prints_stored_control_characters_as_escapes(hostile_tree):
+    out, err = io.StringIO(), io.StringIO()
+    call_command(
+        "research", "tail", str(hostile_tree.pk), "--user", "alice", stdout=out, stderr=err
+    )
+    _no_controls(out.getvalue())
+    _no_controls(err.getvalue())
+    # The header is one line: the carriage return is a space there.
+    assert "Hostile \\x1b[2J\\x1b]0;pwned\\x07 topic spoofed" in err.getvalue()
+
+
+def test_tail_on_a_terminal_prints_no_stored_escape_sequence(hostile_tree):
+    # Rich draws with escape sequences (and carriage returns) of its own: none of the stored.
+    terminal = Terminal()
+    call_command("research", "tail", str(hostile_tree.pk), "--user", "alice", stdout=terminal)
+    shown = terminal.getvalue()
+    for stored in ("\x1b[2J", "\x1b]0;pwned", "\x07", "\x9b"):
+        assert stored not in shown
+    assert "pwned" in shown  # shown as text, escaped
+
+
+def test_a_markdown_export_prints_stored_control_characters_as_escapes(hostile_tree):
+    shown = research("export", str(hostile_tree.pk), "--format", "md", "--user", "alice")
+    _no_controls(shown)
+    # Newlines and tabs are the format's own; a CR LF is a newline.
+    assert "# Hostile \\x1b[2J" in shown
+    assert "Line one\nLine\ttwo \\x1b[31mred\\x1b[0m\\x9b1m" in shown
 
 
 # --- helpers -------------------------------------------------------------------------------

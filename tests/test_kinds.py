@@ -12,12 +12,20 @@ import pytest
 
 from agents import kinds
 from agents.llm.scripted import call, calls, reply, slow
+from agents.pool import warm_up
 from agents.team import REPORTS_HEADER
 from research import services
 from research.models import Event, Run, RunState
 from tests.conftest import PROJECT, process_env, wait_finished, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _warm():
+    """The tests with deadlines of a few seconds must not spend them on the first import of
+    the tools (the MCP SDK: seconds on a busy machine), whichever test runs first."""
+    warm_up()
 
 
 def start(owner, topic, **kwargs) -> Run:
@@ -375,6 +383,54 @@ def test_reports_that_end_close_together_arrive_as_one_message(agent_pool, scrip
     assert "## one (run " in delivered[0] and "## two (run " in delivered[0]
 
 
+def _times_sent(llm, match: str, text: str) -> int:
+    """How often `text` is in the conversation the model was last sent for `match` (each
+    request carries the whole conversation so far)."""
+    last = llm.requests_for(match)[-1]["messages"]
+    return sum(str(message.get("content") or "").count(text) for message in last)
+
+
+def test_a_report_delivered_at_a_rounds_head_is_not_repeated_by_wait_subagents(
+    agent_pool, scripted_llm, alice
+):
+    def search_once_the_child_is_done(messages):
+        wait_for(lambda: Run.objects.filter(name="early", status="done").exists())
+        return call("web_search", query="my own part")
+
+    scripted_llm.script(
+        "early report research",
+        spawn("early", "early errand"),
+        search_once_the_child_is_done,
+        call("wait_subagents"),  # the report came at this round's head already
+        reply("root"),
+    )
+    scripted_llm.script("early errand", reply("Early found the unique fact 4711."))
+    root = wait_finished(start(alice, "early report research"))
+    assert root.status == "done"
+    assert _times_sent(scripted_llm, "early report research", "the unique fact 4711") == 1
+    (waited,) = results(scripted_llm, "early report research", "wait_subagents")
+    early = child(root, "early")
+    assert waited == f"## early (run {early.pk}): done (its report was delivered to you above)"
+
+
+def test_a_report_collected_by_wait_subagents_is_not_delivered_again(
+    agent_pool, scripted_llm, alice
+):
+    scripted_llm.script(
+        "waited report research",
+        spawn("late", "late errand"),
+        call("wait_subagents"),
+        call("web_search", query="after the wait"),
+        reply("root"),
+    )
+    scripted_llm.script("late errand", slow(0.5, reply("Late found the unique fact 1234.")))
+    root = wait_finished(start(alice, "waited report research"))
+    assert root.status == "done"
+    assert _times_sent(scripted_llm, "waited report research", "the unique fact 1234") == 1
+    (waited,) = results(scripted_llm, "waited report research", "wait_subagents")
+    assert waited.endswith("Late found the unique fact 1234.")
+
+
 def test_inspect_subagent_pages_a_running_childs_transcript(agent_pool, scripted_llm, alice):
     release = threading.Event()
 
@@ -467,22 +523,35 @@ def test_a_child_queued_past_its_deadline_ends_without_a_model_call(
     agent_pool, scripted_llm, alice, settings
 ):
     settings.RESEARCH_MAX_WORKING_CHILDREN = 1
-    settings.RESEARCH_ROOT_TIMEOUT_SECONDS = 4
-    settings.RESEARCH_WRITING_RESERVE_SECONDS = 3  # children get 1 s from the root's start
+    settings.RESEARCH_ROOT_TIMEOUT_SECONDS = 6
+    settings.RESEARCH_WRITING_RESERVE_SECONDS = 4  # children get 2 s from the root's start
+
+    def hold_the_slot(messages):
+        if not messages[-1]["content"].startswith("Your step budget is spent"):
+            return slow(0.1, call("list_siblings"))
+        return slow(1.5, reply("First report, written past the second's deadline."))
+
     scripted_llm.script(
         "deadline research",
         call(
             "spawn_subagents",
-            subagents=[launch("first", "first long errand"), launch("second", "second errand")],
+            subagents=[
+                launch("first", "first long errand", max_steps=40),
+                launch("second", "second errand"),
+            ],
         ),
         call("wait_subagents"),
         reply("Root report written in the reserve."),
     )
-    scripted_llm.script("first long errand", *[slow(0.3, call("list_siblings")) for _ in range(20)])
+    scripted_llm.script("first long errand", *[hold_the_slot] * 40)
     scripted_llm.script("second errand", reply("never asked"))
     root = wait_finished(start(alice, "deadline research"), timeout=30)
     first, second = child(root, "first"), child(root, "second")
-    assert first.status == "failed" and first.error.startswith("timed out: the research's time")
+    # The first wrote its report in its own reserve, holding the only place meanwhile.
+    assert (first.status, first.report) == (
+        "done",
+        "First report, written past the second's deadline.",
+    )
     assert (second.status, second.started_at) == ("failed", None)
     assert second.error == (
         "out of time: its deadline passed while it waited for a slot, before it started"
@@ -492,6 +561,70 @@ def test_a_child_queued_past_its_deadline_ends_without_a_model_call(
     assert root.status == "done" and root.report == "Root report written in the reserve."
     final = scripted_llm.requests_for("deadline research")[-1]["messages"][-1]["content"]
     assert "the research's time is nearly up" in final
+
+
+def test_a_child_at_the_roots_deadline_writes_its_report_in_its_own_reserve(
+    agent_pool, scripted_llm, alice, settings
+):
+    settings.RESEARCH_ROOT_TIMEOUT_SECONDS = 8
+    settings.RESEARCH_WRITING_RESERVE_SECONDS = 3  # the child's deadline: 5 s from the start
+
+    def research_until_told_to_write(messages):
+        if "your time is nearly up" in str(messages[-1].get("content")):
+            return reply("Child report written in its reserve.")
+        return slow(0.3, call("list_siblings"))
+
+    scripted_llm.script(
+        "reserve research",
+        spawn("digger", "digging errand", max_steps=40),
+        call("wait_subagents"),
+        reply("Root report from the child's findings."),
+    )
+    scripted_llm.script("digging errand", *[research_until_told_to_write] * 40)
+    root = wait_finished(start(alice, "reserve research"), timeout=30)
+    digger = child(root, "digger")
+    assert (digger.status, digger.report) == ("done", "Child report written in its reserve.")
+    (waited,) = results(scripted_llm, "reserve research", "wait_subagents")
+    assert waited.endswith("Child report written in its reserve.")
+    # The child ended before its deadline, so the root still had time for its own report.
+    assert root.status == "done" and root.report == "Root report from the child's findings."
+
+
+def test_a_grandchild_ends_in_time_for_its_parent_to_write_its_own_report(
+    agent_pool, scripted_llm, alice, settings
+):
+    settings.RESEARCH_ROOT_TIMEOUT_SECONDS = 10
+    settings.RESEARCH_WRITING_RESERVE_SECONDS = 3  # the middle agent's deadline: 7 s
+
+    def research_until_told_to_write(report: str):
+        def turn(messages):
+            if "your time is nearly up" in str(messages[-1].get("content")):
+                return reply(report)
+            return slow(0.3, call("web_search", query="more"))
+
+        return turn
+
+    scripted_llm.script(
+        "three deadlines research",
+        spawn("mid", "middle errand", max_steps=40),
+        call("wait_subagents"),
+        reply("Root report."),
+    )
+    scripted_llm.script(
+        "middle errand",
+        spawn("leaf", "leaf errand", max_steps=40),
+        call("wait_subagents"),
+        *[research_until_told_to_write("Mid report, after the leaf's.")] * 30,
+    )
+    scripted_llm.script("leaf errand", *[research_until_told_to_write("Leaf report.")] * 40)
+    root = wait_finished(start(alice, "three deadlines research"), timeout=30)
+    mid = child(root, "mid")
+    leaf = Run.objects.get(parent=mid)
+    # The leaf wrote in its reserve and ended before the middle agent's own reserve began;
+    # the middle agent then wrote its report in its reserve, and the root in its own.
+    assert (leaf.status, leaf.report) == ("done", "Leaf report.")
+    assert (mid.status, mid.report) == ("done", "Mid report, after the leaf's.")
+    assert root.status == "done" and root.report == "Root report."
 
 
 def test_run_finished_carries_duration_tool_calls_and_tokens(agent_pool, scripted_llm, alice):

@@ -24,8 +24,8 @@ from agents.team import (
     cancel_child,
     child_deadline,
     note_waiting,
-    report_block,
     wait_for_change,
+    wait_result,
     yielded,
 )
 from agents.tools.base import Tool, ToolError, object_schema
@@ -340,19 +340,7 @@ def wait_subagents(ctx: AgentContext, args: dict[str, Any]) -> str:
             # the pool that ends.
             left = max(0.0, deadline - time.monotonic())
             wait_for_change(ctx, min(RECHECK_SECONDS, left), run_ids=working)
-    runs = team_reads.runs_by_ids(run_ids=targets)
-    blocks = []
-    for run in runs:
-        if run.status in ACTIVE_STATUSES:
-            blocks.append(f"## {run.name} (run {run.pk}): still working")
-            continue
-        ctx.collected.add(run.pk)
-        blocks.append(report_block(run))
-    if any(run.status in ACTIVE_STATUSES for run in runs):
-        blocks.append("Some sub-agents are still working: call wait_subagents again to wait.")
-    if noted:
-        blocks.append("The wait ended early: a note from the analyst arrived; it follows.")
-    return "\n\n".join(blocks)
+    return wait_result(ctx, team_reads.runs_by_ids(run_ids=targets), noted=noted)
 
 
 WAIT_SUBAGENTS = Tool(

@@ -92,6 +92,13 @@ def printable_runs(runs: list[Run]) -> list[Run]:
     return runs
 
 
+def terminal_text(text: str) -> str:
+    """Stored text as the command prints it (header, events, tree, notes, Markdown): a CR LF
+    is a newline, and other control characters, the ESC of every ANSI sequence among them,
+    are shown as escapes (`printable`). Newline and tab are kept."""
+    return printable(str(text).replace("\r\n", "\n"))
+
+
 def one_line(text: str) -> str:
     return " ".join(str(text).split())
 
@@ -122,7 +129,8 @@ def model_label(model: str) -> str:
 
 def watch_header(run: Run) -> str:
     """The line a watch (`start --wait`, `tail`) opens with: what it follows, on which model."""
-    return f"research {run.pk} on {model_label(run.model)}: {one_line(run.topic)[:120]}"
+    topic = terminal_text(one_line(run.topic)[:120])
+    return f"research {run.pk} on {model_label(run.model)}: {topic}"
 
 
 def agent_label(run: Run) -> str:

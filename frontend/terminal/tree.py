@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from frontend.progress import elapsed_text
-from frontend.terminal.render import STATUS_STYLE, field, money, one_line
+from frontend.terminal.render import STATUS_STYLE, field, money, one_line, terminal_text
 from research.models import ACTIVE_STATUSES, Run, Status
 
 
@@ -113,7 +113,7 @@ class TreeModel:
         while agent is not None and agent.parent_id is not None:
             names.append(agent.name or str(agent.id))
             agent = self.agents.get(agent.parent_id)
-        return "/".join(reversed(names)) or "root"
+        return terminal_text("/".join(reversed(names))) or "root"
 
     def ordered(self) -> list[Agent]:
         """Parents before their children, siblings in the order they were spawned."""
@@ -166,7 +166,7 @@ class TreeModel:
             indent = "  " * (agent.depth - self.scope_depth)
             marker = "└ " if agent.id != self.scope_id else ""
             table.add_row(
-                f"{indent}{marker}{agent.name or f'research {agent.id}'}",
+                f"{indent}{marker}{terminal_text(agent.name) or f'research {agent.id}'}",
                 _state_text(agent),
                 f"{agent.steps}/{agent.max_steps}",
                 money(agent.cost_usd),
@@ -178,13 +178,17 @@ def _state_text(agent: Agent) -> Text:
     style = STATUS_STYLE.get(agent.status, "")
     if agent.status in (Status.QUEUED, Status.WORKING, Status.PAUSED):
         detail = f" {one_line(agent.detail)}" if agent.detail else ""
-        return Text(f"{agent.state}{detail}", style=style)
+        return Text(terminal_text(f"{agent.state}{detail}"), style=style)
     error = f": {one_line(agent.error)}" if agent.error else ""
-    return Text(f"{agent.status}{error}", style=style)
+    return Text(terminal_text(f"{agent.status}{error}"), style=style)
 
 
 def describe(payload: dict, tree: TreeModel) -> str:
-    """One line of text saying what an event is about."""
+    """One line of text saying what an event is about, as a terminal may print it."""
+    return terminal_text(_describe(payload, tree))
+
+
+def _describe(payload: dict, tree: TreeModel) -> str:
     kind = payload.get("type")
     if kind == "run.created":
         run = created_run(payload)

@@ -17,7 +17,7 @@ from rich.live import Live
 from rich.prompt import Confirm, Prompt
 from rich.text import Text
 
-from frontend.terminal.render import STATUS_STYLE, Write, tsv
+from frontend.terminal.render import STATUS_STYLE, Write, terminal_text, tsv
 from frontend.terminal.tree import TreeModel, describe
 from research import selectors, services
 from research.models import Run, Status
@@ -57,7 +57,8 @@ class PlainSink:
         pass
 
     def note(self, text: str) -> None:
-        self.write_note(text)  # to stderr: notes are for people, stdout stays parseable
+        # To stderr: notes are for people, stdout stays parseable.
+        self.write_note(terminal_text(text))
 
     def pause(self) -> None:
         pass
@@ -87,7 +88,7 @@ class RichSink:
         self.live.update(tree.renderable())
 
     def note(self, text: str) -> None:
-        self.live.console.print(Text(text, style="dim italic"))
+        self.live.console.print(Text(terminal_text(text), style="dim italic"))
 
     def pause(self) -> None:
         self.live.stop()
@@ -113,9 +114,10 @@ def event_text(payload: dict, tree: TreeModel) -> Text:
 
 
 @contextmanager
-def sigint_flag() -> Iterator[threading.Event]:
-    """Ctrl-C sets the flag instead of raising KeyboardInterrupt (main thread only)."""
-    flag = threading.Event()
+def sigint_flag(flag: threading.Event | None = None) -> Iterator[threading.Event]:
+    """Ctrl-C sets the flag (a new one, or `flag`) instead of raising KeyboardInterrupt
+    (main thread only)."""
+    flag = threading.Event() if flag is None else flag
     if threading.current_thread() is not threading.main_thread():
         yield flag
         return
@@ -144,6 +146,7 @@ class Watch:
         console: Console | None = None,
         local: Callable[[], bool] = lambda: False,
         on_idle: Callable[[], str | None] | None = None,
+        interrupt: threading.Event | None = None,
     ):
         self.scope = scope
         self.sink = sink
@@ -153,13 +156,14 @@ class Watch:
         self.console = console
         self.local = local
         self.on_idle = on_idle
-        self.interrupt = threading.Event()
+        # Given by a caller that caught Ctrl-C since before the watch (start --wait).
+        self.interrupt = threading.Event() if interrupt is None else interrupt
         self.cancelled = False
 
     def run(self) -> int:
         """Watch to the end; the exit status: 0 done, 1 failed, 130 interrupted."""
         try:
-            with sigint_flag() as self.interrupt:
+            with sigint_flag(self.interrupt):
                 while not self.follow():
                     self.interrupt.clear()
                     choice = self.ask()

@@ -30,9 +30,9 @@ from frontend.terminal.watch import (
     PlainSink,
     RichSink,
     Watch,
+    sigint_flag,
 )
 from research import selectors, services
-from research.clean import printable
 from research.errors import InvalidInput, ResearchError
 from research.models import Run, Status
 from research.services import CANCELLED_BY_USER
@@ -151,12 +151,47 @@ class Command(BaseCommand):
 
     def write(self, line: str) -> None:
         # Text stored before control characters were stripped prints as escapes.
-        self.stdout.write(printable(line))
+        self.stdout.write(render.terminal_text(line))
 
     # --- actions ---------------------------------------------------------------------------
 
     def do_start(self, user: AbstractBaseUser, options: dict) -> None:
-        run = services.run_start(
+        wait = self.rich if options["wait"] is None else options["wait"]
+        if not wait:
+            run = self.start_run(user, options)
+            if self.rich:
+                self.console.print(f"Started research {run.pk}. Follow it: research tail {run.pk}")
+            else:
+                self.write(str(run.pk))
+            return
+        # Ctrl-C is the watch's from before the research is stored, not from when the
+        # watch begins: one pressed in between ended the command with a traceback, and
+        # left the research queued or failed as "command stopped" instead of cancelled.
+        with sigint_flag() as interrupt:
+            run = self.start_run(user, options)
+            runner = TreeRunner(run, owner=user)
+            status = None
+            try:
+                note = runner.begin()
+                status = self.watch(
+                    run,
+                    types=HIGHLIGHTS,
+                    note=note,
+                    local=lambda: runner.local,
+                    on_idle=runner.check,
+                    interrupt=interrupt,
+                )
+            finally:
+                # With its agents here, an interrupted watch is a cancelled run (Watch.ask).
+                reason = CANCELLED_BY_USER if status == INTERRUPTED else LOCAL_STOPPED
+                runner.shutdown(reason=reason)
+        run.refresh_from_db()
+        self.summary(run)
+        self.exit_with(run, status)
+
+    @staticmethod
+    def start_run(user: AbstractBaseUser, options: dict) -> Run:
+        return services.run_start(
             owner=user,
             topic=options["topic"],
             max_steps=options["max_steps"],
@@ -164,26 +199,6 @@ class Command(BaseCommand):
             dataset_id=options["dataset"],
             review_plan=options["review_plan"],
         )
-        wait = self.rich if options["wait"] is None else options["wait"]
-        if not wait:
-            if self.rich:
-                self.console.print(f"Started research {run.pk}. Follow it: research tail {run.pk}")
-            else:
-                self.write(str(run.pk))
-            return
-        runner = TreeRunner(run, owner=user)
-        status = None
-        try:
-            note = runner.begin()
-            status = self.watch(
-                run, types=HIGHLIGHTS, note=note, local=lambda: runner.local, on_idle=runner.check
-            )
-        finally:
-            # With its agents here, an interrupted watch is a cancelled run (see Watch.ask).
-            runner.shutdown(reason=CANCELLED_BY_USER if status == INTERRUPTED else LOCAL_STOPPED)
-        run.refresh_from_db()
-        self.summary(run)
-        self.exit_with(run, status)
 
     def do_list(self, user: AbstractBaseUser, options: dict) -> None:
         parent_id = options["parent"]
@@ -297,7 +312,9 @@ class Command(BaseCommand):
             Path(options["output"]).write_bytes(content)
             self.write(f"research {run.pk}: {options['format']} written to {options['output']}.")
             return
-        self.stdout.write(content.decode().removesuffix("\n"))
+        text = content.decode().removesuffix("\n")
+        # Markdown is text for the terminal; JSON escapes its control characters itself.
+        self.stdout.write(render.terminal_text(text) if options["format"] == "md" else text)
 
     # --- watching ----------------------------------------------------------------------------
 

@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING, Protocol
 
 from django.conf import settings
 
+from research import endings
+from research.endings import CANCELLED_BY_USER, DELETED
 from research.models import Run
-from research.services.runs import CANCELLED_BY_USER, DELETED
 
 if TYPE_CHECKING:
     from agents.tools.base import Tool
@@ -91,7 +92,7 @@ class CancelToken:
             return True
         now = time.monotonic()
         if self.deadline is not None and now >= self.deadline:
-            self.cancel(self.deadline_reason or "timed out")
+            self.cancel(self.deadline_reason or endings.TIMED_OUT)
             return True
         if not self.watched and now - self._checked_at >= settings.RESEARCH_CANCEL_POLL_SECONDS:
             self._checked_at = now

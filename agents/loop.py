@@ -21,7 +21,7 @@ from agents.llm import chat_model_for
 from agents.llm.base import ChatResponse, LLMError, ToolCall
 from agents.tools import Tool, ToolError, toolset
 from agents.tools.base import truncate
-from research import selectors, services
+from research import endings, selectors, services
 from research.models import Run, State
 from research.ops.logs import bind_run
 from research.services import NextState
@@ -58,7 +58,7 @@ def run_agent(*, run_id: int, token: CancelToken, pool) -> None:
             log.info("run %s was deleted while its agent worked", run_id)
             return
         log.exception("agent of run %s failed", run_id)
-        error = f"internal error: {type(failure).__name__}: {failure}"
+        error = endings.internal_error(failure)
     finally:
         # Cleanup that fails (Redis down, a lost connection) is logged: it never replaces
         # the outcome, and a report written is a report kept.

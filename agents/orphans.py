@@ -11,12 +11,12 @@ before its thread starts), is failed.
 
 import logging
 
-from research import services
+from research import endings, services
 from research.models import ACTIVE_STATUSES, Run
 
 log = logging.getLogger(__name__)
 
-ORPHANED = "internal error: the agent could not record its end (its database connection was lost)"
+ORPHANED = endings.ORPHANED
 
 
 class OrphanSweep:

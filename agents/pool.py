@@ -26,7 +26,7 @@ from agents import resilience
 from agents.context import CancelToken
 from agents.messages import get_messenger
 from agents.orphans import OrphanSweep
-from research import events, services
+from research import endings, events, services
 from research.models import Run, Worker
 from research.ops import root_wakeup
 
@@ -75,7 +75,7 @@ class AgentPool:
         # Held while claiming and while taking a new worker id, so no root is claimed under
         # an id the sweep has already declared dead (see _heartbeat_loop).
         self._claim_lock = threading.Lock()
-        self._stop_reason = services.INTERRUPTED
+        self._stop_reason = endings.SERVER_STOPPED
         self._wake = threading.Event()
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -100,7 +100,7 @@ class AgentPool:
             self._threads.append(thread)
         return self
 
-    def shutdown(self, *, reason: str = services.INTERRUPTED, timeout: float = 10.0) -> None:
+    def shutdown(self, *, reason: str = endings.SERVER_STOPPED, timeout: float = 10.0) -> None:
         """Interrupt every agent, wait for them to end, fail whatever is still working."""
         if self._stopping.is_set():
             return
@@ -146,7 +146,7 @@ class AgentPool:
         cap = settings.RESEARCH_ROOT_TIMEOUT_SECONDS
         if parent_id is None and deadline is None and cap:
             deadline = time.monotonic() + cap
-            deadline_reason = f"timed out: the research ran longer than {cap:g} s"
+            deadline_reason = endings.research_timed_out(cap)
         token.set_deadline(deadline, deadline_reason, root=parent_id is None)
         if self._stopping.is_set():
             # A sub-agent spawned while the pool stops: it ends at once, with its parent.
@@ -468,7 +468,7 @@ class AgentPool:
             with self._lock:
                 agents = list(self._agents.values())
         for agent in agents:
-            agent.token.cancel(services.WORKER_LOST)
+            agent.token.cancel(endings.WORKER_LOST)
         log.warning(
             "worker %s was declared dead; its %d agents stop; now worker %s",
             old,
@@ -512,7 +512,7 @@ def _not_started_reason(token: CancelToken) -> str:
     """Why an agent ended before its first step: its cancel, or its deadline passing while
     it waited for a place (seed 001: out of time without starting)."""
     if token.deadline is not None and time.monotonic() >= token.deadline:
-        return "out of time: its deadline passed while it waited for a slot, before it started"
+        return endings.NOT_STARTED_IN_TIME
     return token.reason
 
 

@@ -12,12 +12,12 @@ from collections.abc import Callable
 
 from django.db import DatabaseError, InterfaceError, OperationalError, connection
 
-from research import services
+from research import endings, services
 from research.models import Run
 
 log = logging.getLogger(__name__)
 
-CRASHED = "internal error: the agent crashed"
+CRASHED = endings.CRASHED
 # A fresh connection after a terminated one usually works at once; a restarting server
 # takes a few seconds.
 RECORD_ATTEMPTS = 4

@@ -12,12 +12,12 @@ from django.conf import settings
 
 from agents.context import AgentContext
 from agents.messages import get_messenger
-from research import services
+from research import endings, services
 from research.models import ACTIVE_STATUSES, Run, Status
 from research.selectors import team as team_reads
 
-PARENT_ENDED = "cancelled: the agent that spawned it ended"
-CANCELLED_BY_PARENT = "cancelled: the agent that spawned it cancelled it"
+PARENT_ENDED = endings.PARENT_ENDED
+CANCELLED_BY_PARENT = endings.CANCELLED_BY_PARENT
 
 
 def open_inbox(ctx: AgentContext) -> None:
@@ -152,19 +152,19 @@ def child_deadline(ctx: AgentContext, *, share: float | None = None) -> tuple[fl
     now = time.monotonic()
     deadline, reason = None, ""
     if cap := settings.RESEARCH_SUBAGENT_TIMEOUT_SECONDS:
-        deadline, reason = now + cap, f"timed out: the sub-agent worked longer than {cap:g} s"
+        deadline, reason = now + cap, endings.subagent_timed_out(cap)
     if ctx.cancel.deadline is None:
         return deadline, reason
     reserve = ctx.cancel.writing_reserve
     if share is not None:
         limit = now + max(0.0, ctx.cancel.deadline - now) * share
-        why = f"timed out: it used its share of the research's time left ({share:.0%})"
+        why = endings.share_timed_out(share)
     else:
         limit = ctx.cancel.deadline - reserve
         why = (
-            f"timed out: the research's time ran out (its lead keeps {reserve:g} s to write)"
+            endings.research_time_ran_out(reserve)
             if ctx.is_root
-            else f"timed out: its parent's time ran out (it keeps {reserve:.3g} s to write)"
+            else endings.parent_time_ran_out(reserve)
         )
     if deadline is None or limit < deadline:
         deadline, reason = limit, why

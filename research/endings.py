@@ -45,6 +45,7 @@ SERVER_STOPPED = "interrupted: the server stopped while the agent worked"
 WORKER_LOST = "interrupted: the worker running it stopped responding"
 
 # --- Out of time ----------------------------------------------------------------------------
+TIMED_OUT = "timed out"
 NOT_STARTED_IN_TIME = (
     "out of time: its deadline passed while it waited for a slot, before it started"
 )
@@ -66,7 +67,9 @@ def research_time_ran_out(reserve: float) -> str:
     return f"timed out: the research's time ran out (its lead keeps {reserve:g} s to write)"
 
 
-PARENT_TIME_RAN_OUT = "timed out: the time its parent had left ran out"
+def parent_time_ran_out(reserve: float) -> str:
+    return f"timed out: its parent's time ran out (it keeps {reserve:.3g} s to write)"
+
 
 # --- Failed ---------------------------------------------------------------------------------
 CRASHED = "internal error: the agent crashed"

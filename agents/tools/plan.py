@@ -10,12 +10,12 @@ from typing import Any
 from agents.context import AgentContext, Paused
 from agents.team import end_subagents
 from agents.tools.base import Tool, ToolError, object_schema
-from research import services
+from research import endings, services
 from research.errors import ResearchError
 from research.models import State
 from research.selectors import team as team_reads
 
-PAUSED_FOR_REVIEW = "cancelled: the research paused for the analyst to review its plan"
+PAUSED_FOR_REVIEW = endings.PAUSED_FOR_REVIEW
 
 
 def write_plan(ctx: AgentContext, args: dict[str, Any]) -> str:

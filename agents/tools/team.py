@@ -30,7 +30,7 @@ from agents.team import (
 )
 from agents.tools.base import Tool, ToolError, object_schema
 from agents.tools.plan import plan_item_text
-from research import services
+from research import endings, services
 from research.errors import ResearchError
 from research.models import ACTIVE_STATUSES, Run, State, Status
 from research.selectors import team as team_reads
@@ -194,7 +194,7 @@ def _start_child(
 
 
 def _not_started(run_id: int, name: str, error: Exception) -> None:
-    services.run_finish(run_id=run_id, error=f"could not start: {error}")
+    services.run_finish(run_id=run_id, error=endings.could_not_start(error))
     raise ToolError(f'sub-agent "{name}" (run {run_id}) could not start: {error}') from None
 
 

@@ -11,10 +11,10 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 
 from agents.pool import AgentPool
-from research import selectors, services
+from research import endings, selectors, services
 from research.models import Run, Status
 
-LOCAL_STOPPED = "cancelled: the command running its agents stopped"
+LOCAL_STOPPED = endings.COMMAND_STOPPED
 
 
 class TreeRunner:

@@ -321,7 +321,7 @@ class Tools:
     async def cancel_research(self, research_id: ResearchId, ctx: Context) -> CallToolResult:
         """Cancel a research (or one sub-agent) and every sub-agent below it. Its agents stop
         within a second or two; it then ends "failed" with the error "cancelled by the
-        user". Returns the research as it is right after the request."""
+        user" and the ending "cancelled". Returns the research as it is right after the request."""
 
         def cancel(owner: AbstractBaseUser) -> dict:
             run = selectors.run_get(owner=owner, run_id=research_id)

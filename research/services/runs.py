@@ -9,7 +9,7 @@ from django.db.models import Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from research import pricing
+from research import endings, pricing
 from research.clean import cut, strip_controls
 from research.endings import ending_of
 from research.errors import InvalidInput, TooManyRuns
@@ -28,9 +28,9 @@ from research.selectors.runs import RunFacts, run_facts
 from research.services.starter import starter_dataset_load
 from research.services.steps import state_record
 
-INTERRUPTED = "interrupted: the server stopped while the agent worked"
-CANCELLED_BY_USER = "cancelled by the user"
-DELETED = "cancelled: the run was deleted"
+INTERRUPTED = endings.SERVER_STOPPED
+CANCELLED_BY_USER = endings.CANCELLED_BY_USER
+DELETED = endings.DELETED
 
 # Set by the agent runtime of this process (agents.pool) so a new root starts at once;
 # without it a queued root waits for a worker to claim it.

@@ -9,10 +9,10 @@ from django.db import transaction
 from django.db.models.functions import Now
 from django.utils import timezone
 
+from research.endings import SERVER_STOPPED as INTERRUPTED
+from research.endings import WORKER_LOST
 from research.models import ACTIVE_STATUSES, Run, Status, Worker
-from research.services.runs import INTERRUPTED, runs_fail
-
-WORKER_LOST = "interrupted: the worker running it stopped responding"
+from research.services.runs import runs_fail
 
 
 def worker_register(*, claims_roots: bool = True) -> Worker:

@@ -16,12 +16,12 @@ from django.core.management.base import BaseCommand, CommandParser
 
 from agents.pool import AgentPool
 from frontend.terminal.users import USER_HELP, resolve_user
-from research import selectors, services
+from research import endings, selectors, services
 from research.mcp_server.tools import build_server
 
 log = logging.getLogger(__name__)
 
-LOCAL_STOPPED = "cancelled: the MCP client that started it closed its session"
+LOCAL_STOPPED = endings.MCP_SESSION_CLOSED
 
 
 class Command(BaseCommand):

@@ -38,15 +38,17 @@ FINAL_ROUND_NOTE = (
 
 def run_agent(*, run_id: int, token: CancelToken, pool) -> None:
     """Run one agent to its end and finish its run, after its sub-agents."""
-    run = Run.objects.get(pk=run_id)
+    # A connection the database ended while this thread was idle fails its first query: the
+    # reads that start an agent run again on a fresh one, like its writes (resilience).
+    run = resilience.retrying(f"reading run {run_id}", lambda: Run.objects.get(pk=run_id))
     bind_run(run_id=run.pk, root_id=run.root_id)  # every line this thread logs names the run
-    ctx = AgentContext.of(run, token, pool)
+    ctx = resilience.retrying("reading its context", lambda: AgentContext.of(run, token, pool))
     # The spawn opened it already; this keeps it open. Redis down now costs the agent its
     # messages, not its work.
     resilience.cleanup(f"opening the inbox of run {run_id}", lambda: team.open_inbox(ctx))
     report, error, paused = "", "", False
     try:
-        report = Agent(ctx, run).run()
+        report = resilience.retrying("starting the agent", lambda: Agent(ctx, run)).run()
     except Paused:
         paused = True  # the analyst reviews the plan; approving it queues the root again
     except Cancelled as cancelled:
@@ -73,7 +75,8 @@ def run_agent(*, run_id: int, token: CancelToken, pool) -> None:
     if report:
         # The report is in: the agent checks what it cites against what the tree saw.
         resilience.cleanup(
-            f"checking the citations of run {run_id}", lambda: _check(run_id, report)
+            f"checking the citations of run {run_id}",
+            lambda: resilience.retrying("checking citations", lambda: _check(run_id, report)),
         )
     resilience.record_end(run_id=run_id, report=report, error=error)
 
@@ -136,7 +139,9 @@ class Agent:
 
     def _deliver_reports(self) -> None:
         """Children that ended since the last round: their reports join this round."""
-        reports = team.delivered_reports(self.ctx)
+        reports = resilience.retrying(
+            "reading reports of sub-agents", lambda: team.delivered_reports(self.ctx)
+        )
         if reports is not None:
             self.messages.append({"role": "user", "content": reports})
 
@@ -151,7 +156,11 @@ class Agent:
         if steps >= self.max_steps:
             return ""
         cap = settings.RESEARCH_TREE_COST_CAP_USD
-        if cap and team.tree_cost(self.ctx) >= cap:
+        if (
+            cap
+            and resilience.retrying("reading the tree's cost", lambda: team.tree_cost(self.ctx))
+            >= cap
+        ):
             return f" (the research reached its cost cap of ${cap})"
         if team.writing_time_left(self.ctx):
             whose = "the research's" if self.ctx.is_root else "your"
@@ -178,8 +187,11 @@ class Agent:
 
     def _show(self, state: NextState) -> None:
         if state != self.shown:
-            services.run_set_state(
-                run_id=self.ctx.run_id, state=state.state, detail=state.detail, facts=self.facts
+            resilience.retrying(
+                "recording a state",
+                lambda: services.run_set_state(
+                    run_id=self.ctx.run_id, state=state.state, detail=state.detail, facts=self.facts
+                ),
             )
             self.shown = state
 
@@ -198,19 +210,24 @@ class Agent:
             response.tool_calls = []  # a model that calls tools in the last round is ignored
         planned = [self._plan(call) for call in response.tool_calls]
         next_state = group_state(group_calls(planned)[0]) if planned else None
-        services.model_call_record(
-            facts=self.facts,
-            input_tokens=response.input_tokens,
-            output_tokens=response.output_tokens,
-            latency_ms=int((time.monotonic() - started) * 1000),
-            step={
-                "kind": "model",
-                "input": {
-                    "tool_calls": [[call.name, call.arguments] for call in response.tool_calls]
-                },
-                "output": response.content or "",
-            },
-            next_state=next_state,
+        step = {
+            "kind": "model",
+            "input": {"tool_calls": [[call.name, call.arguments] for call in response.tool_calls]},
+            "output": response.content or "",
+        }
+        latency_ms = int((time.monotonic() - started) * 1000)
+        # The model's answer is paid for: a connection the database ended meanwhile costs a
+        # reconnect, not the answer (the write is one transaction, so a retry never doubles it).
+        resilience.retrying(
+            "recording a model call",
+            lambda: services.model_call_record(
+                facts=self.facts,
+                input_tokens=response.input_tokens,
+                output_tokens=response.output_tokens,
+                latency_ms=latency_ms,
+                step=step,
+                next_state=next_state,
+            ),
         )
         self.shown = next_state or self.shown
         self.messages.append(response.as_message())
@@ -265,16 +282,16 @@ class Agent:
         # A backstop for tools that leave their output unbounded: one that cut its own text
         # to the limit (read_page) adds a heading and a note, which the slack lets through.
         output = truncate(output, settings.RESEARCH_TOOL_RESULT_MAX_CHARS + RESULT_SLACK)
-        services.tool_call_record(
-            facts=self.facts,
-            step={
-                "kind": "tool",
-                "tool": call.name,
-                "input": item.arguments or {"raw": call.arguments},
-                "output": output,
-                "is_error": is_error,
-            },
-            next_state=next_state,
+        step = {
+            "kind": "tool",
+            "tool": call.name,
+            "input": item.arguments or {"raw": call.arguments},
+            "output": output,
+            "is_error": is_error,
+        }
+        resilience.retrying(
+            "recording a tool call",
+            lambda: services.tool_call_record(facts=self.facts, step=step, next_state=next_state),
         )
         self.shown = next_state or self.shown
         return {"role": "tool", "tool_call_id": call.id, "content": output}
@@ -283,7 +300,11 @@ class Agent:
         if item.tool is None:
             return f"error: {item.error}", True
         try:
-            return item.tool.handler(self.ctx, item.arguments), False
+            # A tool's writes are transactions: one cut off by a lost connection left nothing,
+            # and runs again on a fresh one.
+            return resilience.retrying(
+                f"running {item.call.name}", lambda: item.tool.handler(self.ctx, item.arguments)
+            ), False
         except ToolError as error:
             return f"error: {error}", True
         except (Cancelled, Paused):

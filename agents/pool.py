@@ -309,10 +309,17 @@ class AgentPool:
         agent = self._agent(run_id)
         try:
             if not self._acquire_first(token, agent):
-                services.run_finish(run_id=run_id, error=_not_started_reason(token))
+                resilience.record_end(run_id=run_id, error=_not_started_reason(token))
                 return
             try:
-                if services.run_claim(run_id=run_id, worker_id=self.worker_id):
+                # Through a fresh connection when the server ended this one meanwhile. A claim
+                # that committed but whose answer was lost reads False again: the orphan sweep
+                # then ends that run, rather than two threads running it.
+                claimed = resilience.retrying(
+                    f"claiming run {run_id}",
+                    lambda: services.run_claim(run_id=run_id, worker_id=self.worker_id),
+                )
+                if claimed:
                     run_agent(run_id=run_id, token=token, pool=self)
             finally:
                 self._release(agent)

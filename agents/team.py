@@ -10,6 +10,7 @@ from decimal import Decimal
 
 from django.conf import settings
 
+from agents import resilience
 from agents.context import AgentContext
 from agents.messages import get_messenger
 from research import endings, services
@@ -134,7 +135,9 @@ def delivered_notes(ctx: AgentContext) -> str | None:
     the pool's watch saw the run's flag."""
     if not ctx.cancel.take_note():
         return None
-    notes = services.notes_take(run_id=ctx.run_id)
+    notes = resilience.retrying(
+        "reading notes", lambda: services.notes_take(run_id=ctx.run_id)
+    )  # the flag was taken: a lost connection must not lose the notes with it
     if not notes:
         return None
     return "\n\n".join(

@@ -15,7 +15,7 @@ from agents.messages.redis import RedisMessenger
 from agents.orphans import ORPHANED
 from agents.pool import AgentPool
 from research import services
-from research.models import ACTIVE_STATUSES, Event, Message, Run
+from research.models import Event, Message, Run
 from tests.conftest import wait_finished, wait_for
 from tests.servers import RedisServer
 
@@ -120,25 +120,33 @@ def test_a_worker_keeps_working_through_redis_outages(scripted_llm, alice, own_r
         pool.shutdown()
 
 
+TERMINATOR = "canopy-test-terminator"
+
+
 def terminate_backends(*, sparing: int) -> int:
     """pg_terminate_backend every connection of this database but `sparing` (the test's)."""
     db = connection.settings_dict
     with psycopg.connect(
-        host=db["HOST"], port=db["PORT"], user=db["USER"], dbname=db["NAME"], autocommit=True
+        host=db["HOST"],
+        port=db["PORT"],
+        user=db["USER"],
+        dbname=db["NAME"],
+        autocommit=True,
+        application_name=TERMINATOR,
     ) as other:
+        # Two trees' answers may terminate at once: neither ends the other's connection.
         rows = other.execute(
             "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-            "WHERE datname = current_database() AND pid <> pg_backend_pid() AND pid <> %s",
-            [sparing],
+            "WHERE datname = current_database() AND pid <> %s AND application_name <> %s",
+            [sparing, TERMINATOR],
         ).fetchall()
     return len(rows)
 
 
-def test_agents_whose_connections_are_terminated_still_record_their_end(
-    scripted_llm, alice, settings
-):
-    """Mid-run, every PostgreSQL backend of the agents is terminated (twice). Every run still
-    ends in a recorded state, through fresh connections, and the user's working slots free."""
+def test_agents_whose_connections_are_terminated_go_on_and_end_done(scripted_llm, alice, settings):
+    """Mid-run, while they wait on their model, every PostgreSQL backend of the agents is
+    terminated (twice). Each agent writes on through a fresh connection: every run ends done
+    with its report (a lost connection once failed the agent), and the slots free."""
     settings.RESEARCH_MAX_WORKING_ROOTS = 10
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_backend_pid()")
@@ -167,7 +175,11 @@ def test_agents_whose_connections_are_terminated_still_record_their_end(
         for root in roots:
             wait_finished(root, timeout=40)
         assert sum(terminated) > 0
-        assert not Run.objects.filter(status__in=ACTIVE_STATUSES).exists()
+        assert set(Run.objects.values_list("status", "error")) == {("done", "")}
+        assert {root.report for root in Run.objects.filter(parent=None)} == {
+            "pine report",
+            "fir report",
+        }
         # The slots are free: a new root starts and ends.
         scripted_llm.script("after the storm", reply("calm"))
         after = wait_finished(services.run_start(owner=alice, topic="after the storm"))

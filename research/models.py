@@ -3,10 +3,12 @@
 Nothing here holds business logic: every write goes through `research.services`.
 """
 
+from datetime import datetime
 from decimal import Decimal
 
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 
 class Status(models.TextChoices):
@@ -90,6 +92,10 @@ class Run(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Time a root spent waiting for the analyst (plan review) is not time it worked: paused
+    # spans so far, and the start of the one it is in.
+    paused_seconds = models.FloatField(default=0)
+    paused_at = models.DateTimeField(null=True, blank=True)
     cancel_requested = models.BooleanField(default=False)
     cancel_reason = models.CharField(max_length=200, blank=True, default="")
     # The agent process that runs the tree (see Worker); empty while a root is unclaimed.
@@ -123,6 +129,18 @@ class Run(models.Model):
     @property
     def is_active(self) -> bool:
         return self.status in ACTIVE_STATUSES
+
+    def worked_seconds(self, now: datetime | None = None) -> float | None:
+        """From its start to its end (or now), paused spans left out; None before it starts."""
+        if self.started_at is None:
+            return None
+        end = self.finished_at or self.paused_at or now or timezone.now()
+        return max(0.0, (end - self.started_at).total_seconds() - self.paused_seconds)
+
+    @property
+    def clock_running(self) -> bool:
+        """Whether its worked time grows: it has started, works, and is not paused."""
+        return self.started_at is not None and self.status in (Status.QUEUED, Status.WORKING)
 
 
 class RunState(models.Model):

@@ -13,6 +13,17 @@ class RunOutputSerializer(serializers.ModelSerializer):
 
     parent_id = serializers.IntegerField(read_only=True, allow_null=True)
     root_id = serializers.IntegerField(read_only=True)
+    active = serializers.BooleanField(
+        read_only=True, help_text="queued, working or paused: not ended (the one definition)"
+    )
+    worked_seconds = serializers.FloatField(
+        read_only=True,
+        allow_null=True,
+        help_text="time worked so far, time paused for the analyst left out; null before it starts",
+    )
+    clock_running = serializers.BooleanField(
+        read_only=True, help_text="whether worked_seconds grows: started, not paused, not ended"
+    )
     ending = serializers.ChoiceField(
         choices=[("", "working"), *Ending.choices],
         read_only=True,

@@ -1,11 +1,13 @@
 """The REST API under /v1/gb/research: input checks, owner scoping, limits, shapes, queries."""
 
 import io
+from datetime import timedelta
 
 import pytest
 from django.core.management import call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 from rest_framework.test import APIClient
 
 from research import services
@@ -26,7 +28,10 @@ RUN_FIELDS = {
     "review_plan",
     "topic",
     "model",
+    "active",
     "ending",
+    "worked_seconds",
+    "clock_running",
     "status",
     "state",
     "max_steps",
@@ -157,9 +162,34 @@ def test_fourth_working_root_is_refused_with_429(api, run_factory):
 
     assert response.status_code == 429
     assert response.json()["detail"] == (
-        "you already have 3 researches working; the limit is 3. Wait for one to end or cancel one."
+        "You already have 3 researches working; the limit is 3. Wait for one to end or cancel "
+        "one (researches waiting for your review do not count)."
     )
     assert Run.objects.count() == 3
+
+
+def test_researches_waiting_for_the_analysts_review_do_not_count_toward_the_limit(api, run_factory):
+    for _ in range(3):
+        Run.objects.filter(pk=run_factory(review_plan=True).pk).update(status=Status.PAUSED)
+
+    response = api.post(URL, {"topic": "tides"}, format="json")
+
+    assert response.status_code == 201, response.json()
+
+
+def test_worked_time_leaves_out_the_time_paused_for_the_analyst(api, run_factory):
+    start = timezone.now() - timedelta(seconds=100)
+    root = run_factory()
+    Run.objects.filter(pk=root.pk).update(
+        status=Status.DONE,
+        started_at=start,
+        finished_at=start + timedelta(seconds=100),
+        paused_seconds=60,
+    )
+
+    body = api.get(f"{URL}/{root.pk}").json()
+
+    assert (body["worked_seconds"], body["clock_running"], body["active"]) == (40, False, False)
 
 
 def test_finished_roots_do_not_count_toward_the_limit(api, run_factory):

@@ -129,7 +129,7 @@ def test_a_fourth_working_research_is_refused_with_a_clear_message(client, alice
     assert response.status_code == 200
     html = response.content.decode()
     assert 'role="alert"' in html
-    assert "you already have 3 researches working; the limit is 3" in html
+    assert "You already have 3 researches working; the limit is 3" in html
     assert Run.objects.filter(owner=alice).count() == 3
 
 

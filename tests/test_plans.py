@@ -5,18 +5,20 @@ model scripted over HTTP."""
 import json
 import threading
 import time
+from datetime import timedelta
 
 import httpx
 import pytest
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
 from agents.llm.scripted import call, calls, fail, reply
 from agents.review import COVERAGE_HEADING, parse_verdict
 from frontend.rendering import render_report
 from research import services
-from research.models import Message, Plan, Run
+from research.models import Event, Message, Plan, Run
 from tests.conftest import start_daphne, wait_finished, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -494,6 +496,28 @@ def test_a_cancel_that_comes_before_the_pause_wins(run_factory, alice):
     assert services.plan_pause(root_id=root.pk) is False
     root.refresh_from_db()
     assert root.status == "working"  # the agent stops as a cancel does, and finishes it
+
+
+def test_the_time_a_research_waits_for_its_review_is_not_time_it_worked(run_factory, alice):
+    root = run_factory(topic="Grebes: paused for review", review_plan=True)
+    services.run_claim(run_id=root.pk)
+    services.plan_write(root_id=root.pk, items=["Diving"])
+    assert services.plan_pause(root_id=root.pk)
+    # It worked 10 s before the pause and has waited 50 s for the analyst since.
+    now = timezone.now()
+    Run.objects.filter(pk=root.pk).update(
+        started_at=now - timedelta(seconds=60), paused_at=now - timedelta(seconds=50)
+    )
+    root.refresh_from_db()
+    assert round(root.worked_seconds()) == 10 and not root.clock_running
+
+    services.plan_approve(run=root)
+
+    root.refresh_from_db()
+    assert round(root.paused_seconds) == 50 and root.paused_at is None
+    assert round(root.worked_seconds()) == 10 and root.clock_running
+    approval = Event.objects.filter(root_id=root.pk, type="run.state").order_by("seq").last()
+    assert round(approval.payload["worked_seconds"]) == 10
 
 
 def test_exports_carry_the_plan_and_the_flagged_claims(run_factory, alice):

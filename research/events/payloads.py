@@ -16,7 +16,7 @@ from typing import Any, ClassVar, Union, get_args, get_origin, get_type_hints
 from django.conf import settings
 
 from research.endings import ending_of
-from research.models import Message, Run
+from research.models import ACTIVE_STATUSES, Message, Run
 
 _MONEY_PLACES = Decimal(1).scaleb(-Run._meta.get_field("cost_usd").decimal_places)
 
@@ -48,6 +48,7 @@ RUN_FIELDS = (
     "topic",
     "model",
     "status",
+    "active",
     "ending",
     "state",
     "max_steps",
@@ -61,6 +62,8 @@ RUN_FIELDS = (
     "created_at",
     "started_at",
     "finished_at",
+    "worked_seconds",
+    "clock_running",
 )
 
 
@@ -98,6 +101,7 @@ def run_fields(run: Run, *, whole_topic: bool = True) -> dict[str, Any]:
         "topic": run.topic if whole_topic else listed_topic(run),
         "model": run.model,
         "status": run.status,
+        "active": run.status in ACTIVE_STATUSES,
         "ending": ending_of(status=run.status, error=run.error),
         "state": run.state,
         "max_steps": run.max_steps,
@@ -111,7 +115,13 @@ def run_fields(run: Run, *, whole_topic: bool = True) -> dict[str, Any]:
         "created_at": iso(run.created_at),
         "started_at": iso(run.started_at),
         "finished_at": iso(run.finished_at),
+        "worked_seconds": _seconds(run.worked_seconds()),
+        "clock_running": run.clock_running,
     }
+
+
+def _seconds(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
 
 
 # --- One class per event type ---------------------------------------------------------------
@@ -149,12 +159,15 @@ class RunStateChanged(Payload):
     """The run's status and state, with the detail shown beside it (a query, a URL)."""
 
     type: ClassVar[str] = "run.state"
-    optional: ClassVar[frozenset[str]] = frozenset({"started_at"})
+    optional: ClassVar[frozenset[str]] = frozenset({"started_at", "worked_seconds"})
     status: str
     state: str
     detail: str
     # Only when the run starts working.
     started_at: str | None = None
+    # Only when its clock starts or stops (it starts, pauses for the analyst, resumes): the
+    # time it worked so far, paused spans left out; the page's clock runs on from it.
+    worked_seconds: float | None = None
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ quarter second without a query of its own; it takes its notes at its next round.
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Max
+from django.db.models import F, Max
 from django.utils import timezone
 
 from research.clean import strip_controls
@@ -92,15 +92,21 @@ def plan_pause(*, root_id: int) -> bool:
     False when it cannot pause: it ended, or a cancel came first (the caller must stop)."""
     tree_lock(root_id=root_id)
     paused = Run.objects.filter(pk=root_id, status=Status.WORKING, cancel_requested=False).update(
-        status=Status.PAUSED, state=State.REVIEWING, worker=None
+        status=Status.PAUSED, state=State.REVIEWING, worker=None, paused_at=timezone.now()
     )
     if paused:
         RunState.objects.create(run_id=root_id, state=State.REVIEWING, detail=REVIEW_DETAIL)
+        run = Run.objects.only("started_at", "finished_at", "paused_at", "paused_seconds").get(
+            pk=root_id
+        )
         publish(
             root_id=root_id,
             run_id=root_id,
             payload=RunStateChanged(
-                status=Status.PAUSED, state=State.REVIEWING, detail=REVIEW_DETAIL
+                status=Status.PAUSED,
+                state=State.REVIEWING,
+                detail=REVIEW_DETAIL,
+                worked_seconds=round(run.worked_seconds() or 0, 3),
             ),
         )
     return bool(paused)
@@ -125,12 +131,27 @@ def plan_approve(*, run: Run, items: object = None) -> Plan:
     plan.approved_at = timezone.now()
     plan.save(update_fields=["approved_at"])
     _publish(plan)
-    Run.objects.filter(pk=run.pk).update(status=Status.QUEUED, state=State.QUEUED, worker=None)
+    run.refresh_from_db(fields=["started_at", "finished_at", "paused_at", "paused_seconds"])
+    worked = run.worked_seconds()  # up to the pause: the time waiting for the analyst is left out
+    resumed = timezone.now()
+    paused_for = (resumed - run.paused_at).total_seconds() if run.paused_at else 0.0
+    Run.objects.filter(pk=run.pk).update(
+        status=Status.QUEUED,
+        state=State.QUEUED,
+        worker=None,
+        paused_at=None,
+        paused_seconds=F("paused_seconds") + paused_for,
+    )
     RunState.objects.create(run_id=run.pk, state=State.QUEUED, detail="plan approved")
     publish(
         root_id=run.pk,
         run_id=run.pk,
-        payload=RunStateChanged(status=Status.QUEUED, state=State.QUEUED, detail="plan approved"),
+        payload=RunStateChanged(
+            status=Status.QUEUED,
+            state=State.QUEUED,
+            detail="plan approved",
+            worked_seconds=None if worked is None else round(worked, 3),
+        ),
     )
     root_queued(run.pk)
     return plan

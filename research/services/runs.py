@@ -105,14 +105,16 @@ def run_start(
     # Lock the owner's row so two starts at once cannot both pass the limit. NO KEY UPDATE
     # still lets the owner's agents insert sub-agents (which reference the row) meanwhile.
     owner._meta.model.objects.select_for_update(no_key=True).filter(pk=owner.pk).first()
+    # A root paused for the analyst's review holds no slot and no thread: it does not count.
     limit = settings.RESEARCH_MAX_WORKING_ROOTS
     working = Run.objects.filter(
-        owner=owner, parent__isnull=True, status__in=ACTIVE_STATUSES
+        owner=owner, parent__isnull=True, status__in=(Status.QUEUED, Status.WORKING)
     ).count()
     if working >= limit:
         raise TooManyRuns(
-            f"you already have {working} researches working; the limit is {limit}. "
-            "Wait for one to end or cancel one."
+            f"You already have {working} researches working; the limit is {limit}. "
+            "Wait for one to end or cancel one (researches waiting for your review do not "
+            "count)."
         )
 
     run = Run.objects.create(
@@ -241,11 +243,24 @@ def run_finish(*, run_id: int, report: str = "", error: str = "") -> None:
     run.report = report
     run.error = error
     run.finished_at = now
-    run.save(update_fields=["status", "state", "report", "error", "finished_at"])
+    if run.paused_at is not None:  # ended while it waited for the analyst (a cancel)
+        run.paused_seconds += (now - run.paused_at).total_seconds()
+        run.paused_at = None
+    run.save(
+        update_fields=[
+            "status",
+            "state",
+            "report",
+            "error",
+            "finished_at",
+            "paused_at",
+            "paused_seconds",
+        ]
+    )
     RunState.objects.create(run=run, state=State.ENDED, detail=error[:500])
     if report:
         publish(root_id=run.root_id, run_id=run.pk, payload=RunReport(report=report))
-    duration = (now - run.started_at).total_seconds() if run.started_at else None
+    duration = run.worked_seconds()
     publish(
         root_id=run.root_id,
         run_id=run.pk,

@@ -285,7 +285,8 @@ class Agent:
         step = {
             "kind": "tool",
             "tool": call.name,
-            "input": item.arguments or {"raw": call.arguments},
+            # An empty object is the call as the model made it; only unparsable text is raw.
+            "input": item.arguments if item.tool is not None else {"raw": call.arguments},
             "output": output,
             "is_error": is_error,
         }

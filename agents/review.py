@@ -56,6 +56,8 @@ class Verdict:
     gaps: list[str] = field(default_factory=list)
     report: str = ""
     error: str = ""
+    # How many cited sources the verifier was given to check (0: the draft cited none).
+    checked: int = 0
     # The lead's report as revised after the findings ("" when it was not).
     revised: str = ""
 
@@ -178,7 +180,9 @@ def verify(ctx: AgentContext, draft: str) -> Verdict:
     child = team_reads.run_by_id(run_id=child.pk)
     if child.status != Status.DONE:
         return Verdict(error=child.error or "the verifier did not finish")
-    return parse_verdict(child.report)
+    verdict = parse_verdict(child.report)
+    verdict.checked = len(services.cited_sources(root_id=ctx.root_id, report=draft))
+    return verdict
 
 
 def verifier_task(ctx: AgentContext, draft: str) -> str:
@@ -294,8 +298,14 @@ def coverage_section(items: list[dict] | None, verdict: Verdict | None) -> str:
                 f'- "{claim["claim"]}"' + (f": {claim['why']}" if claim["why"] else "")
                 for claim in verdict.claims
             ]
+        elif verdict.checked:
+            sources = "source" if verdict.checked == 1 else f"{verdict.checked} sources"
+            lines.append(
+                f"The verifier checked the claims against the {sources} the report cites "
+                "and found none unsupported."
+            )
         else:
-            lines.append("The verifier found every claim supported by its sources.")
+            lines.append("The verifier had nothing to check: the report cites no source.")
         if verdict.gaps:
             lines += ["", "Gaps the verifier noted:"] + [f"- {gap}" for gap in verdict.gaps]
     return "\n".join(lines).rstrip()

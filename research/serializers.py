@@ -132,10 +132,20 @@ class PlanVersionSerializer(serializers.Serializer):
     created_at = serializers.DateTimeField()
 
 
+class PlanChangesSerializer(serializers.Serializer):
+    since_version = serializers.IntegerField()
+    added = serializers.ListField(child=serializers.CharField())
+    removed = serializers.ListField(child=serializers.CharField())
+
+
 class PlanSerializer(serializers.Serializer):
     research = serializers.IntegerField()
     review_plan = serializers.BooleanField()
     awaiting_review = serializers.BooleanField()
+    changes = PlanChangesSerializer(
+        allow_null=True,
+        help_text="a revision of the approved plan waiting for review: what it adds and removes",
+    )
     version = serializers.IntegerField(allow_null=True)
     approved = serializers.BooleanField()
     items = PlanItemSerializer(many=True)

@@ -7,8 +7,9 @@ from django.core.management import call_command
 
 from research import services
 from research.models import Citation, Dataset, Message, Run
+from research.selectors import plans as plan_reads
 from research.services.datasets import dataset_create, document_add
-from tests.conftest import wait_finished
+from tests.conftest import wait_finished, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -97,10 +98,57 @@ def test_the_demo_plays_the_verifier_too_so_make_run_shows_a_checked_report(
     # Every claim of the demo's report quotes a passage an agent read: nothing is flagged.
     assert verifier.report.startswith("## Unsupported claims\nNone.")
     assert root.flagged_claims == []
+    cited = Citation.objects.filter(run=root).count()
+    assert cited >= 2
     assert root.report.endswith(
         "## Coverage and gaps\n\nEvery item of the plan (2) was covered.\n\n"
-        "The verifier found every claim supported by its sources."
+        f"The verifier checked the claims against the {cited} sources the report cites and "
+        "found none unsupported."
     )
+
+
+def test_an_item_the_analyst_adds_in_review_is_researched_and_covered_by_its_own_agent(
+    agent_pool, alice, ev_dataset
+):
+    root = services.run_start(
+        owner=alice,
+        topic="EV batteries: chemistry and market",
+        model="demo",
+        dataset_id=ev_dataset.pk,
+        review_plan=True,
+    )
+    wait_for(lambda: Run.objects.get(pk=root.pk).status == "paused", timeout=20)
+    written = services.current_plan(root_id=root.pk).items
+    edited = [*written, "Battery recycling in Europe"]
+
+    services.plan_approve(run=Run.objects.get(pk=root.pk), items=edited)
+    root = wait_finished(root, timeout=40)
+
+    assert root.status == "done", root.error
+    items = plan_reads.plan_items(root=root)
+    assert [item["text"] for item in items] == edited
+    assert [item["status"] for item in items] == ["covered", "covered", "covered"]
+    added = Run.objects.get(parent=root, plan_item="Battery recycling in Europe")
+    assert added.status == "done" and "Battery recycling in Europe" in added.topic
+    assert items[2]["agents"] == [{"id": added.pk, "name": added.name, "status": "done"}]
+    # Each sub-agent's task is the item it covers, as approved.
+    for child in Run.objects.filter(parent=root, kind="researcher"):
+        assert child.plan_item in edited and child.plan_item in child.topic
+
+
+def test_a_one_item_plan_the_lead_researched_itself_is_covered_by_the_lead(
+    agent_pool, alice, ev_dataset
+):
+    root = services.run_start(
+        owner=alice, topic="Why LFP cells last longer", model="demo", dataset_id=ev_dataset.pk
+    )
+    root = wait_finished(root, timeout=30)
+
+    assert root.status == "done", root.error
+    assert not Run.objects.filter(parent=root).exists()
+    [item] = plan_reads.plan_items(root=root)
+    assert item["status"] == "covered"
+    assert item["agents"] == [{"id": root.pk, "name": "lead", "status": "done"}]
 
 
 def test_demo_answers_the_python_question_from_the_starter_dataset(agent_pool, alice):

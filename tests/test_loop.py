@@ -64,6 +64,19 @@ def test_malformed_tool_call_gets_an_error_result_and_the_run_recovers(
     assert "invalid arguments for web_search" in results[1] and "query" in results[1]
     assert results[2].startswith("error: there is no tool 'no_such_tool'")
     assert Step.objects.filter(run=run, is_error=True).count() == 3
+    # The transcript keeps a call it refused as the model sent it.
+    inputs = list(Step.objects.filter(run=run, kind="tool").order_by("id").values_list("input"))
+    assert inputs[0] == ({"raw": '{"query": "unterminated'},)
+    assert inputs[1] == ({"raw": '{"limit": 3}'},)
+
+
+def test_a_tool_called_without_arguments_is_recorded_with_none_not_raw_text(
+    agent_pool, scripted_llm, alice
+):
+    scripted_llm.script("no arguments", call("wait_subagents"), reply("Alone."))
+    run = wait_finished(start(alice, "no arguments"))
+
+    assert Step.objects.get(run=run, kind="tool").input == {}
 
 
 def test_a_500_then_200_endpoint_succeeds_on_retry(agent_pool, scripted_llm, alice):

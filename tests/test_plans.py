@@ -15,7 +15,7 @@ from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
 from agents.llm.scripted import call, calls, fail, reply
-from agents.review import COVERAGE_HEADING, parse_verdict
+from agents.review import COVERAGE_HEADING, Verdict, coverage_section, parse_verdict
 from frontend.rendering import render_report
 from research import services
 from research.models import Event, Message, Plan, Run
@@ -484,6 +484,39 @@ def test_a_revision_that_fails_keeps_the_draft(agent_pool, scripted_llm, alice, 
         f"Coot draft.\n\n{COVERAGE_HEADING}\n\nThe report could not be verified: the revision "
         "failed: llm: 500 from 127.0.0.1:"
     )
+
+
+def test_a_lead_that_revises_an_approved_plan_waits_for_the_analyst_again(
+    agent_pool, scripted_llm, alice, api
+):
+    topic = "Puffins: burrows and fish"
+    scripted_llm.script(
+        topic,
+        call("write_plan", items=["Burrows", "Fish"]),
+        call("write_plan", items=["Burrows", "Fish", "Predators"]),
+        reply("the puffin report"),
+    )
+    root = start(alice, topic, review_plan=True)
+    wait_for(lambda: Run.objects.get(pk=root.pk).status == "paused")
+    assert api.post(f"{plan_url(root)}/approve", {}, format="json").status_code == 200
+
+    # The revision is a new version that waits: the approval bound the lead to version 1.
+    wait_for(lambda: Plan.objects.filter(root=root).count() == 2)
+    wait_for(lambda: Run.objects.get(pk=root.pk).status == "paused")
+    plan = api.get(plan_url(root)).json()
+    assert (plan["version"], plan["approved"], plan["awaiting_review"]) == (2, False, True)
+    assert plan["changes"] == {"since_version": 1, "added": ["Predators"], "removed": []}
+
+    assert api.post(f"{plan_url(root)}/approve", {}, format="json").status_code == 200
+    root = wait_finished(root)
+    assert root.status == "done" and root.report.startswith("the puffin report")
+    assert api.get(plan_url(root)).json()["changes"] is None
+
+
+def test_a_verifier_with_no_cited_source_says_it_had_nothing_to_check():
+    section = coverage_section(None, Verdict(checked=0))
+    assert section.endswith("The verifier had nothing to check: the report cites no source.")
+    assert "none unsupported" in coverage_section(None, Verdict(checked=3))
 
 
 def test_a_cancel_that_comes_before_the_pause_wins(run_factory, alice):

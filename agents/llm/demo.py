@@ -120,7 +120,7 @@ class Policy:
         # Only the lead splits the work: a sub-agent's task is already one facet.
         if self.c.name or self.c.called(*SPAWNS) or not self.tools & SPAWNS:
             return None
-        facets = plan_facets(self.c.task)
+        facets = self._facets()
         if len(facets) < 2:
             return None
         launches = [
@@ -139,6 +139,21 @@ class Policy:
         if "spawn_subagents" in self.tools:  # one batch: all start, or none
             return _calls(("spawn_subagents", {"subagents": launches}))
         return _calls(*[("spawn_subagent", launch) for launch in launches])
+
+    def _facets(self) -> list[tuple[str, str]]:
+        """What the lead splits its work into: the plan the analyst approved, item by item
+        (an item the analyst added or reworded is researched as they wrote it), else the
+        facets of the topic."""
+        if not self.c.approved_plan:
+            return plan_facets(self.c.task)
+        facets: list[tuple[str, str]] = []
+        for item in self.c.approved_plan:
+            words = [w for w in re.findall(r"[a-z0-9]+", item.lower()) if w not in STOPWORDS]
+            name = (words[0] if words else "item")[:36]
+            while any(name == taken for taken, _ in facets):
+                name = f"{name}-{len(facets) + 1}"
+            facets.append((name, item))
+        return facets[:10]
 
     def _query(self) -> ChatResponse | None:
         if "query" in self.tools and not self.c.called("query"):

@@ -1,10 +1,17 @@
 """A root's plan as the page, the API and the final report read it: the items of its latest
-version, each with the status its sub-agents give it, and the history of versions."""
+version, each with the status its sub-agents give it, and the history of versions.
+
+An item's identity is its text: a sub-agent names the item it covers (`Run.plan_item`), so an
+item reworded by the lead or the analyst is a new item that needs its own research, never one
+"covered" by work on the old words. An item no sub-agent took is the lead's own: covered when
+the lead ended done after research of its own (a search, a page or a knowledge-base query),
+a gap otherwise.
+"""
 
 from typing import Any
 
 from research.events.payloads import iso
-from research.models import ACTIVE_STATUSES, Plan, Run, Status
+from research.models import ACTIVE_STATUSES, Plan, Run, Status, Step
 
 # An item's status, from the sub-agents that name it (seed 001: coverage and gaps).
 OPEN, WORKING, COVERED, FAILED, GAP = "open", "working", "covered", "failed", "gap"
@@ -35,18 +42,57 @@ def plan_items(*, root: Run, ending: bool = False) -> list[dict[str, Any]] | Non
     for agent in covering:
         agents[agent.plan_item].append(agent)
     ended = ending or root.status not in ACTIVE_STATUSES
+    lead_covers = ended and _lead_researched(root, ending=ending)
     return [
-        {
-            "number": number,
-            "text": item,
-            "status": item_status(agents[item], research_ended=ended),
-            "agents": [
-                {"id": agent.pk, "name": agent.name, "status": agent.status}
-                for agent in agents[item]
-            ],
-        }
+        _item(number, item, agents[item], ended=ended, lead=root if lead_covers else None)
         for number, item in enumerate(plan.items, start=1)
     ]
+
+
+# The tools that find things: a lead that used one researched something itself.
+RESEARCH_TOOLS = ("web_search", "read_page", "query")
+
+
+def _lead_researched(root: Run, *, ending: bool) -> bool:
+    if not ending and root.status != Status.DONE:
+        return False
+    return Step.objects.filter(
+        run_id=root.pk, kind=Step.Kind.TOOL, tool__in=RESEARCH_TOOLS, is_error=False
+    ).exists()
+
+
+def _item(number: int, text: str, agents: list[Run], *, ended: bool, lead: Run | None) -> dict:
+    if not agents and lead is not None:  # the lead's own item, researched by the lead
+        return {
+            "number": number,
+            "text": text,
+            "status": COVERED,
+            "agents": [{"id": lead.pk, "name": "lead", "status": Status.DONE}],
+        }
+    return {
+        "number": number,
+        "text": text,
+        "status": item_status(agents, research_ended=ended),
+        "agents": [
+            {"id": agent.pk, "name": agent.name, "status": agent.status} for agent in agents
+        ],
+    }
+
+
+def _changes(versions: list[Plan]) -> dict[str, Any] | None:
+    """What the latest version changed since the last one the analyst approved, when it is
+    not approved itself: what the analyst reviews again."""
+    if not versions or versions[-1].approved_at is not None:
+        return None
+    approved = next((plan for plan in reversed(versions) if plan.approved_at), None)
+    if approved is None:
+        return None
+    latest = versions[-1]
+    return {
+        "since_version": approved.version,
+        "added": [item for item in latest.items if item not in approved.items],
+        "removed": [item for item in approved.items if item not in latest.items],
+    }
 
 
 def plan_view(*, root: Run) -> dict[str, Any]:
@@ -57,6 +103,7 @@ def plan_view(*, root: Run) -> dict[str, Any]:
         "research": root.pk,
         "review_plan": root.review_plan,
         "awaiting_review": root.status == Status.PAUSED,
+        "changes": _changes(versions),
         "version": latest.version if latest else None,
         "approved": bool(latest and latest.approved_at),
         "items": plan_items(root=root) or [],

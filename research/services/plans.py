@@ -57,6 +57,9 @@ def plan_write(*, root_id: int, items: object, author: str = Plan.Author.AGENT) 
     """Store a new version of the root's plan and tell the page."""
     items = validate_plan_items(items)
     tree_lock(root_id=root_id)
+    current = current_plan(root_id=root_id)
+    if current is not None and current.items == items:
+        return current  # the same items again: no new version (an approved one stays so)
     latest = Plan.objects.filter(root_id=root_id).aggregate(latest=Max("version"))["latest"]
     plan = Plan.objects.create(
         root_id=root_id, version=(latest or 0) + 1, items=items, author=author
@@ -79,11 +82,13 @@ def _publish(plan: Plan) -> None:
 
 
 def plan_needs_review(*, root_id: int) -> bool:
-    """Whether a root started with `review_plan` has yet to have a plan approved."""
-    return (
-        Run.objects.filter(pk=root_id, review_plan=True).exists()
-        and not Plan.objects.filter(root_id=root_id, approved_at__isnull=False).exists()
-    )
+    """Whether a root started with `review_plan` has a plan the analyst has not approved: its
+    first, or a revision of the approved one (the analyst's approval binds: a lead that
+    changes the plan waits for the analyst again)."""
+    if not Run.objects.filter(pk=root_id, review_plan=True).exists():
+        return False
+    plan = current_plan(root_id=root_id)
+    return plan is not None and plan.approved_at is None
 
 
 @transaction.atomic

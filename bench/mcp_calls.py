@@ -107,7 +107,7 @@ def remote_tools(calls: int) -> dict[str, float]:
     from mcp import Client
     from mcp.server.mcpserver import MCPServer
 
-    from agents.context import AgentContext, CancelToken
+    from agents.runtime.context import AgentContext, CancelToken
     from agents.tools.remote import call_remote
     from research.models import RemoteServer
 

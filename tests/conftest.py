@@ -128,7 +128,7 @@ def tree_factory(run_factory, subagent_factory) -> Callable[..., Run]:
 
 import time  # noqa: E402
 
-from agents.pool import AgentPool  # noqa: E402
+from agents.runtime.pool import AgentPool  # noqa: E402
 from research.models import ACTIVE_STATUSES  # noqa: E402
 
 

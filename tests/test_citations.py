@@ -2,7 +2,7 @@
 
 import pytest
 
-from agents.context import AgentContext, CancelToken
+from agents.runtime.context import AgentContext, CancelToken
 from agents.tools.knowledge import QUERY
 from research import services
 from research.models import Citation

@@ -16,7 +16,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from agents.llm.scripted import call, reply, slow
-from agents.pool import AgentPool
+from agents.runtime.pool import AgentPool
 from frontend.terminal.render import watch_header
 from research import services
 from research.models import Citation, Event, LLMCall, Message, Run, RunState, Source, Step

@@ -12,8 +12,8 @@ import pytest
 
 from agents import kinds
 from agents.llm.scripted import call, calls, reply, slow
-from agents.pool import warm_up
-from agents.team import REPORTS_HEADER
+from agents.runtime.pool import warm_up
+from agents.runtime.tree import REPORTS_HEADER
 from research import services
 from research.models import Event, Run, RunState
 from tests.conftest import PROJECT, process_env, wait_finished, wait_for

@@ -14,7 +14,7 @@ from django.db import connection, transaction
 from django.urls import reverse
 from rest_framework.test import APIClient
 
-from agents.context import AgentContext, CancelToken
+from agents.runtime.context import AgentContext, CancelToken
 from agents.tools.base import ToolError
 from agents.tools.knowledge import QUERY, REMEMBER
 from research import services

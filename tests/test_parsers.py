@@ -10,7 +10,7 @@ import httpx
 import pytest
 from rest_framework.authtoken.models import Token
 
-from agents.review import parse_verdict
+from agents.loop.review import parse_verdict
 from agents.tools.web import _cited_line, clean_text
 from research.fulltext import chunk_text, normalise_text
 from research.models import Run

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rest_framework.exceptions import ParseError
 
-from agents.review import parse_verdict
+from agents.loop.review import parse_verdict
 from agents.tools.base import ToolError
 from agents.tools.pages import parse_url
 from research.clean import strip_controls

@@ -15,7 +15,7 @@ from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
 from agents.llm.scripted import call, calls, fail, reply
-from agents.review import COVERAGE_HEADING, Verdict, coverage_section, parse_verdict
+from agents.loop.review import COVERAGE_HEADING, Verdict, coverage_section, parse_verdict
 from frontend.rendering import render_report
 from research import services
 from research.models import Event, Message, Plan, Run

@@ -10,7 +10,7 @@ import pytest
 from django.utils import timezone
 
 from agents.llm.scripted import call, reply, slow
-from agents.pool import AgentPool
+from agents.runtime.pool import AgentPool
 from research import services
 from research.models import Run, Worker
 from tests.conftest import wait_finished, wait_for

@@ -12,8 +12,8 @@ from django.utils import timezone
 from mcp.server.mcpserver import Context, MCPServer
 
 from agents import kinds
-from agents.context import AgentContext, CancelToken
 from agents.llm.scripted import call, reply
+from agents.runtime.context import AgentContext, CancelToken
 from agents.tools.base import ToolError
 from agents.tools.remote import enable_tool, offered_tools, remote_tool
 from research import services

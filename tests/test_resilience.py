@@ -12,8 +12,8 @@ from django.db import connection
 from agents.llm.scripted import call, reply, slow
 from agents.messages import factory
 from agents.messages.redis import RedisMessenger
-from agents.orphans import ORPHANED
-from agents.pool import AgentPool
+from agents.runtime.orphans import ORPHANED
+from agents.runtime.pool import AgentPool
 from research import services
 from research.models import Event, Message, Run
 from tests.conftest import wait_finished, wait_for

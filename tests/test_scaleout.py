@@ -22,8 +22,8 @@ from rest_framework.authtoken.models import Token
 
 from agents.llm.scripted import call, calls, reply, slow
 from agents.messages import get_messenger
-from agents.pool import AgentPool
-from agents.team import PARENT_ENDED
+from agents.runtime.pool import AgentPool
+from agents.runtime.tree import PARENT_ENDED
 from research import services
 from research.models import ACTIVE_STATUSES, Event, Run, Worker
 from tests.conftest import (

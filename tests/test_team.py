@@ -5,7 +5,7 @@ import threading
 import pytest
 
 from agents.llm.scripted import call, calls, reply, slow
-from agents.team import CANCELLED_BY_PARENT, PARENT_ENDED
+from agents.runtime.tree import CANCELLED_BY_PARENT, PARENT_ENDED
 from research import services
 from research.models import Message, Profile, Run
 from tests.conftest import wait_finished, wait_for
@@ -544,7 +544,7 @@ def test_an_orphan_child_no_thread_runs_is_ended_with_its_parent_instead_of_hang
 def test_a_sibling_cancelled_before_it_started_has_ended_for_messages(scripted_llm, alice):
     """One slot: the root holds it while it spawns, so "late" is still waiting for a slot
     when the root cancels it; its sibling must then hear that it has ended."""
-    from agents.pool import AgentPool
+    from agents.runtime.pool import AgentPool
 
     scripted_llm.script(
         "one slot research",

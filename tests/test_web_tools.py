@@ -14,7 +14,7 @@ import sys
 import pytest
 from django.contrib.auth.models import User
 
-from agents.context import AgentContext, CancelToken
+from agents.runtime.context import AgentContext, CancelToken
 from agents.tools.base import ToolError
 from agents.tools.pages import READ_PAGE, not_public
 from agents.tools.web import WEB_SEARCH

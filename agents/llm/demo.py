@@ -12,8 +12,8 @@ import re
 from itertools import count
 from typing import Any
 
-from agents.calls import SPAWNS
 from agents.llm.base import ChatResponse, ToolCall
+from agents.loop.calls import SPAWNS
 from research.text import STOP_WORDS
 
 _ids = count(1)
@@ -42,7 +42,7 @@ class Conversation:
 
     def __init__(self, messages: list[dict[str, Any]]):
         task = next(m["content"] for m in messages if m["role"] == "user")
-        # A sub-agent's task ends with its step budget (agents.loop.task_message).
+        # A sub-agent's task ends with its step budget (agents.loop.agent.task_message).
         self.task = task.split("\n\nYour step budget:")[0]
         self.system = next((m["content"] for m in messages if m["role"] == "system"), "")
         self.calls: list[tuple[str, dict]] = []
@@ -309,7 +309,7 @@ HIT = re.compile(
 
 def verify_draft(task: str) -> str:
     """The verifier's role, deterministically: a claim whose cited source no agent of the
-    research read is unsupported (agents.review writes that into the verifier's task)."""
+    research read is unsupported (agents.loop.review writes that into the verifier's task)."""
     draft, _, sources = task.partition("# Sources it cites")
     unread = re.findall(r"^- (\S+): NO AGENT OF THIS RESEARCH READ IT$", sources, re.M)
     claims = []

@@ -1,6 +1,6 @@
 """The tools an agent gets, decided in one place from what the run is and may do."""
 
-from agents.context import AgentContext
+from agents.runtime.context import AgentContext
 from agents.tools.base import Tool, ToolError
 
 __all__ = ["Tool", "ToolError", "toolset"]

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from agents.context import AgentContext
+    from agents.runtime.context import AgentContext
 
 
 class ToolError(Exception):

@@ -7,7 +7,7 @@ fact as a document of the dataset, where a sibling's next `query` finds it.
 
 from typing import Any
 
-from agents.context import AgentContext
+from agents.runtime.context import AgentContext
 from agents.tools.base import Tool, ToolError, object_schema
 from research import selectors
 from research.errors import InvalidInput

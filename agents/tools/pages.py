@@ -28,7 +28,7 @@ from research.services.sources import source_record
 from research.text import UnreadableFile, declared_charset, decode, html_text, pdf_text
 
 if TYPE_CHECKING:
-    from agents.context import AgentContext
+    from agents.runtime.context import AgentContext
 
 MAX_REDIRECTS = 5
 REDIRECT_STATUSES = {301, 302, 303, 307, 308}

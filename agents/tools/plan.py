@@ -7,8 +7,8 @@ plan review pauses after its first plan until the analyst approves it.
 
 from typing import Any
 
-from agents.context import AgentContext, Paused
-from agents.team import end_subagents
+from agents.runtime.context import AgentContext, Paused
+from agents.runtime.tree import end_subagents
 from agents.tools.base import Tool, ToolError, object_schema
 from research import endings, services
 from research.errors import ResearchError

@@ -36,8 +36,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult, TextContent
 
 from agents import prompts
-from agents.context import Cancelled
 from agents.kinds import DEFAULT_KIND
+from agents.runtime.context import Cancelled
 from agents.tools.base import Tool, ToolError, object_schema
 from agents.tools.pages import not_public
 from research import selectors, services
@@ -45,7 +45,7 @@ from research.models import RemoteServer, State
 from research.models_remote import TOOL_SEPARATOR
 
 if TYPE_CHECKING:
-    from agents.context import AgentContext
+    from agents.runtime.context import AgentContext
 
 log = logging.getLogger(__name__)
 

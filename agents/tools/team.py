@@ -1,7 +1,7 @@
 """The team tools of seed 000: spawn, wait for and cancel sub-agents; list siblings and message
 them. Who may message whom is decided here; the messenger only carries what it is given. The
 limits and the record of a spawn are in research.services.subagent_spawn, the tree's
-lifecycle (ending sub-agents, refusing an early answer) in agents.team.
+lifecycle (ending sub-agents, refusing an early answer) in agents.runtime.tree.
 """
 
 import json
@@ -15,10 +15,11 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from agents import kinds, resilience
-from agents.context import AgentContext
+from agents import kinds
 from agents.messages import InboxFull, InboxMessage, NoInbox, get_messenger, send_message
-from agents.team import (
+from agents.runtime import resilience
+from agents.runtime.context import AgentContext
+from agents.runtime.tree import (
     CANCELLED_BY_PARENT,
     RECHECK_SECONDS,
     cancel_child,

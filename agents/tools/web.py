@@ -19,7 +19,7 @@ from agents.tools.base import Tool, ToolError, object_schema
 from research.services.sources import sources_record_search
 
 if TYPE_CHECKING:
-    from agents.context import AgentContext
+    from agents.runtime.context import AgentContext
 
 SNIPPET_MAX_CHARS = 400
 TAVILY_URL = "https://api.tavily.com/search"

@@ -10,7 +10,7 @@ import time
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 
-from agents.pool import AgentPool
+from agents.runtime.pool import AgentPool
 from research import endings, selectors, services
 from research.models import Run, Status
 

@@ -32,7 +32,7 @@ INTERRUPTED = endings.SERVER_STOPPED
 CANCELLED_BY_USER = endings.CANCELLED_BY_USER
 DELETED = endings.DELETED
 
-# Set by the agent runtime of this process (agents.pool) so a new root starts at once;
+# Set by the agent runtime of this process (agents.runtime.pool) so a new root starts at once;
 # without it a queued root waits for a worker to claim it.
 _on_root_queued: list[Callable[[int], None]] = []
 

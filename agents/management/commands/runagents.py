@@ -15,7 +15,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connections
 
-from agents.pool import AgentPool, warm_up
+from agents.runtime.pool import AgentPool, warm_up
 from research.services import INTERRUPTED
 
 log = logging.getLogger(__name__)

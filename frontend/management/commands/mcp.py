@@ -14,7 +14,7 @@ import anyio
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
-from agents.pool import AgentPool
+from agents.runtime.pool import AgentPool
 from frontend.terminal.users import USER_HELP, resolve_user
 from research import endings, selectors, services
 from research.mcp_server.tools import build_server

@@ -47,7 +47,7 @@ class CancelToken:
     deadline: float | None = None
     deadline_reason: str = ""
     # The end of its time kept for writing its report (seconds before the deadline): from
-    # then on it researches no more and writes (agents.team.writing_time_left).
+    # then on it researches no more and writes (agents.runtime.tree.writing_time_left).
     writing_reserve: float = 0.0
     # Set by a pool that reads the flags of all its agents in one query (AgentPool's cancel
     # watch): the token then never queries on its own.
@@ -142,7 +142,7 @@ def writing_reserve(*, span: float, root: bool) -> float:
 
 class Runtime(Protocol):
     """What an agent asks of the pool that runs it: start its sub-agents, cancel one, give its
-    slot back while it waits, and hear when some agent ends. `agents.pool.AgentPool` is the
+    slot back while it waits, and hear when some agent ends. `agents.runtime.pool.AgentPool` is the
     implementation; tools see only this."""
 
     def submit(
@@ -188,11 +188,11 @@ class AgentContext:
     research_tools: frozenset[str] = frozenset()
     remote_tools: frozenset[str] = frozenset()
     # Sub-agents it spawned, and those whose reports it has read (wait_subagents, or
-    # delivered at a round's head); see agents.team.
+    # delivered at a round's head); see agents.runtime.tree.
     spawned: set[int] = field(default_factory=set)
     collected: set[int] = field(default_factory=set)
     # While a turn's spawns are recorded, the starts of their children wait here, so that
-    # the children of one turn start together (agents.calls); None: children start at once.
+    # the children of one turn start together (agents.loop.calls); None: children start at once.
     start_later: list[Callable[[], None]] | None = None
     # The agent's tools by name, offered to its model each turn. A tool may add one here
     # (enable_remote_tool): the model gets it from its next turn on.

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.db import close_old_connections, connection, connections
 
-from agents import resilience
-from agents.context import CancelToken
 from agents.messages import get_messenger
-from agents.orphans import OrphanSweep
+from agents.runtime import resilience
+from agents.runtime.context import CancelToken
+from agents.runtime.orphans import OrphanSweep
 from research import endings, events, services
 from research.models import Run, Worker
 from research.ops import root_wakeup
@@ -302,7 +302,7 @@ class AgentPool:
         return False
 
     def _run_agent(self, run_id: int, token: CancelToken) -> None:
-        from agents.loop import run_agent
+        from agents.loop.agent import run_agent
 
         # A thread's connection may have been closed by the server or the pool meanwhile.
         resilience.cleanup("closing stale connections", close_old_connections)
@@ -491,7 +491,7 @@ def warm_up() -> None:
     openai package and its lazily loaded resources): without this the first run a fresh
     worker claims waits for them, and looks stuck in `queued` meanwhile.
     """
-    import agents.loop  # noqa: F401
+    import agents.loop.agent  # noqa: F401
     import agents.tools.knowledge  # noqa: F401
     import agents.tools.pages  # noqa: F401
     import agents.tools.remote  # noqa: F401  (the MCP SDK: about three seconds)

@@ -1,7 +1,7 @@
 """The tree's lifecycle as one agent sees it: its inbox, its sub-agents ending before it, the
 answer it may not give yet, the tree's cost. The team tools are in agents.tools.team.
 
-The pool is reached only through the `Runtime` protocol of agents.context.
+The pool is reached only through the `Runtime` protocol of agents.runtime.context.
 """
 
 import time
@@ -10,9 +10,9 @@ from decimal import Decimal
 
 from django.conf import settings
 
-from agents import resilience
-from agents.context import AgentContext
 from agents.messages import get_messenger
+from agents.runtime import resilience
+from agents.runtime.context import AgentContext
 from research import endings, services
 from research.models import ACTIVE_STATUSES, Run, Status
 from research.selectors import team as team_reads

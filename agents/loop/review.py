@@ -15,11 +15,12 @@ from typing import TYPE_CHECKING
 
 from django.conf import settings
 
-from agents import kinds, resilience, team
-from agents.context import AgentContext, Cancelled
+from agents import kinds
 from agents.llm.base import LLMError
 from agents.messages import get_messenger
-from agents.team import yielded
+from agents.runtime import resilience, tree
+from agents.runtime.context import AgentContext, Cancelled
+from agents.runtime.tree import yielded
 from research import services
 from research.clean import cut
 from research.models import Plan, Run, Status
@@ -27,7 +28,7 @@ from research.selectors import plans as plan_reads
 from research.selectors import team as team_reads
 
 if TYPE_CHECKING:
-    from agents.loop import Agent
+    from agents.loop.agent import Agent
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +103,7 @@ def _review(agent: "Agent", draft: str) -> tuple[str, str]:
     ctx = agent.ctx
     # Sub-agents still working when the lead answers end now: the draft is what it has, and
     # the verifier must not wait behind them for a place.
-    team.end_subagents(ctx)
+    tree.end_subagents(ctx)
     verdict = None
     if settings.RESEARCH_VERIFY_REPORTS and ctx.pool is not None:
         verdict = _verified(agent, draft)
@@ -118,7 +119,7 @@ def _review(agent: "Agent", draft: str) -> tuple[str, str]:
 def _verified(agent: "Agent", draft: str) -> Verdict:
     ctx = agent.ctx
     cap = settings.RESEARCH_TREE_COST_CAP_USD
-    if cap and team.tree_cost(ctx) >= cap:
+    if cap and tree.tree_cost(ctx) >= cap:
         return Verdict(error=f"the research reached its cost cap of ${cap} before verification")
     try:
         verdict = verify(ctx, draft)
@@ -127,7 +128,7 @@ def _verified(agent: "Agent", draft: str) -> Verdict:
                 {"role": "user", "content": REVISE_NOTE.format(findings=verdict.report)}
             )
             # A note the analyst sent meanwhile is read with the findings.
-            notes = team.delivered_notes(ctx)
+            notes = tree.delivered_notes(ctx)
             if notes is not None:
                 agent.messages.append({"role": "user", "content": notes})
             verdict.revised = agent.write_without_tools(detail="revising after verification")
@@ -171,12 +172,12 @@ def verify(ctx: AgentContext, draft: str) -> Verdict:
         f"opening the inbox of run {child.pk}", lambda: get_messenger().open(child.pk)
     )
     # At most half of the lead's time left: the other half is for its revision.
-    deadline, reason = team.child_deadline(ctx, share=0.5)
+    deadline, reason = tree.child_deadline(ctx, share=0.5)
     ctx.pool.submit(child.pk, parent_id=ctx.run_id, deadline=deadline, deadline_reason=reason)
     with yielded(ctx):
         while team_reads.working_children_ids(run_id=ctx.run_id, among=[child.pk]):
             # A note does not end this wait: the lead reads it with the findings.
-            team.wait_for_change(ctx, run_ids=[child.pk], notes=False)
+            tree.wait_for_change(ctx, run_ids=[child.pk], notes=False)
     child = team_reads.run_by_id(run_id=child.pk)
     if child.status != Status.DONE:
         return Verdict(error=child.error or "the verifier did not finish")

@@ -2,7 +2,7 @@
 
 Two rules (issue 16). A failure in cleanup is logged and never replaces the run's outcome: a
 report written is a report kept. And an agent whose database connection died records its end
-through a fresh one; when even that fails, the pool's orphan sweep (agents.orphans) ends the
+through a fresh one; when even that fails, the pool's orphan sweep (agents.runtime.orphans) ends the
 run later, so a live process never holds runs it can no longer record.
 """
 

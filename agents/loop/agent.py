@@ -14,11 +14,13 @@ from typing import Any
 import jsonschema
 from django.conf import settings
 
-from agents import kinds, prompts, resilience, review, team
-from agents.calls import ParallelCalls, PlannedCall, group_calls, group_state
-from agents.context import AgentContext, Cancelled, CancelToken, Paused
+from agents import kinds, prompts
 from agents.llm import chat_model_for
 from agents.llm.base import ChatResponse, LLMError, ToolCall
+from agents.loop import review
+from agents.loop.calls import ParallelCalls, PlannedCall, group_calls, group_state
+from agents.runtime import resilience, tree
+from agents.runtime.context import AgentContext, Cancelled, CancelToken, Paused
 from agents.tools import Tool, ToolError, toolset
 from agents.tools.base import truncate
 from research import endings, selectors, services
@@ -45,7 +47,7 @@ def run_agent(*, run_id: int, token: CancelToken, pool) -> None:
     ctx = resilience.retrying("reading its context", lambda: AgentContext.of(run, token, pool))
     # The spawn opened it already; this keeps it open. Redis down now costs the agent its
     # messages, not its work.
-    resilience.cleanup(f"opening the inbox of run {run_id}", lambda: team.open_inbox(ctx))
+    resilience.cleanup(f"opening the inbox of run {run_id}", lambda: tree.open_inbox(ctx))
     report, error, paused = "", "", False
     try:
         report = resilience.retrying("starting the agent", lambda: Agent(ctx, run)).run()
@@ -64,11 +66,11 @@ def run_agent(*, run_id: int, token: CancelToken, pool) -> None:
     finally:
         # Cleanup that fails (Redis down, a lost connection) is logged: it never replaces
         # the outcome, and a report written is a report kept.
-        resilience.cleanup(f"closing the inbox of run {run_id}", lambda: team.close_inbox(ctx))
+        resilience.cleanup(f"closing the inbox of run {run_id}", lambda: tree.close_inbox(ctx))
         # A parent never finishes before its sub-agents: end them first.
         resilience.cleanup(
             f"ending the sub-agents of run {run_id}",
-            lambda: resilience.retrying("ending sub-agents", lambda: team.end_subagents(ctx)),
+            lambda: resilience.retrying("ending sub-agents", lambda: tree.end_subagents(ctx)),
         )
     if paused:
         return
@@ -131,7 +133,7 @@ class Agent:
             if planned:
                 self._run_tools(planned, after=self._round_state(steps))
                 continue
-            refusal = team.answer_refusal(self.ctx) if not self.answers_refused else None
+            refusal = tree.answer_refusal(self.ctx) if not self.answers_refused else None
             if refusal is None:
                 return response.content.strip() or "(the agent wrote no report)"
             self.answers_refused += 1
@@ -140,7 +142,7 @@ class Agent:
     def _deliver_reports(self) -> None:
         """Children that ended since the last round: their reports join this round."""
         reports = resilience.retrying(
-            "reading reports of sub-agents", lambda: team.delivered_reports(self.ctx)
+            "reading reports of sub-agents", lambda: tree.delivered_reports(self.ctx)
         )
         if reports is not None:
             self.messages.append({"role": "user", "content": reports})
@@ -148,7 +150,7 @@ class Agent:
     def _deliver_notes(self) -> None:
         """Notes from the analyst that arrived since the last round join this one (seed 001:
         a user's message reaches the lead at its next round)."""
-        notes = team.delivered_notes(self.ctx)
+        notes = tree.delivered_notes(self.ctx)
         if notes is not None:
             self.messages.append({"role": "user", "content": notes})
 
@@ -158,11 +160,11 @@ class Agent:
         cap = settings.RESEARCH_TREE_COST_CAP_USD
         if (
             cap
-            and resilience.retrying("reading the tree's cost", lambda: team.tree_cost(self.ctx))
+            and resilience.retrying("reading the tree's cost", lambda: tree.tree_cost(self.ctx))
             >= cap
         ):
             return f" (the research reached its cost cap of ${cap})"
-        if team.writing_time_left(self.ctx):
+        if tree.writing_time_left(self.ctx):
             whose = "the research's" if self.ctx.is_root else "your"
             return f" ({whose} time is nearly up: what is left is kept for writing)"
         return None
@@ -241,7 +243,7 @@ class Agent:
         return PlannedCall(call, tool, arguments)
 
     def _run_tools(self, planned: list[PlannedCall], *, after: NextState) -> None:
-        """Run the turn's tool calls by groups (agents.calls), results in call order. Each
+        """Run the turn's tool calls by groups (agents.loop.calls), results in call order. Each
         call's record carries the state that follows it: the next group's, and after the
         last, the state of the model call that follows."""
         groups = group_calls(planned)

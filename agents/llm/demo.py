@@ -42,7 +42,7 @@ class Conversation:
 
     def __init__(self, messages: list[dict[str, Any]]):
         task = next(m["content"] for m in messages if m["role"] == "user")
-        # A sub-agent's task ends with its step budget (agents.loop.agent.task_message).
+        # A sub-agent's task ends with its step budget (agents.loop.instructions.task_message).
         self.task = task.split("\n\nYour step budget:")[0]
         self.system = next((m["content"] for m in messages if m["role"] == "system"), "")
         self.calls: list[tuple[str, dict]] = []

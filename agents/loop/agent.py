@@ -14,11 +14,11 @@ from typing import Any
 import jsonschema
 from django.conf import settings
 
-from agents import kinds, prompts
 from agents.llm import chat_model_for
 from agents.llm.base import ChatResponse, LLMError, ToolCall
 from agents.loop import review
 from agents.loop.calls import ParallelCalls, PlannedCall, group_calls, group_state
+from agents.loop.instructions import system_prompt, task_message
 from agents.runtime import resilience, tree
 from agents.runtime.context import AgentContext, Cancelled, CancelToken, Paused
 from agents.tools import Tool, ToolError, toolset
@@ -114,10 +114,51 @@ class Agent:
     def run(self) -> str:
         try:
             draft = self._rounds()
-            return review.reviewed_report(self, draft) if self.ctx.is_root else draft
+            return self._reviewed(draft) if self.ctx.is_root else draft
         finally:
             with self._blocking():  # waiting for tool threads to end: others may run
                 self.parallel.close()
+
+    def _reviewed(self, draft: str) -> str:
+        """The root's draft, verified and revised once when reports are verified, with its
+        Coverage and gaps section when it had a plan or a verifier. A draft is never lost to
+        what comes after it: a verifier or a revision that fails leaves the draft, marked as
+        unverified."""
+        try:
+            # Sub-agents still working when the lead answers end now: the draft is what it
+            # has, and the verifier must not wait behind them for a place.
+            tree.end_subagents(self.ctx)
+            verdict = self._verdict(draft) if review.verifying(self.ctx) else None
+            if verdict is not None and verdict.revised:
+                draft = verdict.revised
+            section = review.coverage(self.ctx, verdict)
+        except Cancelled:
+            raise  # a cancel from the analyst ends the research as cancels do
+        except Exception as failure:  # Redis or the database failing after the draft
+            log.exception("the review of run %s failed; its draft is kept", self.ctx.run_id)
+            failed = review.Verdict(error=f"{type(failure).__name__}: {failure}")
+            section = review.coverage_section(None, failed)
+        return review.with_section(draft, section)
+
+    def _verdict(self, draft: str) -> "review.Verdict":
+        """The verifier's findings on the draft, and the draft revised once after them."""
+        try:
+            verdict = review.verify(self.ctx, draft)
+            if verdict.report and not verdict.error:
+                findings = review.REVISE_NOTE.format(findings=verdict.report)
+                self.messages.append({"role": "user", "content": findings})
+                # A note the analyst sent meanwhile is read with the findings.
+                notes = tree.delivered_notes(self.ctx)
+                if notes is not None:
+                    self.messages.append({"role": "user", "content": notes})
+                verdict.revised = self.write_without_tools(detail="revising after verification")
+            return verdict
+        except LLMError as failure:
+            return review.Verdict(error=f"the revision failed: {failure}")
+        except Cancelled:
+            if not review.out_of_time(self.ctx):
+                raise  # a cancel from the analyst ends the research as cancels do
+            return review.Verdict(error="the research ran out of time while it was being verified")
 
     def _rounds(self) -> str:
         steps = self.steps_at_start
@@ -356,55 +397,3 @@ def _where(path: list, arguments: Any) -> str:
         value = value.get(part) if isinstance(value, dict) else None
         parts.append(str(part))
     return ": ".join(parts)
-
-
-def system_prompt(ctx: AgentContext, run: Run, tools: dict[str, Tool]) -> str:
-    catalog = kinds.catalog()
-    parts = [prompts.load("research")]
-    if "query" in tools:
-        parts.append(prompts.load("knowledge"))
-    if "write_plan" in tools:
-        parts.append(prompts.load("plan"))
-    if "spawn_subagent" in tools:
-        parts.append(prompts.load("spawn"))
-        parts.append(kinds_section(catalog, model=ctx.model))
-    if not ctx.is_root:
-        parts.append(prompts.render("subagent", name=run.name, reason=run.reason))
-        kind = catalog.kinds.get(run.kind or kinds.DEFAULT_KIND)
-        if kind is not None:
-            parts.append(kind.instructions)
-        parts.append(prompts.load("messaging"))
-    parts += [tool.prompt for tool in tools.values()]  # sections tools bring (remote tools)
-    return prompts.join(*parts)
-
-
-def kinds_section(catalog: kinds.Catalog, *, model: str) -> str:
-    """The kinds (and tiers) a parent may pick from, one line each (seed 002's capabilities)."""
-    lines = ["Kinds of sub-agent (the `kind` of spawn_subagent; default researcher):"]
-    for kind in catalog.kinds.values():
-        lines.append(
-            f"- {kind.name}: {kind.description} "
-            f"(steps {kind.min_steps}-{kind.max_steps}, default {kind.default_steps})"
-        )
-    if catalog.tiers:
-        lines.append(
-            f"Model tiers (the `tier`; without one a sub-agent runs on your model, {model}):"
-        )
-        lines += [f"- {tier}: {name}" for tier, name in catalog.tiers.items()]
-    lines.append(
-        "Use spawn_subagents to start several at once. Each report comes to you when its "
-        "sub-agent ends; wait_subagents blocks until they do, inspect_subagent looks inside "
-        "one that works."
-    )
-    return "\n".join(lines)
-
-
-def task_message(ctx: AgentContext, run: Run) -> str:
-    """The agent's task; a sub-agent's ends with the step budget it got, as one line (seed
-    001: the clipped number is the one it relies on)."""
-    if ctx.is_root:
-        return run.topic
-    return (
-        f"{run.topic}\n\nYour step budget: {run.max_steps} model calls; the last one writes "
-        "your report."
-    )

@@ -1,5 +1,6 @@
 """The lead's review before its report (seed 001): a verifier checks the draft against the
 sources it cites, the lead revises once, and the report ends with what was not covered.
+Review gives verdicts and sections; the agent (agents.loop.agent) acts on them.
 
 Also where a root resumed after the analyst's plan review is told which plan to carry out.
 The verifier is a sub-agent of kind `verifier` that the runtime starts, not the model: its
@@ -11,24 +12,19 @@ import logging
 import re
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from django.conf import settings
 
 from agents import kinds
-from agents.llm.base import LLMError
 from agents.messages import get_messenger
 from agents.runtime import resilience, tree
-from agents.runtime.context import AgentContext, Cancelled
+from agents.runtime.context import AgentContext
 from agents.runtime.tree import yielded
 from research import services
 from research.clean import cut
 from research.models import Plan, Run, Status
 from research.selectors import plans as plan_reads
 from research.selectors import team as team_reads
-
-if TYPE_CHECKING:
-    from agents.loop.agent import Agent
 
 log = logging.getLogger(__name__)
 
@@ -79,75 +75,40 @@ def resumed_plan_message(ctx: AgentContext, run: Run) -> str | None:
     )
 
 
-def reviewed_report(agent: "Agent", draft: str) -> str:
-    """The root's draft, verified and revised once when RESEARCH_VERIFY_REPORTS is on, with
-    its Coverage and gaps section when it had a plan or a verifier. A draft is never lost to
-    what comes after it: a verifier or a revision that fails leaves the draft, marked as
-    unverified."""
-    try:
-        draft, section = _review(agent, draft)
-    except Cancelled:
-        raise  # a cancel from the analyst ends the research as cancels do
-    except Exception as failure:  # Redis or the database failing after the draft was written
-        log.exception("the review of run %s failed; its draft is kept", agent.ctx.run_id)
-        section = coverage_section(None, Verdict(error=f"{type(failure).__name__}: {failure}"))
+def verifying(ctx: AgentContext) -> bool:
+    """Whether the root's draft goes to a verifier (RESEARCH_VERIFY_REPORTS, in a pool)."""
+    return settings.RESEARCH_VERIFY_REPORTS and ctx.pool is not None
+
+
+def coverage(ctx: AgentContext, verdict: Verdict | None) -> str:
+    """The report's Coverage and gaps section, from the plan as it ends and the verdict (whose
+    flagged claims the page marks); "" when there was neither."""
+    root = team_reads.run_by_id(run_id=ctx.run_id)
+    items = plan_reads.plan_items(root=root, ending=True)
+    if verdict is not None:
+        services.report_flags_set(run_id=ctx.run_id, claims=verdict.claims)
+    return coverage_section(items, verdict)
+
+
+def with_section(draft: str, section: str) -> str:
+    """The report: the draft and its section, the section its last word under the cap."""
     if not section:
         return draft
-    # The section is the report's last word: the draft makes room for it under the cap.
     limit = settings.RESEARCH_REPORT_MAX_CHARS - len(section) - 2
     draft = cut(draft.rstrip(), limit, what="report", setting="RESEARCH_REPORT_MAX_CHARS")
     return f"{draft}\n\n{section}"
 
 
-def _review(agent: "Agent", draft: str) -> tuple[str, str]:
-    ctx = agent.ctx
-    # Sub-agents still working when the lead answers end now: the draft is what it has, and
-    # the verifier must not wait behind them for a place.
-    tree.end_subagents(ctx)
-    verdict = None
-    if settings.RESEARCH_VERIFY_REPORTS and ctx.pool is not None:
-        verdict = _verified(agent, draft)
-        if verdict.revised:
-            draft = verdict.revised
-    root = team_reads.run_by_id(run_id=ctx.run_id)
-    items = plan_reads.plan_items(root=root, ending=True)
-    if verdict is not None:
-        services.report_flags_set(run_id=ctx.run_id, claims=verdict.claims)
-    return draft, coverage_section(items, verdict)
-
-
-def _verified(agent: "Agent", draft: str) -> Verdict:
-    ctx = agent.ctx
-    cap = settings.RESEARCH_TREE_COST_CAP_USD
-    if cap and tree.tree_cost(ctx) >= cap:
-        return Verdict(error=f"the research reached its cost cap of ${cap} before verification")
-    try:
-        verdict = verify(ctx, draft)
-        if verdict.report and not verdict.error:
-            agent.messages.append(
-                {"role": "user", "content": REVISE_NOTE.format(findings=verdict.report)}
-            )
-            # A note the analyst sent meanwhile is read with the findings.
-            notes = tree.delivered_notes(ctx)
-            if notes is not None:
-                agent.messages.append({"role": "user", "content": notes})
-            verdict.revised = agent.write_without_tools(detail="revising after verification")
-        return verdict
-    except LLMError as failure:
-        return Verdict(error=f"the revision failed: {failure}")
-    except Cancelled:
-        if not _out_of_time(ctx):
-            raise  # a cancel from the analyst ends the research as cancels do
-        return Verdict(error="the research ran out of time while it was being verified")
-
-
-def _out_of_time(ctx: AgentContext) -> bool:
+def out_of_time(ctx: AgentContext) -> bool:
     deadline = ctx.cancel.deadline
     return deadline is not None and time.monotonic() >= deadline
 
 
 def verify(ctx: AgentContext, draft: str) -> Verdict:
     """Start the verifier on the draft and wait for it (the root's slot given back)."""
+    cap = settings.RESEARCH_TREE_COST_CAP_USD
+    if cap and tree.tree_cost(ctx) >= cap:
+        return Verdict(error=f"the research reached its cost cap of ${cap} before verification")
     catalog = kinds.catalog()
     kind = catalog.kinds.get(VERIFIER_NAME)
     if kind is None:

@@ -39,6 +39,6 @@ from agents import callbacks  # noqa: E402
 callbacks.start_in_web_process()
 
 if settings.RESEARCH_AGENTS_IN_WEB:
-    from agents.runtime.pool import start_in_web_process  # noqa: E402
+    from agents import hosting  # noqa: E402
 
-    start_in_web_process()
+    hosting.serve_in_web_process()

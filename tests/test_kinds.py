@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from agents import kinds
+from agents.hosting import warm_up
 from agents.llm.scripted import call, calls, reply, slow
-from agents.runtime.pool import warm_up
 from agents.runtime.tree import REPORTS_HEADER
 from research import services
 from research.models import Event, Run, RunState

@@ -6,16 +6,13 @@ import time
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import Any, Protocol
 
 from django.conf import settings
 
 from research import endings
 from research.endings import CANCELLED_BY_USER, DELETED
 from research.models import Run
-
-if TYPE_CHECKING:
-    from agents.tools.base import Tool
 
 
 class Cancelled(Exception):
@@ -194,9 +191,10 @@ class AgentContext:
     # While a turn's spawns are recorded, the starts of their children wait here, so that
     # the children of one turn start together (agents.loop.calls); None: children start at once.
     start_later: list[Callable[[], None]] | None = None
-    # The agent's tools by name, offered to its model each turn. A tool may add one here
-    # (enable_remote_tool): the model gets it from its next turn on.
-    tools: dict[str, "Tool"] = field(default_factory=dict)
+    # The agent's tools by name (agents.tools.base.Tool), offered to its model each turn. A
+    # tool may add one here (enable_remote_tool): the model gets it from its next turn on.
+    # Typed loosely on purpose: the tools depend on this context, never the other way round.
+    tools: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def load(cls, run_id: int, cancel: CancelToken, pool: Runtime | None = None) -> "AgentContext":

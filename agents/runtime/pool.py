@@ -5,13 +5,12 @@ gives its slot back for the wait and takes one again after it, so a parent waiti
 children can never starve them of slots (seed 001's thread-starvation deadlock). Threads
 get run ids, never model instances, and close stale database connections around each job.
 
-One pool runs per process: in the web process for the embedded default
-(`start_in_web_process`) or in `manage.py runagents` workers. Either way the pool claims
-queued roots from the database (SKIP LOCKED on PostgreSQL), runs each tree inside itself,
-heartbeats, and fails the runs of dead processes.
+One pool runs per process, started by agents.hosting: in the web process for the embedded
+default, in `manage.py runagents` workers, or in a command that runs its own researches.
+Either way the pool claims queued roots from the database (SKIP LOCKED on PostgreSQL), runs
+each tree inside itself, heartbeats, and fails the runs of dead processes.
 """
 
-import atexit
 import logging
 import threading
 import time
@@ -26,8 +25,9 @@ from agents.messages import get_messenger
 from agents.runtime import resilience
 from agents.runtime.context import CancelToken
 from agents.runtime.orphans import OrphanSweep
+from agents.runtime.worker import WorkerLoops
 from research import endings, events, services
-from research.models import Run, Worker
+from research.models import Run
 from research.ops import root_wakeup
 
 log = logging.getLogger(__name__)
@@ -44,7 +44,7 @@ class _Agent:
     in_family: bool = False
 
 
-class AgentPool:
+class AgentPool(WorkerLoops):
     def __init__(self, *, max_active: int | None = None, claim_roots: bool = True):
         self.max_active = max_active or settings.RESEARCH_MAX_AGENTS
         self.claim_roots = claim_roots
@@ -368,139 +368,6 @@ class AgentPool:
             f" ({error})" if error else "",
         )
 
-    # --- background loops ------------------------------------------------------------------
-
-    def _background(self, target):
-        def loop() -> None:
-            while not self._stopping.is_set():
-                close_old_connections()
-                try:
-                    target()
-                except Exception:
-                    log.exception("agent pool: %s failed; retrying", target.__name__)
-                    self._stopping.wait(1.0)
-            connections.close_all()
-
-        return loop
-
-    def _claim_loop(self) -> None:
-        """Claim queued roots while a slot is free; woken at once by a root started here."""
-        self._wake.wait(settings.RESEARCH_CLAIM_POLL_SECONDS)
-        self._wake.clear()
-        if not self.claim_roots:
-            self._take_given_roots_again()
-        while self.claim_roots and self._has_free_slot():
-            with self._claim_lock:
-                if self._stopping.is_set():
-                    return
-                run_id = services.root_claim_next(worker_id=self.worker_id)
-                if run_id is None:
-                    return
-                with self._lock:
-                    self._claimed.add(run_id)
-                log.info("worker %s: claimed research %s", self.worker_id, run_id)
-                self.submit(run_id)
-
-    def _take_given_roots_again(self) -> None:
-        """Of the roots this pool was given, those queued again (a plan approved after its
-        review) run here again; those that ended are forgotten."""
-        with self._lock:
-            waiting = [run_id for run_id in self._given_roots if run_id not in self._agents]
-        if not waiting:
-            return
-        ended = services.roots_ended(run_ids=waiting)
-        with self._claim_lock:
-            for run_id in waiting:
-                if run_id in ended:
-                    with self._lock:
-                        self._given_roots.discard(run_id)
-                elif not self._stopping.is_set() and services.root_claim(
-                    run_id=run_id, worker_id=self.worker_id
-                ):
-                    log.info("worker %s: research %s resumes", self.worker_id, run_id)
-                    self.submit(run_id)
-
-    def _has_free_slot(self) -> bool:
-        with self._lock:
-            return (
-                self._starting == 0
-                and self._waiting_for_slot == 0
-                and self._working < self.max_active
-            )
-
-    def _heartbeat_loop(self) -> None:
-        if self._stopping.wait(settings.RESEARCH_HEARTBEAT_SECONDS):
-            return
-        services.worker_heartbeat(worker_id=self.worker_id)
-        if _declared_dead(self.worker_id):
-            self._start_over()
-        with self._lock:
-            running = set(self._agents)
-        self._orphans.sweep(worker_id=self.worker_id, running=running)
-        failed = services.workers_sweep(dead_after_seconds=settings.RESEARCH_WORKER_DEAD_SECONDS)
-        if failed:
-            log.warning(
-                "worker %s: marked %d runs of a stopped process failed", self.worker_id, failed
-            )
-
-    def _cancel_watch(self) -> None:
-        """Read the cancel flags of every agent of this pool in one query, and cancel the
-        tokens of those flagged or deleted: a cancel from any process (the API, a parent in
-        another worker) reaches the agent within RESEARCH_CANCEL_POLL_SECONDS, and waiting
-        agents no longer query each on their own."""
-        if self._stopping.wait(settings.RESEARCH_CANCEL_POLL_SECONDS):
-            return
-        with self._lock:
-            tokens = {run_id: agent.token for run_id, agent in self._agents.items()}
-        if not tokens:
-            return
-        rows = {
-            pk: (requested, reason, notes)
-            for pk, requested, reason, notes in Run.objects.filter(pk__in=tokens).values_list(
-                "pk", "cancel_requested", "cancel_reason", "notes_pending"
-            )
-        }
-        for run_id, token in tokens.items():
-            token.apply(rows.get(run_id))
-
-    def _start_over(self) -> None:
-        """This process missed its heartbeats for so long (frozen, cut off) that another one
-        failed its runs. Their agents stop, and the pool goes on under a new worker id: a
-        root claimed under the old one would never be swept again."""
-        with self._claim_lock:
-            if self._stopping.is_set():
-                return
-            old = self.worker_id
-            self.worker_id = services.worker_register(claims_roots=self.claim_roots).pk
-            with self._lock:
-                agents = list(self._agents.values())
-        for agent in agents:
-            agent.token.cancel(endings.WORKER_LOST)
-        log.warning(
-            "worker %s was declared dead; its %d agents stop; now worker %s",
-            old,
-            len(agents),
-            self.worker_id,
-        )
-
-
-def warm_up() -> None:
-    """Import what every agent needs before this process claims anything.
-
-    The tools and the model client take two to three seconds to import (trafilatura, the
-    openai package and its lazily loaded resources): without this the first run a fresh
-    worker claims waits for them, and looks stuck in `queued` meanwhile.
-    """
-    import agents.loop.agent  # noqa: F401
-    import agents.tools.knowledge  # noqa: F401
-    import agents.tools.pages  # noqa: F401
-    import agents.tools.remote  # noqa: F401  (the MCP SDK: about three seconds)
-    import agents.tools.web  # noqa: F401
-    from agents.llm import DEMO_MODEL, chat_model_for
-
-    if settings.RESEARCH_MODEL != DEMO_MODEL:
-        chat_model_for(settings.RESEARCH_MODEL)  # builds the client and its chat resource
-
 
 def _give_back_connection() -> None:
     """Return the thread's connection to the connection pool (PostgreSQL) while its agent
@@ -521,27 +388,3 @@ def _not_started_reason(token: CancelToken) -> str:
     if token.deadline is not None and time.monotonic() >= token.deadline:
         return endings.NOT_STARTED_IN_TIME
     return token.reason
-
-
-def _declared_dead(worker_id: int) -> bool:
-    """Whether another process's sweep stopped this worker (or its row was deleted)."""
-    return not Worker.objects.filter(pk=worker_id, stopped_at__isnull=True).exists()
-
-
-_pool: AgentPool | None = None
-
-
-def start_in_web_process() -> AgentPool:
-    """Start this process's pool once; interrupt its agents when the process exits.
-
-    daphne stops its reactor on SIGTERM and SIGINT and returns, so atexit runs while the
-    database is still reachable.
-    """
-    global _pool
-    if _pool is None:
-        # Beside the server's start, not before it: pages are served meanwhile, and the first
-        # research no longer waits for imports (see warm_up).
-        threading.Thread(target=warm_up, name="agents-warm-up", daemon=True).start()
-        _pool = AgentPool().start()
-        atexit.register(_pool.shutdown)
-    return _pool

@@ -10,8 +10,8 @@ import time
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 
-from agents.runtime.pool import AgentPool
-from research import endings, selectors, services
+from agents.hosting import LocalAgents
+from research import endings, selectors
 from research.models import Run, Status
 
 LOCAL_STOPPED = endings.COMMAND_STOPPED
@@ -21,7 +21,7 @@ class TreeRunner:
     def __init__(self, run: Run, *, owner: AbstractBaseUser):
         self.run = run
         self.owner = owner
-        self.pool: AgentPool | None = None
+        self.agents = LocalAgents(reason=LOCAL_STOPPED)
         self.may_run_here = settings.RESEARCH_AGENTS_IN_WEB
         self.started = time.monotonic()
         # Another process may heartbeat without claiming roots (a `start --wait` like this
@@ -33,7 +33,7 @@ class TreeRunner:
     @property
     def local(self) -> bool:
         """Whether the tree's agents run in this process (and so die with it)."""
-        return self.pool is not None
+        return self.agents.pool is not None
 
     def begin(self) -> str | None:
         """Run the tree here when no agent process is up; returns a note for the user."""
@@ -57,16 +57,11 @@ class TreeRunner:
         return None
 
     def run_here(self, *, note: str = "") -> str | None:
-        pool = AgentPool(claim_roots=False).start()
-        if not services.root_claim(run_id=self.run.pk, worker_id=pool.worker_id):
-            pool.shutdown()  # another process took it meanwhile: nothing to run here
+        if not self.agents.take(self.run.pk):
+            self.agents.shutdown()  # another process took it meanwhile: nothing to run here
+            self.agents = LocalAgents(reason=LOCAL_STOPPED)
             return None
-        self.pool = pool
-        pool.submit(self.run.pk)
         return f"{note}running its agents in this process (they stop if it is interrupted)."
 
     def shutdown(self, *, reason: str = LOCAL_STOPPED) -> None:
-        if self.pool is not None:
-            # Short: agents still in a model call cannot see the cancel before it returns,
-            # and they end with this process anyway (their runs are failed with `reason`).
-            self.pool.shutdown(reason=reason, timeout=3.0)
+        self.agents.shutdown(reason=reason)

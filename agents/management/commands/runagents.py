@@ -15,7 +15,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connections
 
-from agents.runtime.pool import AgentPool, warm_up
+from agents import hosting
 from research.services import INTERRUPTED
 
 log = logging.getLogger(__name__)
@@ -54,8 +54,7 @@ class Command(BaseCommand):
         stop = threading.Event()
         _on_stop_signals(stop)
 
-        warm_up()
-        pool = AgentPool(max_active=max_agents, claim_roots=True).start()
+        pool = hosting.serve_as_worker(max_agents=max_agents)
         log.info(
             "worker %s: running up to %d agents; SIGTERM or Ctrl-C stops it",
             pool.worker_id,

@@ -8,15 +8,13 @@ researches this session started and interrupts them when the client closes the s
 """
 
 import logging
-import threading
 
 import anyio
-from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 
-from agents.runtime.pool import AgentPool
+from agents.hosting import LocalAgents
 from frontend.terminal.users import USER_HELP, resolve_user
-from research import endings, selectors, services
+from research import endings
 from research.mcp_server.tools import build_server
 
 log = logging.getLogger(__name__)
@@ -32,7 +30,7 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options) -> None:
         user = resolve_user(options.get("user"))
-        agents = LocalAgents()
+        agents = SessionAgents()
         server = build_server(owner_of=lambda ctx: user.pk, on_started=agents.take)
         try:
             anyio.run(server.run_stdio_async)
@@ -40,23 +38,14 @@ class Command(BaseCommand):
             agents.shutdown()
 
 
-class LocalAgents:
-    """Runs the researches of this session when no agent process would: one pool, started
-    on the first research that needs it, that claims only the roots it is given."""
+class SessionAgents(LocalAgents):
+    """The researches of this session run here when no agent process would: decided on the
+    first research, then every one of the session runs in the same pool."""
 
     def __init__(self) -> None:
-        self.pool: AgentPool | None = None
-        self._lock = threading.Lock()
+        super().__init__(reason=LOCAL_STOPPED)
 
-    def take(self, run_id: int) -> None:
-        with self._lock:
-            if self.pool is None:
-                if not settings.RESEARCH_AGENTS_IN_WEB or selectors.agent_process_alive():
-                    return
-                self.pool = AgentPool(claim_roots=False).start()
-            if services.root_claim(run_id=run_id, worker_id=self.pool.worker_id):
-                self.pool.submit(run_id)
-
-    def shutdown(self) -> None:
-        if self.pool is not None:
-            self.pool.shutdown(reason=LOCAL_STOPPED, timeout=3.0)
+    def take(self, run_id: int) -> bool:
+        if self.pool is None and not self.needed():
+            return False
+        return super().take(run_id)

@@ -1,9 +1,10 @@
 """Exports of a research, one code path for the API, the run page's buttons and the CLI:
-the report as Markdown, the whole tree as JSON (`frontend.terminal.export`), and the report
+the report as Markdown, the whole tree as JSON (`frontend.terminal.export`), the report
 as PDF, printed by headless Chromium from a print stylesheet so the citation marks and the
-sources list look as they do on the page.
+sources list look as they do on the page, and the report as DOCX (`frontend.export_docx`), for
+analysts who edit it in Word: real headings, lists and hyperlinks.
 
-`GET /v1/gb/research/<id>/export?format=md|json|pdf` answers the file as an attachment.
+`GET /v1/gb/research/<id>/export?format=md|json|pdf|docx` answers the file as an attachment.
 Every export counts against THROTTLE_EXPORTS. Each PDF runs a Chromium, so a web process
 prints at most EXPORT_PDF_SLOTS at once, and one user holds at most EXPORT_PDF_PER_USER of
 them: a PDF past that share is a 429 at once, so one user's flood does not queue everyone
@@ -29,13 +30,15 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
+from frontend.export_docx import export_docx
 from frontend.rendering import render_report
 from frontend.terminal.export import export_json, export_markdown
 from research import selectors
 from research.models import Run
 from research.ops.throttles import ExportThrottle
 
-FORMATS = ("md", "json", "pdf")
+FORMATS = ("md", "json", "pdf", "docx")
+DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 CHROMIUM_FLAGS = [
     "--no-sandbox",
     "--disable-gpu",
@@ -112,7 +115,7 @@ class Export:
 
 
 def export_run(run: Run, format: str) -> Export:
-    """The run exported in `format` (md, json or pdf)."""
+    """The run exported in `format` (md, json, pdf or docx)."""
     name = f"canopy-research-{run.pk}"
     if format == "json":
         return Export(export_json(run).encode(), "application/json", f"{name}.json")
@@ -126,6 +129,8 @@ def export_run(run: Run, format: str) -> Export:
         return Export(export_markdown(run).encode(), "text/markdown; charset=utf-8", f"{name}.md")
     if format == "pdf":
         return Export(export_pdf(run), "application/pdf", f"{name}.pdf")
+    if format == "docx":
+        return Export(export_docx(run), DOCX, f"{name}.docx")
     raise ExportError(f"format must be one of {', '.join(FORMATS)}, not {format!r}.", 400)
 
 
@@ -200,9 +205,12 @@ class RunExportView(APIView):
             (200, "application/pdf"): OpenApiResponse(
                 OpenApiTypes.BINARY, description="the report, printed"
             ),
+            (200, DOCX): OpenApiResponse(
+                OpenApiTypes.BINARY, description="the report as a Word document, with its sources"
+            ),
             409: OpenApiResponse(
                 OpenApiTypes.OBJECT,
-                description="the research has no report yet (md, pdf): export it as json",
+                description="the research has no report yet (md, pdf, docx): export it as json",
             ),
         },
     )

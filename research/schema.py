@@ -6,6 +6,12 @@ everywhere, 404 where the path names a run or a dataset, 429 where a research st
 `add_bounds` (a postprocessing hook) writes the limits the services enforce (settings) into
 the schema: they are checked in the service, so the API, the CLI and the page say the same
 thing, and documented here.
+
+Every operation is tagged with the resource it acts on (`RESOURCES`, by the path's segments)
+and has an operationId of `OPERATION_IDS`: drf-spectacular's own would tag everything "gb"
+(the path's first segment after /v1/) and number the ids it derives twice
+(`gb_research_retrieve_2`), so the explorer was one long list and generated clients had
+methods named by accident. A view's own `extend_schema(operation_id=...)` still wins.
 """
 
 from typing import Any
@@ -28,11 +34,56 @@ FIELD_ERRORS = {
 }
 
 
+PREFIX = "/v1/gb/"
+# The tag of a path, from its last segment that names a resource (research is the default).
+RESOURCES = {
+    "plan": "plans",
+    "notes": "notes",
+    "events": "events",
+    "export": "exports",
+    "datasets": "datasets",
+}
+OPERATION_IDS = {
+    ("research", "GET"): "research_list",
+    ("research", "POST"): "research_start",
+    ("research/{run_id}", "GET"): "research_get",
+    ("research/{run_id}", "DELETE"): "research_delete",
+    ("research/{run_id}/cancel", "POST"): "research_cancel",
+    ("research/{run_id}/tree", "GET"): "research_tree",
+    ("research/{run_id}/states", "GET"): "research_states",
+    ("research/{run_id}/messages", "GET"): "research_messages",
+    ("research/{run_id}/report", "GET"): "research_report",
+    ("research/{run_id}/plan", "GET"): "plan_get",
+    ("research/{run_id}/plan/approve", "POST"): "plan_approve",
+    ("research/{run_id}/notes", "POST"): "note_send",
+    ("research/{run_id}/events", "GET"): "events_list",
+    ("datasets", "GET"): "dataset_list",
+    ("datasets", "POST"): "dataset_create",
+    ("datasets/{dataset_id}", "GET"): "dataset_get",
+    ("datasets/{dataset_id}", "DELETE"): "dataset_delete",
+    ("datasets/{dataset_id}/documents", "GET"): "document_list",
+    ("datasets/{dataset_id}/documents", "POST"): "document_upload",
+    ("datasets/{dataset_id}/query", "GET"): "dataset_query",
+}
+
+
+def resource_of(path: str) -> str:
+    segments = path.removeprefix(PREFIX).split("/")
+    return next((RESOURCES[s] for s in reversed(segments) if s in RESOURCES), "research")
+
+
 def _error(description: str, schema: dict[str, Any]) -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": schema}}}
 
 
 class CanopyAutoSchema(AutoSchema):
+    def get_tags(self) -> list[str]:
+        return [resource_of(self.path)]
+
+    def get_operation_id(self) -> str:
+        named = OPERATION_IDS.get((self.path.removeprefix(PREFIX), self.method.upper()))
+        return named or super().get_operation_id()
+
     def _get_response_bodies(self, direction: str = "response") -> dict[str, Any]:
         responses = super()._get_response_bodies(direction)
         if direction != "response":

@@ -308,6 +308,9 @@ SPECTACULAR_SETTINGS = {
     "DESCRIPTION": "Deep research with a live tree of agents.",
     "VERSION": "1.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    # A run's status and a plan item's share the field name "status": each its own name, or
+    # drf-spectacular names the run's after a hash ("Status267Enum") and warns.
+    "ENUM_NAME_OVERRIDES": {"RunStatusEnum": "research.models.Status"},
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "research.schema.add_bounds",

@@ -429,3 +429,89 @@ def test_a_sub_agents_kind_tier_and_model_show_in_the_list_and_on_its_page(
     assert "Delegation" in page
     for label, value in (("Kind", "verifier"), ("Tier", "low"), ("Model", "scripted-small")):
         assert re.search(rf"<label>{label}:</label>\s*<div class=\"readonly\">{value}</div>", page)
+
+
+def _row(page: str, text: str) -> str:
+    return next(line for line in page.split("<tr") if text in line)
+
+
+def test_state_and_transcript_times_show_seconds(admin_client, tree_factory):
+    root = _busy_tree(tree_factory, children=("a", "b"), grandchildren=())
+    first = root.children.order_by("id").first()
+    state = RunState.objects.filter(run=first, state="searching").get()
+    step = Step.objects.get(run=first)
+
+    page = admin_client.get(f"{RUNS}{first.pk}/change/").content.decode()
+    states = admin_client.get("/admin/research/runstate/").content.decode()
+    steps = admin_client.get("/admin/research/step/").content.decode()
+
+    for moment, shown in ((state.at, page), (step.at, page), (state.at, states), (step.at, steps)):
+        assert timezone.localtime(moment).strftime("%H:%M:%S") in shown
+
+
+def test_a_run_page_links_to_the_live_page_of_its_research(admin_client, tree_factory):
+    root = tree_factory(children=("a",), grandchildren=())
+    child = root.children.get()
+
+    for run in (root, child):
+        page = admin_client.get(f"{RUNS}{run.pk}/change/").content.decode()
+        link = re.search(r'<a href="([^"]+)"[^>]*>View on site</a>', page)
+        assert link and link.group(1) == f"/runs/{root.pk}/"
+
+
+def test_the_report_shows_rendered_and_sanitised(admin_client, run_factory):
+    run = run_factory()
+    report = (
+        "# Tides\n\nThe **moon** pulls [the sea](https://example.org/tides).\n\n"
+        "- spring\n- neap\n\n<script>alert('x')</script>\n\n[bad](javascript:alert(1))"
+    )
+    services.run_finish(run_id=run.pk, report=report)
+
+    page = admin_client.get(f"{RUNS}{run.pk}/change/").content.decode()
+
+    assert "<h1>Tides</h1>" in page and "<strong>moon</strong>" in page
+    assert "<li>spring</li>" in page
+    assert re.search(r'<a href="https://example.org/tides"[^>]*rel="noopener', page)
+    assert "&lt;script&gt;alert(" in page and "<script>alert(" not in page
+    assert 'href="javascript:' not in page
+
+
+def test_the_admin_sanitises_reports_as_the_run_page_does():
+    from frontend import rendering
+    from research.admin import report
+
+    assert report.ALLOWED_TAGS == rendering.ALLOWED_TAGS
+    assert report.ALLOWED_ATTRIBUTES == rendering.ALLOWED_ATTRIBUTES
+    assert report.URL_SCHEMES == rendering.URL_SCHEMES
+
+
+def test_a_research_waiting_for_its_plan_review_is_waiting_for_its_owner(
+    admin_client, admin_user, alice, run_factory
+):
+    mine = run_factory(owner=admin_user, topic="Grebes: mine to review", review_plan=True)
+    theirs = run_factory(topic="Herons: alice's to review", review_plan=True)
+    for root in (mine, theirs):
+        services.run_claim(run_id=root.pk)
+        services.plan_write(root_id=root.pk, items=["Diving"])
+        assert services.plan_pause(root_id=root.pk)
+
+    page = admin_client.get(RUNS).content.decode()
+
+    assert "waiting for you" in _row(page, "Grebes: mine to review")
+    assert "waiting for alice" in _row(page, "Herons: alice&#x27;s to review")
+
+
+def test_the_run_list_shows_how_each_run_ended(admin_client, run_factory):
+    done = run_factory(topic="Done: tides")
+    services.run_finish(run_id=done.pk, report="the report")
+    cancelled = run_factory(topic="Cancelled: herons")
+    services.run_cancel(run=cancelled)
+    run_factory(topic="Queued: grebes")
+
+    page = admin_client.get(RUNS).content.decode()
+
+    cancelled.refresh_from_db()
+    assert cancelled.status == Status.FAILED
+    assert '<td class="field-ending">done</td>' in _row(page, "Done: tides")
+    assert '<td class="field-ending">cancelled</td>' in _row(page, "Cancelled: herons")
+    assert '<td class="field-ending">-</td>' in _row(page, "Queued: grebes")

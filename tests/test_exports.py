@@ -3,12 +3,18 @@ printed by the real Chromium and keeps the citation marks and the sources list."
 
 import io
 
+import docx
 import pytest
-from django.core.management import call_command
+import redis
+from django.core.management import CommandError, call_command
+from docx.opc.constants import RELATIONSHIP_TYPE
+from docx.oxml.ns import qn
 from pypdf import PdfReader
 
-from frontend.exports import pdf_slots
+from frontend.exports import DOCX, pdf_slots
 from research import services
+from research.models import Source
+from research.services.citations import citations_record
 from tests.test_cli import finished_tree  # noqa: F401  (a fixture)
 
 pytestmark = pytest.mark.django_db
@@ -83,14 +89,14 @@ def test_the_cli_export_is_the_same_code(alice, finished_tree, tmp_path, api):  
 
 
 def test_a_bad_format_is_a_400_naming_it(api, finished_tree):  # noqa: F811
-    response = export(api, finished_tree.pk, "docx")
+    response = export(api, finished_tree.pk, "odt")
     assert response.status_code == 400
-    assert response.json() == {"format": ["format must be one of md, json, pdf, not 'docx'."]}
+    assert response.json() == {"format": ["format must be one of md, json, pdf, docx, not 'odt'."]}
 
 
 def test_a_run_without_a_report_exports_as_json_only(api, run_factory):
     run = run_factory()
-    for format in ("md", "pdf"):
+    for format in ("md", "pdf", "docx"):
         response = export(api, run.pk, format)
         assert response.status_code == 409
         assert response.json()["detail"] == (
@@ -128,9 +134,10 @@ def test_the_openapi_schema_describes_the_export(api):
         "text/markdown",
         "application/json",
         "application/pdf",
+        DOCX,
     }
     (format,) = [p for p in export["parameters"] if p["name"] == "format"]
-    assert sorted(format["schema"]["enum"]) == ["json", "md", "pdf"]
+    assert sorted(format["schema"]["enum"]) == ["docx", "json", "md", "pdf"]
 
 
 def test_a_user_holding_their_pdf_slot_is_refused_at_once_while_another_user_prints(
@@ -158,3 +165,108 @@ def test_a_user_holding_their_pdf_slot_is_refused_at_once_while_another_user_pri
         assert export(api, finished_tree.pk, "md").status_code == 200  # only PDFs are shared
     again = export(api, finished_tree.pk, "pdf")  # her slot is back
     assert again.status_code == 200 and again.content.startswith(b"%PDF-")
+
+
+# --- DOCX ----------------------------------------------------------------------------------
+
+DOCX_REPORT = """# Tides and the moon
+
+The **moon** pulls the oceans: see [NOAA on tides](https://oceanservice.noaa.gov/tides)
+and https://made.up/tides.
+
+## Why two tides a day
+
+- the bulge under the moon
+- the bulge on the far side
+
+1. spring tides
+2. neap tides
+"""
+
+
+def finished_research(owner_factory) -> "object":
+    """A finished research whose report has headings, lists and two cited links, one of them
+    read by an agent (verified) and one not (flagged)."""
+    root = owner_factory(topic="Why are there two tides a day?")
+    Source.objects.create(
+        run=root, root=root, kind="page", url="https://oceanservice.noaa.gov/tides", title="NOAA"
+    )
+    citations_record(run_id=root.pk, report=DOCX_REPORT)
+    services.run_finish(run_id=root.pk, report=DOCX_REPORT)
+    root.refresh_from_db()
+    return root
+
+
+def opened(content: bytes) -> docx.document.Document:
+    return docx.Document(io.BytesIO(content))
+
+
+def hyperlink_targets(document) -> list[str]:
+    """The targets of the document's w:hyperlink elements, in order, read from the part's
+    relationships: each must be an external hyperlink relationship."""
+    rels = document.part.rels
+    ids = [link.get(qn("r:id")) for link in document.element.body.iter(qn("w:hyperlink"))]
+    assert {rels[rid].reltype for rid in ids} == {RELATIONSHIP_TYPE.HYPERLINK}
+    assert all(rels[rid].is_external for rid in ids)
+    return [rels[rid].target_ref for rid in ids]
+
+
+def test_the_docx_holds_headings_paragraphs_lists_links_and_the_sources(api, run_factory):
+    research = finished_research(run_factory)
+
+    response = export(api, research.pk, "docx")
+
+    assert response.status_code == 200, response.content[:300]
+    assert response["Content-Type"] == DOCX
+    assert response["Content-Disposition"] == (
+        f'attachment; filename="canopy-research-{research.pk}.docx"'
+    )
+    document = opened(response.content)
+    paragraphs = [(p.style.name, p.text) for p in document.paragraphs]
+    assert [text for style, text in paragraphs if style.startswith("Heading")] == [
+        "Tides and the moon",
+        "Why two tides a day",
+        "Sources checked",
+    ]
+    assert paragraphs[0] == ("Heading 1", "Tides and the moon")
+    assert ("Heading 2", "Sources checked") in paragraphs
+    body = next(text for style, text in paragraphs if text.startswith("The moon"))
+    assert body == ("The moon pulls the oceans: see NOAA on tides ✓ and https://made.up/tides ?.")
+    bold = [run.text for p in document.paragraphs for run in p.runs if run.bold]
+    assert bold == ["moon"]
+    assert ("List Bullet", "the bulge under the moon") in paragraphs
+    assert ("List", "2. neap tides") in paragraphs
+    assert ("List", "1. NOAA on tides: verified, seen by the research agent") in paragraphs
+    assert ("List", "2. https://made.up/tides: not seen by any agent of this research") in (
+        paragraphs
+    )
+    assert hyperlink_targets(document) == [
+        "https://oceanservice.noaa.gov/tides",
+        "https://made.up/tides",
+        "https://oceanservice.noaa.gov/tides",
+        "https://made.up/tides",
+    ]
+    assert document.core_properties.title == "Why are there two tides a day?"
+
+
+def test_the_docx_export_follows_the_rules_of_every_export(
+    api, api_for, bob, run_factory, settings, tmp_path
+):
+    research = finished_research(run_factory)
+    counters = redis.Redis.from_url(settings.REDIS_URL)
+    for key in counters.scan_iter(match="canopy:*throttle_*"):
+        counters.delete(key)  # earlier tests' counts, for users with the same ids
+    counters.close()
+    settings.THROTTLE_RATES = {**settings.THROTTLE_RATES, "exports": "2/minute"}
+
+    assert export(api_for(bob), research.pk, "docx").status_code == 404
+    assert [export(api, research.pk, f).status_code for f in ("md", "docx")] == [200, 200]
+    refused = export(api, research.pk, "docx")
+    assert refused.status_code == 429 and int(refused["Retry-After"]) > 0
+
+    target = tmp_path / "report.docx"
+    command = ["research", "export", str(research.pk), "--format", "docx", "--user", "alice"]
+    call_command(*command, "-o", str(target), stdout=io.StringIO())
+    assert opened(target.read_bytes()).paragraphs[0].text == "Tides and the moon"
+    with pytest.raises(CommandError, match="a DOCX is written to a file: add --output"):
+        call_command(*command, stdout=io.StringIO())

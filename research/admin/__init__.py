@@ -9,4 +9,4 @@ through the services, which cancel working agents first. Every list page joins w
 (list_select_related) so it runs a fixed number of queries however many rows it holds.
 """
 
-from research.admin import datasets, remote, runs  # noqa: F401  (each registers its pages)
+from research.admin import datasets, records, remote, runs  # noqa: F401  (each registers its pages)

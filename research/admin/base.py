@@ -1,13 +1,25 @@
 """What every admin page of Canopy shares: read-only pages and inlines for what agents write."""
 
+from datetime import datetime
+
 from django.contrib import admin
 from django.http import HttpRequest
 from django.urls import reverse
+from django.utils import timezone
+from django.utils.dateformat import format as date_format
 from django.utils.text import Truncator
+
+# Django's own datetime format, to the second: an agent's states and steps come seconds
+# apart, and the admin's default ("2:05 p.m.") shows them all at the same minute.
+TO_THE_SECOND = "N j, Y, H:i:s"
 
 
 def short(text: str, length: int = 80) -> str:
     return Truncator(text).chars(length)
+
+
+def to_the_second(moment: datetime | None) -> str:
+    return date_format(timezone.localtime(moment), TO_THE_SECOND) if moment else "-"
 
 
 def changelist_url(model: type, **filters: object) -> str:
@@ -15,6 +27,14 @@ def changelist_url(model: type, **filters: object) -> str:
     url = reverse(f"admin:{opts.app_label}_{opts.model_name}_changelist")
     query = "&".join(f"{key}={value}" for key, value in filters.items())
     return f"{url}?{query}" if query else url
+
+
+class AtTheSecond:
+    """A record's `at` to the second, for its list or its inline."""
+
+    @admin.display(description="at", ordering="at")
+    def at_second(self, record) -> str:
+        return to_the_second(record.at)
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):

@@ -1,15 +1,19 @@
-"""The admin of runs and what agents record about them: states, messages, steps, usage,
-events, workers, and the per-user switches (Profiles)."""
+"""The admin of runs: each run's page with its tree and records inline, and the list of them
+all (what agents record about runs has its own lists, `records`)."""
 
 from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin.options import IncorrectLookupParameters
-from django.db.models import Count, QuerySet
+from django.db.models import BooleanField, ExpressionWrapper, Q, QuerySet
 from django.http import HttpRequest
+from django.urls import reverse
 from django.utils.html import format_html_join
+from django.utils.safestring import SafeString
 
 from research import pricing, services
-from research.admin.base import ReadOnlyAdmin, ReadOnlyInline, changelist_url, short
+from research.admin.base import AtTheSecond, ReadOnlyInline, changelist_url, short
+from research.admin.report import report_html
+from research.endings import ending_of
 from research.models import (
     ACTIVE_STATUSES,
     Citation,
@@ -17,12 +21,11 @@ from research.models import (
     LLMCall,
     Message,
     Plan,
-    Profile,
     Run,
     RunState,
     Source,
+    Status,
     Step,
-    Worker,
 )
 
 
@@ -46,9 +49,9 @@ class ChildInline(ReadOnlyInline):
     ordering = ["id"]
 
 
-class RunStateInline(ReadOnlyInline):
+class RunStateInline(AtTheSecond, ReadOnlyInline):
     model = RunState
-    fields = ["state", "detail", "at"]
+    fields = ["state", "detail", "at_second"]
     readonly_fields = fields
     show_change_link = False
 
@@ -78,11 +81,11 @@ class ReceivedMessageInline(ReadOnlyInline):
         return super().get_queryset(request).select_related("from_run", "author")
 
 
-class StepInline(ReadOnlyInline):
+class StepInline(AtTheSecond, ReadOnlyInline):
     model = Step
     verbose_name = "step"
     verbose_name_plural = "transcript"
-    fields = ["kind", "tool", "input", "output_excerpt", "is_error", "at"]
+    fields = ["kind", "tool", "input", "output_excerpt", "is_error", "at_second"]
     readonly_fields = fields
 
     @admin.display(description="output")
@@ -197,7 +200,8 @@ class RunAdmin(admin.ModelAdmin):
         "id",
         "label",
         "owner",
-        "status",
+        "status_shown",
+        "ending",
         "state",
         "depth",
         "kind",
@@ -214,7 +218,7 @@ class RunAdmin(admin.ModelAdmin):
     list_select_related = ["owner"]
     # One count a page, not two: at 100,000 runs each is a scan of the table.
     show_full_result_count = False
-    readonly_fields = [*RUN_FIXED_FIELDS, *RUN_AGENT_FIELDS, "records"]
+    readonly_fields = [*RUN_FIXED_FIELDS, *RUN_AGENT_FIELDS, "records", "ending", "report_shown"]
     fieldsets = [
         (None, {"fields": ["owner", "name", "reason", "topic", "dataset", "max_steps"]}),
         ("Delegation", {"fields": ["kind", "tier", "model", "tools", "plan_item", "review_plan"]}),
@@ -237,7 +241,7 @@ class RunAdmin(admin.ModelAdmin):
                 ]
             },
         ),
-        ("Result", {"fields": ["report", "error", "flagged_claims"]}),
+        ("Result", {"fields": ["ending", "report_shown", "error", "flagged_claims", "report"]}),
         ("Times", {"fields": ["created_at", "started_at", "finished_at"]}),
     ]
     inlines = [
@@ -253,6 +257,29 @@ class RunAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Run]:
+        # Whose review a paused research waits for, read with the row, not one query a row.
+        mine = ExpressionWrapper(Q(owner_id=request.user.pk), output_field=BooleanField())
+        return super().get_queryset(request).annotate(viewer_owns=mine)
+
+    def view_on_site(self, run: Run) -> str:
+        """The research's live page: a sub-agent is shown in its root's tree."""
+        return reverse("run", args=[run.root_id or run.pk])
+
+    @admin.display(description="status", ordering="status")
+    def status_shown(self, run: Run) -> str:
+        if run.status != Status.PAUSED:
+            return run.status
+        return "waiting for you" if run.viewer_owns else f"waiting for {run.owner}"
+
+    @admin.display(description="ending", ordering="error")
+    def ending(self, run: Run) -> str:
+        return ending_of(status=run.status, error=run.error).replace("_", " ") or "-"
+
+    @admin.display(description="report, rendered")
+    def report_shown(self, run: Run) -> SafeString | str:
+        return report_html(run.report) if run.report else "-"
 
     @admin.display(description="name / topic")
     def label(self, run: Run) -> str:
@@ -292,85 +319,3 @@ class RunAdmin(admin.ModelAdmin):
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:
         for run in queryset:
             services.run_delete(run=run)
-
-
-@admin.register(RunState)
-class RunStateAdmin(ReadOnlyAdmin):
-    list_display = ["id", "run", "state", "detail", "at"]
-    list_filter = ["state"]
-    list_select_related = ["run"]
-    raw_id_fields = ["run"]
-    search_fields = ["detail"]
-
-
-@admin.register(Message)
-class MessageAdmin(ReadOnlyAdmin):
-    list_display = ["id", "from_run", "author", "to_run", "excerpt", "sent_at", "read_at"]
-    list_select_related = ["from_run", "author", "to_run"]
-    raw_id_fields = ["from_run", "to_run"]
-    search_fields = ["text"]
-
-    @admin.display(description="text")
-    def excerpt(self, message: Message) -> str:
-        return short(message.text)
-
-
-@admin.register(LLMCall)
-class LLMCallAdmin(ReadOnlyAdmin):
-    list_display = [
-        "id",
-        "run",
-        "model",
-        "depth",
-        "input_tokens",
-        "output_tokens",
-        "cost_usd",
-        "latency_ms",
-        "at",
-    ]
-    list_filter = ["model", "depth"]
-    list_select_related = ["run"]
-    raw_id_fields = ["run", "parent_run"]
-
-
-@admin.register(Step)
-class StepAdmin(ReadOnlyAdmin):
-    list_display = ["id", "run", "kind", "tool", "is_error", "excerpt", "at"]
-    list_filter = ["kind", "tool", "is_error"]
-    list_select_related = ["run"]
-    raw_id_fields = ["run"]
-    search_fields = ["output"]
-
-    @admin.display(description="output")
-    def excerpt(self, step: Step) -> str:
-        return short(step.output)
-
-
-@admin.register(Event)
-class EventAdmin(ReadOnlyAdmin):
-    list_display = ["id", "root", "seq", "type", "at"]
-    list_filter = ["type"]
-    list_select_related = ["root"]
-    raw_id_fields = ["root"]
-
-
-@admin.register(Worker)
-class WorkerAdmin(ReadOnlyAdmin):
-    list_display = ["id", "hostname", "pid", "started_at", "heartbeat_at", "stopped_at", "runs"]
-    list_filter = ["hostname"]
-
-    def get_queryset(self, request: HttpRequest) -> QuerySet[Worker]:
-        return super().get_queryset(request).annotate(run_count=Count("runs"))
-
-    @admin.display(description="runs", ordering="run_count")
-    def runs(self, worker: Worker) -> int:
-        return worker.run_count
-
-
-@admin.register(Profile)
-class ProfileAdmin(admin.ModelAdmin):
-    list_display = ["id", "user", "subagents_enabled"]
-    list_filter = ["subagents_enabled"]
-    list_select_related = ["user"]
-    raw_id_fields = ["user"]
-    search_fields = ["user__username"]

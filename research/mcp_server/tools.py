@@ -9,13 +9,14 @@ pick a tool and fill it in: they say what the tool does, when to use it and what
 Who the user is depends on the transport: `owner_of(ctx)` is given by the caller (the
 bearer token's user over HTTP, `--user` over stdio).
 
-More tools plug in through `register`; `send_note` is the analyst's note to a working agent,
-as `POST /v1/gb/research/<id>/notes` sends it.
+More tools plug in through `register`: `send_note` is the analyst's note to a working agent,
+as `POST /v1/gb/research/<id>/notes` sends it; `plans` reads and approves a research's plan.
 """
 
 import json
 from collections.abc import Callable
 from functools import partial
+from importlib.metadata import version
 from typing import Annotated, Any, Literal
 
 import anyio
@@ -33,6 +34,7 @@ from research import selectors, services
 from research.api_helpers import checked
 from research.errors import InvalidInput, NotFound, ResearchError
 from research.events.payloads import run_fields
+from research.mcp_server.plans import PlanTools
 from research.mcp_server.threads import run_sync
 from research.models import ACTIVE_STATUSES, Run, Status
 from research.ops.throttles import (
@@ -43,13 +45,15 @@ from research.ops.throttles import (
 )
 from research.serializers import MessageSerializer, ReportSerializer, RunListFilterSerializer
 
+TITLE = "Canopy deep research"
+VERSION = version("canopy")  # the installed package's: a client shows and logs it
 INSTRUCTIONS = (
     "Canopy runs deep research with a tree of LLM agents: a research agent searches the web "
     "and the user's knowledge bases, may split the work among sub-agents, and writes a "
-    "report that cites its sources. A research takes minutes. Start one with start_research, "
-    "wait for it with follow_research (it reports progress while the agents work), then read "
-    "the report and its citations with get_report. list_research finds earlier researches; "
-    "get_research shows one with its sub-agents, their states and costs."
+    "report that cites its sources, in minutes. Start one with start_research, wait for it "
+    "with follow_research (it reports progress), then read the report and its citations with "
+    "get_report. list_research finds researches; get_research shows one and its sub-agents. "
+    "One started with review_plan waits for its plan: read it with get_plan, then approve_plan."
 )
 
 FOLLOW_POLL_SECONDS = 0.5
@@ -85,10 +89,9 @@ def build_server(
     *, owner_of: OwnerOf, on_started: Callable[[int], None] | None = None
 ) -> MCPServer:
     """Canopy's MCP server. `owner_of(ctx)` names the user a call acts for; `on_started(id)`
-    runs after a research is queued (the stdio command runs its agents when nothing else
-    does)."""
+    runs after a research is queued (the stdio command runs its agents when none would)."""
     server = CanopyServer(
-        "canopy", title="Canopy deep research", instructions=INSTRUCTIONS, log_level="WARNING"
+        "canopy", title=TITLE, version=VERSION, instructions=INSTRUCTIONS, log_level="WARNING"
     )
     register(server, Tools(owner_of=owner_of, on_started=on_started))
     return server
@@ -122,11 +125,9 @@ def register(server: MCPServer, tools: "Tools") -> None:
     server.add_tool(tools.follow_research, name="follow_research", annotations=reads)
     server.add_tool(tools.get_report, name="get_report", annotations=reads)
     server.add_tool(tools.send_note, name="send_note")
-    server.add_tool(
-        tools.cancel_research,
-        name="cancel_research",
-        annotations=ToolAnnotations(destructive_hint=True, idempotent_hint=True),
-    )
+    cancels = ToolAnnotations(destructive_hint=True, idempotent_hint=True)
+    server.add_tool(tools.cancel_research, name="cancel_research", annotations=cancels)
+    PlanTools(call=tools.call, on_started=tools.on_started).register(server, reads=reads)
 
 
 class Tools:
@@ -171,8 +172,8 @@ class Tools:
         review_plan: Annotated[
             bool,
             Field(
-                description="Pause after the lead agent writes its plan, until the user "
-                "approves it in Canopy (the run page or POST .../plan/approve). Default false."
+                description="Pause after the lead agent writes its plan, until it is approved "
+                "(approve_plan, or the user in Canopy). Default false."
             ),
         ] = False,
     ) -> CallToolResult:
@@ -194,7 +195,7 @@ class Tools:
                 self.on_started(run.pk)
             return _listed(run)
 
-        return await self._call(ctx, start)
+        return await self.call(ctx, start)
 
     async def list_research(
         self,
@@ -247,14 +248,14 @@ class Tools:
                 "next_cursor": f"before-{page[-1].pk}" if more else None,
             }
 
-        return await self._call(ctx, listing)
+        return await self.call(ctx, listing)
 
     async def get_research(self, research_id: ResearchId, ctx: Context) -> CallToolResult:
         """One research (or sub-agent) as it is now: status, state, step count, tokens and
         cost (cost_usd its own, tree_cost_usd with its sub-agents), and `agents`: every
         sub-agent below it with its state, steps and cost. The report is read with
         get_report."""
-        return await self._call(ctx, partial(_research, research_id=research_id))
+        return await self.call(ctx, partial(_research, research_id=research_id))
 
     async def follow_research(
         self,
@@ -272,8 +273,8 @@ class Tools:
         steps, cost, what the agents do) while it works when the client asked for progress.
         Returns what get_research returns, with `finished`: false when the wait timed out
         first. A research started with review_plan returns as soon as it waits for the user
-        to approve its plan (status "paused", `awaiting_review`: true): the user approves it
-        in Canopy, then follow it again."""
+        to approve its plan (status "paused", `awaiting_review`: true): show it with get_plan,
+        approve it with approve_plan once the user agrees, then follow it again."""
         if not 1 <= timeout_seconds <= FOLLOW_MAX_SECONDS:
             return _error(
                 f"timeout_seconds must be from 1 to {FOLLOW_MAX_SECONDS}, not {timeout_seconds}."
@@ -316,7 +317,7 @@ class Tools:
             }  # as GET /v1/gb/research/<id>/report shows it
             return json.loads(json.dumps(ReportSerializer(data).data))
 
-        return await self._call(ctx, report)
+        return await self.call(ctx, report)
 
     async def cancel_research(self, research_id: ResearchId, ctx: Context) -> CallToolResult:
         """Cancel a research (or one sub-agent) and every sub-agent below it. Its agents stop
@@ -329,7 +330,7 @@ class Tools:
             run.refresh_from_db()
             return _listed(run)
 
-        return await self._call(ctx, cancel)
+        return await self.call(ctx, cancel)
 
     async def send_note(
         self,
@@ -354,9 +355,9 @@ class Tools:
             note = services.note_send(run=run, author_id=owner.pk, text=text)
             return json.loads(json.dumps(MessageSerializer(note).data))
 
-        return await self._call(ctx, send)
+        return await self.call(ctx, send)
 
-    async def _call(self, ctx: Context, work: Callable[[AbstractBaseUser], Any]):
+    async def call(self, ctx: Context, work: Callable[[AbstractBaseUser], Any]):
         try:
             return _result(await self._answer(ctx, work))
         except Refused as refused:

@@ -16,7 +16,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from rich.console import Console
 
-from frontend.exports import ExportError, export_run
+from frontend.exports import FORMATS, ExportError, export_run
 from frontend.terminal import render
 from frontend.terminal.export import export_json
 from frontend.terminal.runner import LOCAL_STOPPED, TreeRunner
@@ -119,8 +119,8 @@ class Command(BaseCommand):
 
         export = self._action(actions, "export", "the report (md) or the whole tree (json)")
         export.add_argument("id", type=int)
-        export.add_argument("--format", choices=["md", "json", "pdf"], default="md")
-        export.add_argument("--output", "-o", help="write to this file (needed for pdf)")
+        export.add_argument("--format", choices=FORMATS, default="md")
+        export.add_argument("--output", "-o", help="write to this file (needed for pdf, docx)")
         export.add_argument("--events", action="store_true", help="json: add the events")
 
     @staticmethod
@@ -299,8 +299,10 @@ class Command(BaseCommand):
 
     def do_export(self, user: AbstractBaseUser, options: dict) -> None:
         run = selectors.run_get(owner=user, run_id=options["id"])
-        if options["format"] == "pdf" and not options["output"]:
-            raise CommandError("a PDF is written to a file: add --output research.pdf.")
+        if (binary := options["format"]) in ("pdf", "docx") and not options["output"]:
+            raise CommandError(
+                f"a {binary.upper()} is written to a file: add --output research.{binary}."
+            )
         if options["format"] == "json" and options["events"]:
             content = export_json(run, events=True).encode()
         else:

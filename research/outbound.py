@@ -71,10 +71,12 @@ def literal_address(host: str) -> IPAddress | None:
         raise AmbiguousAddress(host) from None
 
 
-def host_allowed(host: str, port: int) -> bool:
-    """Whether settings.READ_PAGE_ALLOWED_HOSTS lets this host (or host:port) through the
-    address check: tests and intranets."""
+def host_allowed(host: str, port: int, *, allowed: list[str] | None = None) -> bool:
+    """Whether a list of hosts lets this host (or host:port) through the address check
+    (tests and intranets): READ_PAGE_ALLOWED_HOSTS for pages and callbacks unless the
+    purpose has its own (REMOTE_MCP_ALLOWED_HOSTS for remote MCP servers)."""
     host = host.lower()
     host = f"[{host}]" if ":" in host and not host.startswith("[") else host
-    allowed = {entry.lower() for entry in settings.READ_PAGE_ALLOWED_HOSTS}
-    return host in allowed or f"{host}:{port}" in allowed
+    entries = settings.READ_PAGE_ALLOWED_HOSTS if allowed is None else allowed
+    allowed_hosts = {entry.lower() for entry in entries}
+    return host in allowed_hosts or f"{host}:{port}" in allowed_hosts

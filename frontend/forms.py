@@ -1,14 +1,16 @@
-"""The start form and the runs list's search. They check shapes only: the ranges and limits
-are the service's, so the page, the API and the CLI refuse the same input with the same
+"""The start form and the runs list's search. The ranges and limits are the service's: the
+form calls its checks, so the page, the API and the CLI refuse the same input with the same
 words (made sentences here, `sentence`)."""
 
 from django import forms
 from django.conf import settings
 
 from research import pricing
+from research.errors import InvalidInput
 from research.fulltext import STARTER_DATASET
 from research.models import Dataset
 from research.pricing import DEMO_MODEL
+from research.services.runs import validate_max_steps, validate_topic
 
 # The starter dataset, offered before the owner has it: run_start loads it (a second or two,
 # once) when the demo model has no dataset, and the page loads it for any other model.
@@ -58,6 +60,13 @@ DEMO_NEEDS_A_DATASET = (
     "The offline demo model answers from a dataset, not the web: choose a dataset, "
     "or a model that can search the web."
 )
+
+
+def _checked(check, value, field: str):
+    try:
+        return check(value)
+    except InvalidInput as error:
+        raise forms.ValidationError(sentence(error.message, field)) from None
 
 
 class StartResearchForm(forms.Form):
@@ -118,6 +127,13 @@ class StartResearchForm(forms.Form):
         if demo:
             field.initial = starter or STARTER
 
+    # The service's own checks, so every wrong field says so at once, in the service's words.
+    def clean_topic(self) -> str:
+        return _checked(validate_topic, self.cleaned_data["topic"], "topic")
+
+    def clean_max_steps(self) -> int:
+        return _checked(validate_max_steps, self.cleaned_data["max_steps"], "max_steps")
+
     def clean(self) -> dict:
         data = super().clean()
         if data.get("model") == DEMO_MODEL and data.get("dataset") == "":
@@ -139,19 +155,22 @@ class DateInput(forms.DateInput):
     input_type = "date"
 
 
+class SearchInput(forms.TextInput):
+    input_type = "search"
+
+
 class RunSearchForm(forms.Form):
     """The runs list's search (GET): words, how a research stands, the days it started."""
 
-    q = forms.CharField(label="Search", required=False, max_length=200, strip=True)
+    q = forms.CharField(
+        label="Search",
+        required=False,
+        max_length=200,
+        widget=SearchInput(attrs={"placeholder": "Words of a topic or report"}),
+    )
     status = forms.ChoiceField(label="Status", required=False, choices=STANDINGS)
     since = forms.DateField(label="From", required=False, widget=DateInput)
     until = forms.DateField(label="To", required=False, widget=DateInput)
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.fields["q"].widget.attrs.update(
-            {"type": "search", "placeholder": "Words of a topic or report"}
-        )
 
     def clean(self) -> dict:
         data = super().clean()

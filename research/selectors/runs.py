@@ -88,6 +88,7 @@ def text_matching(runs: QuerySet[Run], text: str) -> QuerySet[Run]:
     if not words:
         return runs
     if connection.vendor == "postgresql":
+        # Exactly the expression of the GIN index run_text_search (migration 0011).
         vector = SearchVector("topic", "report", config=FTS_CONFIG)
         query = SearchQuery(text, search_type="websearch", config=FTS_CONFIG)
         return runs.annotate(text_vector=vector).filter(text_vector=query)

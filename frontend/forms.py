@@ -1,20 +1,72 @@
-"""The start form. It checks shapes only: the ranges and limits are the service's, so the page,
-the API and the CLI refuse the same input with the same words."""
+"""The start form and the runs list's search. The ranges and limits are the service's: the
+form calls its checks, so the page, the API and the CLI refuse the same input with the same
+words (made sentences here, `sentence`)."""
 
 from django import forms
 from django.conf import settings
 
 from research import pricing
+from research.errors import InvalidInput
 from research.fulltext import STARTER_DATASET
 from research.models import Dataset
 from research.pricing import DEMO_MODEL
+from research.services.runs import validate_max_steps, validate_topic
+
+# The starter dataset, offered before the owner has it: run_start loads it (a second or two,
+# once) when the demo model has no dataset, and the page loads it for any other model.
+STARTER = "starter"
+
+# The service's messages name the API's fields ("max_steps must be ..."); the page says what
+# the analyst sees.
+FIELD_NOUNS = {
+    "topic": "The question",
+    "max_steps": "The step budget",
+    "model": "The model",
+    "dataset": "The dataset",
+}
+
+
+def sentence(message: str, field: str | None = None) -> str:
+    """A service's message as the page says it: the field's name in words, a capital first."""
+    if field in FIELD_NOUNS and message.startswith(f"{field} "):
+        message = f"{FIELD_NOUNS[field]}{message[len(field) :]}"
+    return message[:1].upper() + message[1:]
+
+
+def llm_endpoint_configured() -> bool:
+    """Whether a model other than the demo has somewhere to run. agents.llm sends each one to
+    OPENAI_BASE_URL (OpenAI's API when unset) with OPENAI_API_KEY: with neither set, every
+    call is refused and the research fails after its retries."""
+    return bool(settings.OPENAI_BASE_URL or settings.OPENAI_API_KEY)
+
+
+def model_can_run(model: str) -> bool:
+    return model == DEMO_MODEL or llm_endpoint_configured()
 
 
 def model_choices() -> list[tuple[str, str]]:
     return [
         (name, f"{name} (offline demo model)" if name == DEMO_MODEL else name)
         for name in pricing.known_models()
+        if model_can_run(name)
     ]
+
+
+NOT_RUNNABLE_HELP = (
+    "Only the offline demo model can run here: the server has no LLM endpoint "
+    "(OPENAI_API_KEY or OPENAI_BASE_URL) for the others."
+)
+DEMO_NEEDS_A_DATASET = (
+    "The offline demo model answers from a dataset, not the web: choose a dataset, "
+    "or a model that can search the web."
+)
+
+
+def _checked(check, value, field: str):
+    try:
+        return check(value)
+    except InvalidInput as error:
+        raise forms.ValidationError(sentence(error.message, field)) from None
 
 
 class StartResearchForm(forms.Form):
@@ -36,11 +88,9 @@ class StartResearchForm(forms.Form):
         required=False,
         help_text="Model rounds per agent, from 1 to the server's limit.",
     )
-    dataset = forms.ModelChoiceField(
+    dataset = forms.ChoiceField(
         label="Dataset",
-        queryset=Dataset.objects.none(),
         required=False,
-        empty_label="None: search the web only",
         help_text="A knowledge base the agents may query and add to.",
     )
     review_plan = forms.BooleanField(
@@ -51,15 +101,80 @@ class StartResearchForm(forms.Form):
 
     def __init__(self, *args, owner, **kwargs):
         super().__init__(*args, **kwargs)
-        self.fields["model"].choices = model_choices()
-        self.fields["model"].initial = settings.RESEARCH_MODEL
+        model = self.fields["model"]
+        model.choices = model_choices()
+        runnable = model_can_run(settings.RESEARCH_MODEL)
+        model.initial = settings.RESEARCH_MODEL if runnable else DEMO_MODEL
+        if not llm_endpoint_configured():
+            model.help_text = NOT_RUNNABLE_HELP
         limit = settings.RESEARCH_MAX_STEPS_LIMIT
         steps = self.fields["max_steps"]
         steps.initial = settings.RESEARCH_DEFAULT_MAX_STEPS
         steps.widget.attrs.update({"min": 1, "max": limit, "inputmode": "numeric"})
         steps.help_text = f"Model rounds per agent, from 1 to {limit}."
-        datasets = Dataset.objects.filter(owner=owner)
-        self.fields["dataset"].queryset = datasets
+        self._dataset_choices(owner, demo=model.initial == DEMO_MODEL)
+
+    def _dataset_choices(self, owner, *, demo: bool) -> None:
+        datasets = list(Dataset.objects.filter(owner=owner).values_list("pk", "name"))
+        choices = [("", "None: search the web only")]
+        choices += [(str(pk), name) for pk, name in datasets]
+        starter = next((str(pk) for pk, name in datasets if name == STARTER_DATASET), None)
+        if starter is None:
+            choices.append((STARTER, f"{STARTER_DATASET} (loaded when the research starts)"))
+        field = self.fields["dataset"]
+        field.choices = choices
         # The demo model can only quote a knowledge base: offer the starter one first.
-        if settings.RESEARCH_MODEL == DEMO_MODEL:
-            self.fields["dataset"].initial = datasets.filter(name=STARTER_DATASET).first()
+        if demo:
+            field.initial = starter or STARTER
+
+    # The service's own checks, so every wrong field says so at once, in the service's words.
+    def clean_topic(self) -> str:
+        return _checked(validate_topic, self.cleaned_data["topic"], "topic")
+
+    def clean_max_steps(self) -> int:
+        return _checked(validate_max_steps, self.cleaned_data["max_steps"], "max_steps")
+
+    def clean(self) -> dict:
+        data = super().clean()
+        if data.get("model") == DEMO_MODEL and data.get("dataset") == "":
+            self.add_error("dataset", DEMO_NEEDS_A_DATASET)
+        return data
+
+
+STANDINGS = [
+    ("", "Any status"),
+    ("working", "Working"),
+    ("waiting", "Waiting for you"),
+    ("done", "Done"),
+    ("cancelled", "Cancelled"),
+    ("failed", "Failed"),
+]
+
+
+class DateInput(forms.DateInput):
+    input_type = "date"
+
+
+class SearchInput(forms.TextInput):
+    input_type = "search"
+
+
+class RunSearchForm(forms.Form):
+    """The runs list's search (GET): words, how a research stands, the days it started."""
+
+    q = forms.CharField(
+        label="Search",
+        required=False,
+        max_length=200,
+        widget=SearchInput(attrs={"placeholder": "Words of a topic or report"}),
+    )
+    status = forms.ChoiceField(label="Status", required=False, choices=STANDINGS)
+    since = forms.DateField(label="From", required=False, widget=DateInput)
+    until = forms.DateField(label="To", required=False, widget=DateInput)
+
+    def clean(self) -> dict:
+        data = super().clean()
+        since, until = data.get("since"), data.get("until")
+        if since and until and since > until:
+            self.add_error("until", "The last day must not be before the first.")
+        return data

@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from frontend import exports, progress, throttled, views
+from frontend import exports, library, progress, throttled, views
 
 urlpatterns = [
     # Beside the REST API it belongs to: the export is drawn by frontend's renderers.
@@ -11,6 +11,8 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("runs/<int:run_id>/", views.run, name="run"),
     path("runs/progress", progress.runs_progress, name="runs-progress"),
+    path("runs/<int:run_id>/delete", library.run_delete, name="run-delete"),
+    path("runs/<int:run_id>/again", library.run_again, name="run-again"),
     path(
         "runs/<int:root_id>/agents/<int:run_id>/",
         views.agent_panel,

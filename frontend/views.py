@@ -4,13 +4,13 @@ Every query is scoped to the signed-in user; another user's run is a 404, never 
 """
 
 from django.contrib.auth.decorators import login_required
-from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 
-from frontend.forms import StartResearchForm
+from frontend import library
+from frontend.forms import STARTER, StartResearchForm, sentence
 from frontend.rendering import render_report
 from frontend.throttled import retry_message, throttled
 from research import selectors, services
@@ -18,9 +18,8 @@ from research.errors import InvalidInput, NotFound, TooManyRuns
 from research.models import Run
 from research.ops.throttles import ResearchStartThrottle, page_throttle_wait
 from research.pricing import DEMO_MODEL
-from research.selectors.progress import tree_progress_of, trees_progress
-
-RUNS_PER_PAGE = 25
+from research.selectors.progress import tree_progress_of
+from research.services.starter import starter_dataset_load
 
 
 def _run_or_404(request: HttpRequest, run_id: int) -> Run:
@@ -38,12 +37,7 @@ def runs(request: HttpRequest) -> HttpResponse:
         run = _start(request, form)
         if run is not None:
             return redirect("run", run_id=run.pk)
-    page = Paginator(selectors.roots_for(owner=request.user), RUNS_PER_PAGE).get_page(
-        request.GET.get("page")
-    )
-    active = [run.pk for run in page if run.is_active]
-    progress = trees_progress(owner=request.user, root_ids=active) if active else {}
-    response = render(request, "runs.html", {"form": form, "page": page, "progress": progress})
+    response = render(request, "runs.html", {"form": form, **library.listing(request)})
     wait = getattr(request, "throttle_wait", None)
     return throttled(response, wait) if wait else response
 
@@ -61,14 +55,25 @@ def _start(request: HttpRequest, form: StartResearchForm) -> Run | None:
             topic=data["topic"],
             model=data["model"],
             max_steps=data["max_steps"],
-            dataset_id=data["dataset"].pk if data["dataset"] else None,
+            dataset_id=_dataset_id(request, data),
             review_plan=data["review_plan"],
         )
     except TooManyRuns as error:
         form.add_error(None, error.message)
     except InvalidInput as error:
-        form.add_error(error.field if error.field in form.fields else None, error.message)
+        field = error.field if error.field in form.fields else None
+        form.add_error(field, sentence(error.message, field))
     return None
+
+
+def _dataset_id(request: HttpRequest, data: dict) -> int | None:
+    """The dataset chosen; the starter one, not loaded yet, is loaded for a real model (for the
+    demo model, run_start loads it in its own transaction)."""
+    if data["dataset"] != STARTER:
+        return int(data["dataset"]) if data["dataset"] else None
+    if data["model"] == DEMO_MODEL:
+        return None
+    return starter_dataset_load(owner=request.user)[0].pk
 
 
 @login_required

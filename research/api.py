@@ -106,6 +106,9 @@ def _run(request: Request, run_id: int):
 @api_view(["GET", "POST"])
 @throttle_classes([ResearchStartThrottle])
 def runs(request: Request) -> Response:
+    """GET: the user's runs, newest first, sub-agents too unless filtered (root_id,
+    parent_id); `q`, `status`, `ending`, `since` and `until` narrow them as the runs page
+    does. POST: start a research."""
     if request.method == "POST":
         return run_start(request)
     filters = checked(RunListFilterSerializer, request.query_params)

@@ -160,8 +160,29 @@ class RunListFilterSerializer(serializers.Serializer):
     parent_id = serializers.IntegerField(required=False, min_value=1, max_value=ID_MAX)
     root_id = serializers.IntegerField(required=False, min_value=1, max_value=ID_MAX)
     status = serializers.ChoiceField(
-        required=False, choices=["queued", "working", "paused", "done", "failed"]
+        required=False,
+        choices=["queued", "working", "paused", "done", "failed"],
+        help_text="the stored status: a cancelled run's is failed (filter on ending instead)",
     )
+    ending = serializers.ChoiceField(
+        required=False,
+        choices=Ending.choices,
+        help_text="how the run ended, as its `ending` says: cancelled is not failed here",
+    )
+    q = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        max_length=200,
+        help_text="words the topic or report holds, all of them; on PostgreSQL a web search "
+        '(stems, "a phrase", -word)',
+    )
+    since = serializers.DateField(required=False, help_text="started on or after this day")
+    until = serializers.DateField(required=False, help_text="started on or before this day")
+
+    def validate(self, data: dict) -> dict:
+        if "since" in data and "until" in data and data["since"] > data["until"]:
+            raise serializers.ValidationError({"until": ["until must not be before since."]})
+        return data
 
 
 class RunStateSerializer(serializers.ModelSerializer):

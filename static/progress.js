@@ -3,8 +3,7 @@
 // Run page: "N of M agents done" and the elapsed time, from the tree canopy.js keeps in
 // window.canopy; when the research ends, the tab's title says so, a browser notification
 // shows if the analyst allowed it, and the Markdown and PDF exports appear.
-// Runs list: the status of each working research, refreshed every few seconds until none
-// is working.
+// (The runs list's live status is static/runs.js.)
 (function () {
   "use strict";
 
@@ -96,55 +95,6 @@
     setInterval(tick, 1000);
   }
 
-  // --- the runs list ---------------------------------------------------------------------------
-
-  function runsList(url) {
-    const POLL_MS = 3000;
-
-    function activeRows() {
-      return Array.from(document.querySelectorAll("tr[data-run-id] td[data-active]"), (cell) => cell.closest("tr"));
-    }
-
-    function show(row, progress) {
-      const badge = row.querySelector("[data-status]");
-      badge.textContent = progress.status;
-      badge.className = `badge status-${progress.status}`;
-      const state = row.querySelector("[data-state]");
-      const line = row.querySelector("[data-progress]");
-      if (progress.active) {
-        if (state) state.textContent = progress.state;
-        if (line) line.textContent = `${agentsText(progress.done, progress.agents)} · ${elapsedText(progress.elapsed_seconds)}`;
-        return;
-      }
-      delete row.querySelector("[data-active]").dataset.active;
-      if (state) state.remove();
-      if (line) line.textContent = `${agentsText(progress.done, progress.agents)} · took ${elapsedText(progress.elapsed_seconds)}`;
-    }
-
-    async function poll() {
-      const rows = activeRows();
-      if (!rows.length) return;
-      const ids = rows.map((row) => row.dataset.runId).join(",");
-      try {
-        const response = await fetch(`${url}?ids=${ids}`, { headers: { Accept: "application/json" } });
-        if (response.ok) {
-          const body = await response.json();
-          rows.forEach((row) => {
-            const progress = body.runs[row.dataset.runId];
-            if (progress) show(row, progress);
-          });
-        }
-      } catch (error) {
-        // Offline for a moment: the next poll tries again.
-      }
-      if (activeRows().length) setTimeout(poll, POLL_MS);
-    }
-
-    if (activeRows().length) setTimeout(poll, POLL_MS);
-  }
-
   const runPageElement = document.getElementById("run-page");
   if (runPageElement) runPage(runPageElement);
-  const script = document.currentScript;
-  if (script && script.dataset.progressUrl) runsList(script.dataset.progressUrl);
 })();

@@ -85,7 +85,7 @@ def test_the_list_shows_only_the_users_own_researches(
     assert "Bob asks about beavers" not in html
     assert len(re.findall(r'<tr data-run-id="', html)) == 3  # roots only, not sub-agents
     # Each tree: a root, two children, one grandchild each.
-    assert [run.agent_count for run in response.context["page"].object_list] == [5, 5, 5]
+    assert [row.run.agent_count for row in response.context["page"].rows] == [5, 5, 5]
 
 
 def test_the_form_offers_the_known_models_and_only_the_users_datasets(client, alice, bob):
@@ -142,8 +142,8 @@ def test_bad_input_is_refused_next_to_its_field(client, alice, bob):
     others_dataset = _start(client, dataset=str(bobs.pk)).content.decode()
     unknown_model = _start(client, model="gpt-nonexistent").content.decode()
 
-    assert 'id="id_topic-error">topic must not be empty.' in empty
-    assert 'id="id_max_steps-error" role="alert">max_steps must be from 1 to 40, not 99.' in (
+    assert 'id="id_topic-error">The question must not be empty.' in empty
+    assert 'id="id_max_steps-error" role="alert">The step budget must be from 1 to 40, not 99.' in (
         too_many_steps
     )
     assert "Select a valid choice" in others_dataset

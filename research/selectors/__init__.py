@@ -22,6 +22,7 @@ from research.selectors.runs import (
     run_subtree,
     run_summaries,
     runs_for,
+    runs_newer_than,
     runs_older_than,
 )
 from research.selectors.trees import (
@@ -65,6 +66,7 @@ __all__ = [
     "run_states",
     "run_subtree",
     "runs_for",
+    "runs_newer_than",
     "runs_older_than",
     "subtree_active",
     "subtree_citations",

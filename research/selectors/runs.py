@@ -1,14 +1,22 @@
 """Reads of runs: one run for its owner, lists with their filters, a subtree, a timeline."""
 
+import operator
 from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta
+from functools import reduce
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.postgres.search import SearchQuery, SearchVector
+from django.db import connection
 from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce, Length, Substr
+from django.utils import timezone
 
+from research.endings import _OPENING_WORDS, Ending
 from research.errors import NotFound
-from research.models import Message, Run, RunState
+from research.fulltext import FTS_CONFIG, question_words
+from research.models import Message, Run, RunState, Status
 
 
 def runs_for(*, owner: AbstractBaseUser) -> QuerySet[Run]:
@@ -27,19 +35,78 @@ def run_list(
     owner: AbstractBaseUser,
     parent_id: int | None = None,
     root_id: int | None = None,
-    status: str | None = None,
+    status: str | tuple[str, ...] | None = None,
+    ending: str | tuple[str, ...] | None = None,
+    q: str = "",
+    since: date | None = None,
+    until: date | None = None,
     roots_only: bool = False,
 ) -> QuerySet[Run]:
+    """The owner's runs: of a `status` (stored) or an `ending` (how they ended, as the run's
+    JSON says it), whose topic or report matches `q`, started from `since` to `until`
+    (whole days, the server's time zone). Ordering and paging are the caller's."""
     runs = runs_for(owner=owner)
     if parent_id is not None:
         runs = runs.filter(parent_id=parent_id)
     if root_id is not None:
         runs = runs.filter(root_id=root_id)
     if status:
-        runs = runs.filter(status=status)
+        runs = runs.filter(status__in=(status,) if isinstance(status, str) else status)
+    if ending:
+        endings = (ending,) if isinstance(ending, str) else ending
+        runs = runs.filter(reduce(operator.or_, map(ending_condition, endings)))
+    if since is not None:
+        runs = runs.filter(created_at__gte=_day_start(since))
+    if until is not None:
+        runs = runs.filter(created_at__lt=_day_start(until + timedelta(days=1)))
     if roots_only:
         runs = runs.filter(parent__isnull=True)
+    return text_matching(runs, q) if q else runs
+
+
+def ending_condition(ending: str) -> Q:
+    """The runs that ended this way: `research.endings.ending_of` as a query, from the same
+    opening words, so a filter and the JSON's `ending` never disagree."""
+    failed = Q(status=Status.FAILED)
+    if ending == Ending.DONE:
+        return Q(status=Status.DONE)
+    if ending == Ending.FAILED:  # failed, and no opening words of another kind
+        return reduce(
+            operator.and_, (~Q(error__startswith=words) for words, _ in _OPENING_WORDS), failed
+        )
+    openings = [Q(error__startswith=words) for words, kind in _OPENING_WORDS if kind == ending]
+    if not openings:
+        raise ValueError(f"no ending {ending!r}")
+    return failed & reduce(operator.or_, openings)
+
+
+def text_matching(runs: QuerySet[Run], text: str) -> QuerySet[Run]:
+    """The runs whose topic or report holds every word of `text`. PostgreSQL reads it as a
+    web search (`websearch_to_tsquery`: stems, "quoted phrases", -excluded words); SQLite,
+    which has no such parser, looks for each word in either field."""
+    words = question_words(text)
+    if not words:
+        return runs
+    if connection.vendor == "postgresql":
+        # Exactly the expression of the GIN index run_text_search (migration 0011).
+        vector = SearchVector("topic", "report", config=FTS_CONFIG)
+        query = SearchQuery(text, search_type="websearch", config=FTS_CONFIG)
+        return runs.annotate(text_vector=vector).filter(text_vector=query)
+    for word in words:
+        runs = runs.filter(Q(topic__icontains=word) | Q(report__icontains=word))
     return runs
+
+
+def _day_start(day: date) -> datetime:
+    return timezone.make_aware(datetime.combine(day, time.min))
+
+
+def runs_newer_than(runs: QuerySet[Run], *, run: Run) -> QuerySet[Run]:
+    """The runs listed before `run` in newest-first order, nearest first (oldest first): the
+    keyset of a "newer" page, which the caller reverses."""
+    return runs.filter(
+        Q(created_at__gt=run.created_at) | Q(created_at=run.created_at, pk__gt=run.pk)
+    ).order_by("created_at", "id")
 
 
 def runs_older_than(runs: QuerySet[Run], *, run: Run) -> QuerySet[Run]:
@@ -50,8 +117,9 @@ def runs_older_than(runs: QuerySet[Run], *, run: Run) -> QuerySet[Run]:
     ).order_by("-created_at", "-id")
 
 
-def roots_for(*, owner: AbstractBaseUser) -> QuerySet[Run]:
-    """The owner's researches (roots), newest first, each with its number of agents."""
+def roots_for(*, owner: AbstractBaseUser, **filters) -> QuerySet[Run]:
+    """The owner's researches (roots), newest first, each with its number of agents; the
+    `filters` are run_list's."""
     agents = (
         Run.objects.filter(root_id=OuterRef("pk"))
         .order_by()
@@ -59,7 +127,7 @@ def roots_for(*, owner: AbstractBaseUser) -> QuerySet[Run]:
         .annotate(count=Count("pk"))
         .values("count")
     )
-    return run_list(owner=owner, roots_only=True).annotate(
+    return run_list(owner=owner, roots_only=True, **filters).annotate(
         agent_count=Coalesce(Subquery(agents), 1)
     )
 

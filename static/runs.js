@@ -1,0 +1,157 @@
+// The runs list (templates/runs.html): each working research's status, agents done and time
+// worked, refreshed every few seconds until none is working. When one changes status (it
+// pauses for review, resumes, ends), its row is read again from the REST API, whose `ending`
+// says how it ended: a cancelled research reads cancelled, not failed.
+(function () {
+  "use strict";
+
+  const POLL_MS = 3000;
+  // How an ended research reads, and its badge's colour (frontend/library.py ENDING_LABELS).
+  const ENDINGS = {
+    done: ["done", "done"],
+    cancelled: ["cancelled", "cancelled"],
+    interrupted: ["interrupted", "failed"],
+    out_of_time: ["out of time", "failed"],
+    failed: ["failed", "failed"],
+  };
+
+  // As frontend/library.py duration_text: "3 s", "2 min 05 s", "1 h 02 min".
+  function durationText(seconds) {
+    if (seconds === null || seconds === undefined || seconds === "") return "";
+    const total = Math.floor(Number(seconds));
+    const hours = Math.floor(total / 3600);
+    const minutes = Math.floor((total % 3600) / 60);
+    const rest = total % 60;
+    const two = (value) => String(value).padStart(2, "0");
+    if (hours) return `${hours} h ${two(minutes)} min`;
+    if (minutes) return `${minutes} min ${two(rest)} s`;
+    return `${rest} s`;
+  }
+
+  function agentsText(done, total) {
+    return `${done} of ${total} agent${total === 1 ? "" : "s"} done`;
+  }
+
+  function runsList(table, progressUrl) {
+    const detailUrl = (id) => table.dataset.detailUrl.replace(/0$/, String(id));
+    // Worked time as the server last said it, and when: the clock ticks on from there.
+    const clocks = new Map();
+
+    function activeRows() {
+      return Array.from(table.querySelectorAll("tr[data-run-id] td[data-active]"), (cell) => cell.closest("tr"));
+    }
+
+    function setClock(row, worked, running) {
+      clocks.set(row.dataset.runId, { worked, running, at: Date.now() });
+    }
+
+    function worked(row) {
+      const clock = clocks.get(row.dataset.runId);
+      if (!clock || clock.worked === null) return null;
+      return clock.worked + (clock.running ? (Date.now() - clock.at) / 1000 : 0);
+    }
+
+    function badge(row, label, tone) {
+      const element = row.querySelector("[data-status]");
+      element.textContent = label;
+      element.className = `badge status-${tone}`;
+    }
+
+    function progressLine(row) {
+      let line = row.querySelector("[data-progress]");
+      if (!line) {
+        line = document.createElement("span");
+        line.className = "progress-line muted";
+        line.dataset.progress = "";
+        row.querySelector("[data-status]").parentElement.append(line);
+      }
+      return line;
+    }
+
+    function showProgress(row, progress) {
+      const cell = row.querySelector("[data-active]");
+      cell.dataset.agents = agentsText(progress.done, progress.agents);
+      progressLine(row).textContent = `${cell.dataset.agents} · ${durationText(worked(row)) || "not started"}`;
+      const state = row.querySelector("[data-state]");
+      if (state) state.textContent = progress.state;
+    }
+
+    // The run as the REST API has it: status, ending, time worked.
+    function showRun(row, run) {
+      const cell = row.querySelector("[data-active]");
+      setClock(row, run.worked_seconds, run.clock_running);
+      const state = row.querySelector("[data-state]");
+      if (run.active) {
+        if (run.status === "paused") {
+          badge(row, "needs your review", "paused");
+          if (state) state.remove();
+        } else {
+          badge(row, run.status, run.status);
+        }
+        return;
+      }
+      const [label, tone] = ENDINGS[run.ending] || ENDINGS.failed;
+      badge(row, label, tone);
+      if (state) state.remove();
+      delete cell.dataset.active;
+      const time = durationText(run.worked_seconds);
+      const parts = [cell.dataset.agents, time ? `took ${time}` : "did not start"];
+      progressLine(row).textContent = parts.filter(Boolean).join(" · ");
+    }
+
+    async function reread(row) {
+      const response = await fetch(detailUrl(row.dataset.runId), { headers: { Accept: "application/json" } });
+      if (response.ok) showRun(row, await response.json());
+    }
+
+    async function poll() {
+      const rows = activeRows();
+      if (!rows.length) return;
+      const ids = rows.map((row) => row.dataset.runId).join(",");
+      try {
+        const response = await fetch(`${progressUrl}?ids=${ids}`, { headers: { Accept: "application/json" } });
+        if (response.ok) {
+          const body = await response.json();
+          await Promise.all(rows.map(async (row) => {
+            const progress = body.runs[row.dataset.runId];
+            if (!progress) return;
+            const cell = row.querySelector("[data-active]");
+            cell.dataset.agents = agentsText(progress.done, progress.agents);
+            if (cell.dataset.lastStatus !== progress.status) {
+              cell.dataset.lastStatus = progress.status;
+              await reread(row);
+            }
+            if (row.querySelector("[data-active]")) showProgress(row, progress);
+          }));
+        }
+      } catch (error) {
+        // Offline for a moment: the next poll tries again.
+      }
+      if (activeRows().length) setTimeout(poll, POLL_MS);
+    }
+
+    // The worked time ticks each second between polls.
+    function tick() {
+      activeRows().forEach((row) => {
+        const cell = row.querySelector("[data-active]");
+        const clock = clocks.get(row.dataset.runId);
+        if (!clock || !clock.running || !cell.dataset.agents) return;
+        progressLine(row).textContent = `${cell.dataset.agents} · ${durationText(worked(row))}`;
+      });
+    }
+
+    activeRows().forEach((row) => {
+      const cell = row.querySelector("[data-active]");
+      const value = cell.dataset.worked;
+      setClock(row, value === "" || value === undefined ? null : Number(value), "clockRunning" in cell.dataset);
+    });
+    if (activeRows().length) {
+      setTimeout(poll, POLL_MS);
+      setInterval(tick, 1000);
+    }
+  }
+
+  const script = document.currentScript;
+  const table = document.querySelector("table.runs-table[data-detail-url]");
+  if (table && script && script.dataset.progressUrl) runsList(table, script.dataset.progressUrl);
+})();

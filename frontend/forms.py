@@ -34,10 +34,7 @@ def sentence(message: str, field: str | None = None) -> str:
 
 
 def llm_endpoint_configured() -> bool:
-    """Whether a model other than the demo has somewhere to run. agents.llm sends each one to
-    OPENAI_BASE_URL (OpenAI's API when unset) with OPENAI_API_KEY: with neither set, every
-    call is refused and the research fails after its retries."""
-    return bool(settings.OPENAI_BASE_URL or settings.OPENAI_API_KEY)
+    return pricing.endpoint_configured()
 
 
 def model_can_run(model: str) -> bool:

@@ -44,3 +44,15 @@ def is_known(model: str) -> bool:
 def cost(model: str, input_tokens: int, output_tokens: int) -> Decimal:
     input_price, output_price = prices()[model]
     return (input_tokens * input_price + output_tokens * output_price) / MILLION
+
+
+def endpoint_configured() -> bool:
+    """Whether a model other than the demo has somewhere to run. agents.llm sends each one to
+    OPENAI_BASE_URL (OpenAI's API when unset) with OPENAI_API_KEY: with neither set, every
+    call is refused and the research fails after its retries."""
+    return bool(settings.OPENAI_BASE_URL or settings.OPENAI_API_KEY)
+
+
+def can_run(model: str) -> bool:
+    """Whether a research on this model can get an answer here (the demo always can)."""
+    return model == DEMO_MODEL or endpoint_configured()

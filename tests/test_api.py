@@ -168,6 +168,21 @@ def test_fourth_working_root_is_refused_with_429(api, run_factory):
     assert Run.objects.count() == 3
 
 
+def test_a_model_with_no_endpoint_configured_is_refused_before_it_starts(api, settings):
+    settings.OPENAI_BASE_URL = ""
+    settings.OPENAI_API_KEY = ""
+
+    response = api.post(URL, {"topic": "tides", "model": "scripted"}, format="json")
+
+    assert response.status_code == 400
+    assert response.json()["model"] == [
+        "model 'scripted' cannot run here: no LLM endpoint is configured (set OPENAI_API_KEY, "
+        "or OPENAI_BASE_URL for a compatible server); the demo model runs offline."
+    ]
+    assert not Run.objects.exists()
+    assert api.post(URL, {"topic": "tides", "model": "demo"}, format="json").status_code == 201
+
+
 def test_researches_waiting_for_the_analysts_review_do_not_count_toward_the_limit(api, run_factory):
     for _ in range(3):
         Run.objects.filter(pk=run_factory(review_plan=True).pk).update(status=Status.PAUSED)

@@ -74,6 +74,13 @@ def validate_model(model: str | None) -> str:
             f"(set RESEARCH_MODEL_PRICES). Known models: {', '.join(pricing.known_models())}.",
             field="model",
         )
+    if not pricing.can_run(model):
+        raise InvalidInput(
+            f"model {model!r} cannot run here: no LLM endpoint is configured (set "
+            "OPENAI_API_KEY, or OPENAI_BASE_URL for a compatible server); the demo model runs "
+            "offline.",
+            field="model",
+        )
     return model
 
 

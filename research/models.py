@@ -303,60 +303,6 @@ class Profile(models.Model):
         return f"research profile of user {self.user_id}"
 
 
-# --- Knowledge base --------------------------------------------------------------------------
-
-
-class Dataset(models.Model):
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE)
-    name = models.CharField(max_length=200)
-    description = models.TextField(blank=True, default="")
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        ordering = ["name", "id"]
-        constraints = [
-            models.UniqueConstraint(fields=["owner", "name"], name="dataset_unique_name"),
-        ]
-
-    def __str__(self) -> str:
-        return self.name
-
-
-class Document(models.Model):
-    dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="documents")
-    title = models.CharField(max_length=500)
-    source = models.CharField(max_length=2000, blank=True, default="")
-    content_type = models.CharField(max_length=100, blank=True, default="text/plain")
-    text = models.TextField()
-    sha256 = models.CharField(max_length=64)
-    # Set for facts saved by `remember`: the agent that remembered it.
-    remembered_by = models.ForeignKey(
-        Run, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
-    )
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        ordering = ["id"]
-
-    def __str__(self) -> str:
-        return self.title
-
-
-class Chunk(models.Model):
-    """A piece of a document, ranked by full-text search (see research.fulltext)."""
-
-    document = models.ForeignKey(Document, on_delete=models.CASCADE, related_name="chunks")
-    dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="chunks")
-    position = models.PositiveIntegerField()
-    text = models.TextField()
-
-    class Meta:
-        ordering = ["document_id", "position"]
-
-    def __str__(self) -> str:
-        return f"chunk {self.position} of document {self.document_id}"
-
-
 class Source(models.Model):
     """Something an agent saw: a page it read, a search result, a knowledge-base chunk."""
 
@@ -426,4 +372,6 @@ class Callback(models.Model):
         return f"callback of run {self.run_id} to {self.url}"
 
 
+# Models of their own modules, registered with the app here.
+from research.models_knowledge import Chunk, Dataset, Document  # noqa: E402, F401
 from research.models_remote import RemoteServer  # noqa: E402, F401  (remote MCP servers)

@@ -20,28 +20,35 @@ from importlib.metadata import version
 from typing import Annotated, Any, Literal
 
 import anyio
-from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import close_old_connections
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
 from pydantic import ValidationError as ArgumentsError
 from rest_framework.exceptions import ValidationError
 
 from research import selectors, services
 from research.api_helpers import checked
-from research.errors import InvalidInput, NotFound, ResearchError
-from research.events.payloads import run_fields
+from research.errors import InvalidInput, ResearchError
+from research.mcp_server.answers import (
+    Refused,
+    as_owner,
+    cursor_run,
+    error_result,
+    listed,
+    progress_line,
+    research_of,
+    result_of,
+    throttle,
+    validation_text,
+)
 from research.mcp_server.plans import PlanTools
 from research.mcp_server.threads import run_sync
-from research.models import ACTIVE_STATUSES, Run, Status
+from research.models import ACTIVE_STATUSES, Status
 from research.ops.throttles import (
     NotesThrottle,
     ResearchStartThrottle,
-    throttled_text,
-    user_throttle_wait,
 )
 from research.serializers import MessageSerializer, ReportSerializer, RunListFilterSerializer
 
@@ -138,11 +145,11 @@ class Tools:
     async def _answer(self, ctx: Context, work: Callable[[AbstractBaseUser], Any]) -> Any:
         """`work(owner)` in a daemon thread (`threads` says why); a refusal raises `Refused`."""
         try:
-            return await run_sync(partial(_as_owner, work, self.owner_of(ctx)))
+            return await run_sync(partial(as_owner, work, self.owner_of(ctx)))
         except ResearchError as error:
             raise Refused(error.message) from None
         except ValidationError as error:
-            raise Refused(_validation_text(error.detail)) from None
+            raise Refused(validation_text(error.detail)) from None
 
     async def start_research(
         self,
@@ -183,7 +190,7 @@ class Tools:
         working at once; a fourth is refused until one ends or is cancelled."""
 
         def start(owner: AbstractBaseUser) -> dict:
-            _throttle(ResearchStartThrottle, owner)
+            throttle(ResearchStartThrottle, owner)
             run = services.run_start(
                 owner=owner,
                 topic=topic,
@@ -193,7 +200,7 @@ class Tools:
             )
             if self.on_started is not None:
                 self.on_started(run.pk)
-            return _listed(run)
+            return listed(run)
 
         return await self.call(ctx, start)
 
@@ -238,13 +245,13 @@ class Tools:
                 owner=owner, **filters, roots_only=parent_id is None and root_id is None
             )
             if cursor:
-                runs = selectors.runs_older_than(runs, run=_cursor_run(owner, cursor))
+                runs = selectors.runs_older_than(runs, run=cursor_run(owner, cursor))
             else:
                 runs = runs.order_by("-created_at", "-id")
             page = list(runs[: page_size + 1])
             more, page = len(page) > page_size, page[:page_size]
             return {
-                "researches": [_listed(run) for run in page],
+                "researches": [listed(run) for run in page],
                 "next_cursor": f"before-{page[-1].pk}" if more else None,
             }
 
@@ -255,7 +262,7 @@ class Tools:
         cost (cost_usd its own, tree_cost_usd with its sub-agents), and `agents`: every
         sub-agent below it with its state, steps and cost. The report is read with
         get_report."""
-        return await self.call(ctx, partial(_research, research_id=research_id))
+        return await self.call(ctx, partial(research_of, research_id=research_id))
 
     async def follow_research(
         self,
@@ -276,14 +283,14 @@ class Tools:
         to approve its plan (status "paused", `awaiting_review`: true): show it with get_plan,
         approve it with approve_plan once the user agrees, then follow it again."""
         if not 1 <= timeout_seconds <= FOLLOW_MAX_SECONDS:
-            return _error(
+            return error_result(
                 f"timeout_seconds must be from 1 to {FOLLOW_MAX_SECONDS}, not {timeout_seconds}."
             )
         deadline = anyio.current_time() + timeout_seconds
         sent, last_line, last_sent = 0, None, 0.0
         try:
             while True:
-                research = await self._answer(ctx, partial(_research, research_id=research_id))
+                research = await self._answer(ctx, partial(research_of, research_id=research_id))
                 finished = research["status"] not in ACTIVE_STATUSES
                 awaiting_review = research["status"] == Status.PAUSED
                 line = progress_line(research)
@@ -293,12 +300,12 @@ class Tools:
                     await ctx.report_progress(sent, None, line)
                     last_line, last_sent = line, now
                 if finished or awaiting_review or anyio.current_time() >= deadline:
-                    return _result(
+                    return result_of(
                         {**research, "finished": finished, "awaiting_review": awaiting_review}
                     )
                 await anyio.sleep(FOLLOW_POLL_SECONDS)
         except Refused as refused:
-            return _error(str(refused))
+            return error_result(str(refused))
 
     async def get_report(self, research_id: ResearchId, ctx: Context) -> CallToolResult:
         """The report of a research (Markdown, empty until it is done) with each URL it
@@ -328,7 +335,7 @@ class Tools:
             run = selectors.run_get(owner=owner, run_id=research_id)
             services.run_cancel(run=run)
             run.refresh_from_db()
-            return _listed(run)
+            return listed(run)
 
         return await self.call(ctx, cancel)
 
@@ -351,7 +358,7 @@ class Tools:
 
         def send(owner: AbstractBaseUser) -> dict:
             run = selectors.run_get(owner=owner, run_id=research_id)
-            _throttle(NotesThrottle, owner)
+            throttle(NotesThrottle, owner)
             note = services.note_send(run=run, author_id=owner.pk, text=text)
             return json.loads(json.dumps(MessageSerializer(note).data))
 
@@ -359,92 +366,6 @@ class Tools:
 
     async def call(self, ctx: Context, work: Callable[[AbstractBaseUser], Any]):
         try:
-            return _result(await self._answer(ctx, work))
+            return result_of(await self._answer(ctx, work))
         except Refused as refused:
-            return _error(str(refused))
-
-
-class Refused(Exception):
-    """A call the domain refused; its text is what the client reads."""
-
-
-def _throttle(throttle, owner: AbstractBaseUser) -> None:
-    """The API's throttle of the same action, counted per user over MCP too."""
-    wait = user_throttle_wait(throttle, owner)
-    if wait is not None:
-        raise Refused(throttled_text(wait))
-
-
-def _as_owner(work: Callable[[AbstractBaseUser], Any], owner_id: int) -> Any:
-    # Like an agent thread: connections that went stale are closed (pooled ones given back).
-    close_old_connections()
-    try:
-        return work(get_user_model().objects.get(pk=owner_id))
-    finally:
-        close_old_connections()
-
-
-def _cursor_run(owner: AbstractBaseUser, cursor: str) -> Run:
-    prefix, _, number = cursor.partition("-")
-    try:
-        if prefix == "before" and number.isdigit():
-            return selectors.run_get(owner=owner, run_id=int(number))
-    except NotFound:
-        pass
-    raise InvalidInput(
-        f"cursor {cursor!r} is not a next_cursor that list_research gave.", field="cursor"
-    )
-
-
-def _listed(run: Run) -> dict:
-    fields = run_fields(run)
-    return {k: v for k, v in fields.items() if k not in LISTED_WITHOUT} | {
-        "has_report": bool(run.report)
-    }
-
-
-def _research(owner: AbstractBaseUser, *, research_id: int) -> dict:
-    run = selectors.run_get(owner=owner, run_id=research_id)
-    latest = selectors.run_states(run=run).order_by("-id").first()
-    agents = [agent for agent in selectors.subtree_runs(run=run) if agent.pk != run.pk]
-    return {
-        **_listed(run),
-        "detail": latest.detail if latest else "",
-        "agents": [
-            {key: value for key, value in run_fields(agent).items() if key in AGENT_FIELDS}
-            for agent in agents
-        ],
-    }
-
-
-def progress_line(research: dict) -> str:
-    """One line saying where a research is: what a client shows while it waits."""
-    agents = research["agents"]
-    working = sum(agent["status"] in ACTIVE_STATUSES for agent in agents)
-    steps = research["steps"] + sum(agent["steps"] for agent in agents)
-    doing = research["state"] + (f" ({research['detail']})" if research["detail"] else "")
-    team = f", {len(agents)} sub-agents ({working} working)" if agents else ""
-    return (
-        f"research {research['id']} {research['status']}: {doing}{team}, {steps} steps, "
-        f"${research['tree_cost_usd']}"
-    )
-
-
-def _validation_text(detail: Any) -> str:
-    """DRF's field errors as one line: `field: message` for each."""
-    if isinstance(detail, dict):
-        return " ".join(
-            f"{field}: {' '.join(str(m) for m in messages)}" for field, messages in detail.items()
-        )
-    return " ".join(str(message) for message in detail)
-
-
-def _result(data: Any) -> CallToolResult:
-    return CallToolResult(
-        content=[TextContent(type="text", text=json.dumps(data, indent=1))],
-        structured_content=data,
-    )
-
-
-def _error(text: str) -> CallToolResult:
-    return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
+            return error_result(str(refused))

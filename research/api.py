@@ -7,7 +7,6 @@ in `exception_handler`.
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent
-from django.db import transaction
 from django.http import JsonResponse
 from django.views.defaults import page_not_found
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -39,7 +38,6 @@ from research.serializers import (
     RunStateSerializer,
     RunSummarySerializer,
 )
-from research.services.callbacks import callback_register, callback_url_check
 
 
 def exception_handler(exc, context):
@@ -123,21 +121,15 @@ def runs(request: Request) -> Response:
 
 def run_start(request: Request) -> Response:
     data = checked(RunStartSerializer, request.data)
-    callback_url = data.get("callback_url")
-    if callback_url:
-        callback_url_check(callback_url)
-    # One transaction: the research is queued (its agents may start) only with its callback.
-    with transaction.atomic():
-        run = services.run_start(
-            owner=request.user,
-            topic=data["topic"],
-            max_steps=data.get("max_steps"),
-            model=data.get("model") or None,
-            dataset_id=data.get("dataset"),
-            review_plan=data.get("review_plan", False),
-        )
-        if callback_url:
-            callback_register(run_id=run.pk, url=callback_url)
+    run = services.run_start(
+        owner=request.user,
+        topic=data["topic"],
+        max_steps=data.get("max_steps"),
+        model=data.get("model") or None,
+        dataset_id=data.get("dataset"),
+        review_plan=data.get("review_plan", False),
+        callback_url=data.get("callback_url") or "",
+    )
     return Response(RunOutputSerializer(run).data, status=status.HTTP_201_CREATED)
 
 

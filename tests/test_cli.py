@@ -19,9 +19,21 @@ from agents.llm.scripted import call, reply, slow
 from agents.runtime.pool import AgentPool
 from frontend.terminal.render import watch_header
 from research import services
-from research.models import Citation, Event, LLMCall, Message, Run, RunState, Source, Step
+from research.models import (
+    Callback,
+    Citation,
+    Event,
+    LLMCall,
+    Message,
+    Run,
+    RunState,
+    Source,
+    Step,
+)
 from research.services.citations import citations_record
 from tests.conftest import PROJECT, process_env, wait_finished, wait_for
+
+HOOK = "https://hooks.example.org/canopy"
 
 
 def research(*args: str) -> str:
@@ -196,6 +208,16 @@ def test_start_without_wait_prints_the_id_of_a_queued_run(db, alice):
     run = Run.objects.get()
     assert out.strip() == str(run.pk)
     assert (run.owner, run.topic, run.max_steps, run.status) == (alice, "A topic", 7, "queued")
+
+
+def test_start_registers_a_callback_as_the_api_does_or_refuses_a_bad_one(db, alice):
+    research("start", "A topic", "--no-wait", "--user", "alice", "--callback-url", HOOK)
+
+    callback = Callback.objects.get()
+    assert (callback.run, callback.url) == (Run.objects.get(), HOOK)
+    with pytest.raises(CommandError, match="callback_url must be an https:// URL"):
+        research("start", "B topic", "--no-wait", "--user", "alice", "--callback-url", "http://x")
+    assert Run.objects.count() == 1  # refused before anything was stored
 
 
 @pytest.mark.parametrize(

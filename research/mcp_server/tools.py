@@ -183,6 +183,13 @@ class Tools:
                 "(approve_plan, or the user in Canopy). Default false."
             ),
         ] = False,
+        callback_url: Annotated[
+            str,
+            Field(
+                description="An https URL that gets a signed POST when the research ends "
+                "(see Canopy's docs for the signature). Omit for none."
+            ),
+        ] = "",
     ) -> CallToolResult:
         """Start a new research in the background and return it at once (status "queued").
         The agents then work for minutes: call follow_research with its id to wait for it
@@ -197,6 +204,7 @@ class Tools:
                 max_steps=max_steps,
                 dataset_id=dataset,
                 review_plan=review_plan,
+                callback_url=callback_url,
             )
             if self.on_started is not None:
                 self.on_started(run.pk)

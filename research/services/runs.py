@@ -25,6 +25,7 @@ from research.events import (
 from research.models import ACTIVE_STATUSES, Dataset, Run, RunState, State, Status, Step
 from research.pricing import DEMO_MODEL
 from research.selectors.runs import RunFacts, run_facts
+from research.services.callbacks import callback_register, callback_url_check
 from research.services.starter import starter_dataset_load
 from research.services.steps import state_record
 
@@ -93,10 +94,18 @@ def run_start(
     model: str | None = None,
     dataset_id: int | None = None,
     review_plan: bool = False,
+    callback_url: str = "",
 ) -> Run:
     """Create a root run, queued; the agent runtime picks it up after commit. With
-    `review_plan`, it pauses after its first plan until the analyst approves it."""
+    `review_plan`, it pauses after its first plan until the analyst approves it; with a
+    `callback_url`, its end is posted there (research.services.callbacks).
+
+    Every edge starts a research here (the API, the page, MCP, the CLI): the checks, the
+    working limit and the callback are one transaction, so a research is queued (its agents
+    may start) only with everything it was started with."""
     topic = validate_topic(topic)
+    if callback_url:
+        callback_url = callback_url_check(callback_url)
     max_steps = validate_max_steps(max_steps)
     model = validate_model(model)
     dataset = None
@@ -135,6 +144,8 @@ def run_start(
     run.root = run
     run.save(update_fields=["root"])
     RunState.objects.create(run=run, state=State.QUEUED)
+    if callback_url:
+        callback_register(run_id=run.pk, url=callback_url)
     _publish_created(run)
     root_queued(run.pk)
     return run

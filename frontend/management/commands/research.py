@@ -71,6 +71,11 @@ class Command(BaseCommand):
             help="pause after the lead's first plan until you approve it (research approve)",
         )
         start.add_argument(
+            "--callback-url",
+            default="",
+            help="an https URL that gets a signed POST when the research ends",
+        )
+        start.add_argument(
             "--wait",
             action=argparse.BooleanOptionalAction,
             default=None,
@@ -198,6 +203,7 @@ class Command(BaseCommand):
             model=options["model"],
             dataset_id=options["dataset"],
             review_plan=options["review_plan"],
+            callback_url=options["callback_url"],
         )
 
     def do_list(self, user: AbstractBaseUser, options: dict) -> None:

@@ -46,7 +46,8 @@ def passage_href(url: str, quote: str = "") -> str | None:
     if address is None:
         return None
     path = reverse("passage", args=[address.dataset_id, address.document_id, address.position])
-    quote = " ".join(quote.split())[:QUOTE_MAX]
+    # The sentence's own end is the report's, not always the passage's ("feet." / "feet,").
+    quote = " ".join(quote.split())[:QUOTE_MAX].rstrip(".,;:!?…")
     return f"{path}?{urlencode({'q': quote})}" if quote else path
 
 

@@ -282,6 +282,8 @@ def _note_html(verdict: str, note: str) -> str:
 # --- A transcript's steps in one line -------------------------------------------------------
 
 SUMMARY_LIMIT = 90
+# An argument whose value alone says what the call did, when it is the only one.
+PLAIN_ARGUMENTS = ("query", "question", "url", "name", "to", "text")
 
 
 def arguments_in_words(arguments: Any) -> str:
@@ -294,6 +296,8 @@ def arguments_in_words(arguments: Any) -> str:
             return _clip(str(arguments["raw"]))
     if not isinstance(arguments, dict):
         return _clip(str(arguments)) if arguments not in (None, "") else ""
+    if len(arguments) == 1 and (key := next(iter(arguments))) in PLAIN_ARGUMENTS:
+        return _clip(str(arguments[key]))  # `web_search otter census` says it all
     return _clip(", ".join(f"{key} {_value_words(value)}" for key, value in arguments.items()))
 
 

@@ -148,10 +148,9 @@ def agent_panel(request: HttpRequest, root_id: int, run_id: int) -> HttpResponse
         "task": listed_topic(run),
         "worked": duration_text(run.worked_seconds()),
         "steps": steps_text(run.steps, run.max_steps),
-        # The root's report is on the Report tab; a sub-agent's shows here, its headings
-        # under the panel's own.
+        # Its headings under the panel's own; the root's report is also on stage.
         "parts": report_parts(run, citations=panel.citations, heading_offset=3)
-        if run.report and not run.is_root
+        if run.report
         else None,
     }
     return render(request, "agent_panel.html", context)

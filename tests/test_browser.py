@@ -263,7 +263,6 @@ def test_a_research_grows_live_and_a_dropped_socket_loses_nothing(
     expect(report_box.locator("img, script")).to_have_count(0)
 
     # A message with markup is text in the feed and in the sender's panel (chosen by keyboard).
-    page.get_by_role("tab", name="Agents").click()
     expect(page.locator("#message-feed")).to_contain_text("Census! <script>")
     node(page, "history").focus()
     page.keyboard.press("Enter")

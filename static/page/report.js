@@ -1,37 +1,10 @@
-// The report on stage: when the research ends, the report takes the page (a Report tab ahead
-// of the agents, selected on the end), at reading width, with its table of contents.
+// The report on stage: when the research ends, the report takes the page ahead of the agents,
+// at reading width, with its table of contents; the agents stay below it.
 import { localiseTimes } from "./feed.js";
 
 export function createReportStage(state, page, config) {
-  let loadedFor = null;
-  const tabs = [page.tabReport, page.tabAgents];
-
-  function choose(tab, { focus = false } = {}) {
-    for (const other of tabs) {
-      const selected = other === tab;
-      other.setAttribute("aria-selected", selected ? "true" : "false");
-      other.tabIndex = selected ? 0 : -1;
-      document.getElementById(other.getAttribute("aria-controls")).hidden = !selected;
-    }
-    if (focus) tab.focus();
-    page.run.dataset.view = tab === page.tabReport ? "report" : "agents";
-  }
-
-  tabs.forEach((tab, index) => {
-    tab.addEventListener("click", () => choose(tab));
-    tab.addEventListener("keydown", (event) => {
-      if (event.key !== "ArrowLeft" && event.key !== "ArrowRight") return;
-      event.preventDefault();
-      choose(tabs[(index + 1) % tabs.length], { focus: true });
-    });
-  });
-
-  // The root's panel points at the Report tab.
-  page.panel.addEventListener("click", (event) => {
-    if (!event.target.closest("[data-show-report]")) return;
-    event.preventDefault();
-    choose(page.tabReport, { focus: true });
-  });
+  // The page opened on an ended research: the server drew the report already.
+  let loadedFor = page.reportStage.childElementCount ? (state.rootRun() || {}).report : null;
 
   async function load(root) {
     loadedFor = root.report;
@@ -40,20 +13,12 @@ export function createReportStage(state, page, config) {
       if (!response.ok) throw new Error(`HTTP ${response.status}`);
       page.reportStage.innerHTML = await response.text(); // escaped and sanitised by the server
       localiseTimes(page.reportStage);
+      page.reportStage.hidden = false;
       page.tabs.hidden = false;
-      choose(page.tabReport);
+      page.reportStage.scrollIntoView({ block: "start" });
     } catch (error) {
       loadedFor = null; // the next change tries again
     }
-  }
-
-  // The page opened on an ended research: the server drew the report already.
-  if (page.reportStage.childElementCount) {
-    loadedFor = (state.rootRun() || {}).report;
-    page.tabs.hidden = false;
-    choose(page.tabReport);
-  } else {
-    choose(page.tabAgents);
   }
 
   return {

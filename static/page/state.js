@@ -110,6 +110,13 @@ export function createState(config) {
         // A run.state never ends a run (run.finished does): the run is active.
         const fields = { status: event.status, state: event.state, detail: event.detail || "", active: true };
         if (event.started_at) fields.started_at = event.started_at;
+        const run = state.runs.get(event.run);
+        if (event.worked_seconds === undefined && event.started_at && run && run.worked_seconds == null) {
+          // Its start carries no worked time yet: it has worked since it started.
+          fields.worked_seconds = Math.max(0, (Date.now() - Date.parse(event.started_at)) / 1000);
+          fields.clock_running = event.status === "working";
+          fields.clockAt = performance.now();
+        }
         if (event.worked_seconds !== undefined) {
           // The clock starts or stops here: it runs while the agent works, not while it
           // waits for the analyst or for a slot.
@@ -204,6 +211,7 @@ export function createState(config) {
         working: runs.filter((run) => run.active && run.status !== "paused").length,
         paused: runs.filter((run) => run.status === "paused").length,
         ended: runs.filter((run) => !run.active).length,
+        done: runs.filter((run) => run.ending === "done").length,
         input: runs.reduce((sum, run) => sum + Number(run.input_tokens || 0), 0),
         output: runs.reduce((sum, run) => sum + Number(run.output_tokens || 0), 0),
       };

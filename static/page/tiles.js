@@ -36,7 +36,9 @@ export function createTiles(state, page) {
     if (paused) agents += " · waiting for you";
     else if (tally.working) agents += ` · ${tally.working} working`;
     page.agents.textContent = agents;
-    page.done.textContent = `${tally.ended} of ${plural(tally.total, "agent")} done`;
+    // "done" while every agent that ended ended well; a cancelled one is not done.
+    const word = tally.ended === tally.done ? "done" : "ended";
+    page.done.textContent = `${tally.ended} of ${plural(tally.total, "agent")} ${word}`;
     const worked = state.workedSeconds(root);
     page.elapsed.textContent = duration(worked) + (paused ? " · paused" : "");
     page.messageCount.textContent = String(state.messages.size);
@@ -47,6 +49,9 @@ export function createTiles(state, page) {
     if (root.active) delete page.run.dataset.ending;
     else page.run.dataset.ending = root.ending;
     page.cancel.hidden = !root.active;
+    page.exports.forEach((link) => {
+      link.hidden = root.active || !root.report;
+    });
     page.noteCard.hidden = !root.active;
     page.notify.hidden = !(canNotify && root.active && Notification.permission === "default");
 

@@ -54,9 +54,14 @@ def passage_href(url: str, quote: str = "") -> str | None:
 def document_heading(title: str, text_head: str) -> str:
     """A document's title as people read it: the first line of its text when its stored
     title is a slug ("compound" -> "Compound statements"), else the stored title."""
-    first = next((line.strip() for line in text_head.splitlines() if line.strip()), "")
-    if first and " " not in title.strip() and title.strip().lower() in first.lower():
-        return first[:HEADING_MAX]
+    lines = [line.strip() for line in text_head.splitlines() if line.strip()]
+    if not lines or " " in title.strip():
+        return title
+    slug = title.strip().lower().replace("-", " ").replace("_", " ")
+    # A heading underlined as reStructuredText writes one ("Special method names\n****").
+    underlined = len(lines) > 1 and set(lines[1]) <= set("*=-~^#")
+    if slug in lines[0].lower() or underlined:
+        return lines[0][:HEADING_MAX]
     return title
 
 

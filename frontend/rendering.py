@@ -130,7 +130,8 @@ def _link_passages(
         elif token.type == "text" and link is not None:
             title = titles.get(link.meta["kb"], "")
             # "[compound](kb://…)": the link text is the document's slug; say its title.
-            if title and token.content.strip() and token.content.strip().lower() in title.lower():
+            text = token.content.strip()
+            if title and text and (" " not in text or text.lower() in title.lower()):
                 token.content = title
         elif token.type == "link_close":
             link = None

@@ -5,6 +5,7 @@ words (made sentences here, `sentence`)."""
 from django import forms
 from django.conf import settings
 
+from frontend.rendering import sentence
 from research import pricing
 from research.errors import InvalidInput
 from research.fulltext import STARTER_DATASET
@@ -15,22 +16,6 @@ from research.services.runs import validate_max_steps, validate_topic
 # The starter dataset, offered before the owner has it: run_start loads it (a second or two,
 # once) when the demo model has no dataset, and the page loads it for any other model.
 STARTER = "starter"
-
-# The service's messages name the API's fields ("max_steps must be ..."); the page says what
-# the analyst sees.
-FIELD_NOUNS = {
-    "topic": "The question",
-    "max_steps": "The step budget",
-    "model": "The model",
-    "dataset": "The dataset",
-}
-
-
-def sentence(message: str, field: str | None = None) -> str:
-    """A service's message as the page says it: the field's name in words, a capital first."""
-    if field in FIELD_NOUNS and message.startswith(f"{field} "):
-        message = f"{FIELD_NOUNS[field]}{message[len(field) :]}"
-    return message[:1].upper() + message[1:]
 
 
 def llm_endpoint_configured() -> bool:

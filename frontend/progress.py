@@ -1,7 +1,7 @@
 """Progress at a glance, as people read it: "3 of 5 agents done", "elapsed 2m 05s".
 
 Shared by the run page, the runs list (and its live status, `runs_progress`) and the CLI;
-static/progress.js formats the same way in the browser.
+static/page/format.js and static/runs.js format the same way in the browser.
 """
 
 from django.contrib.auth.decorators import login_required

@@ -6,13 +6,16 @@ raw HTML off (a `<script>` stays text), and nh3 then keeps only the tags and att
 page styles, as a second wall in case a renderer rule ever lets something through.
 """
 
+import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from html import escape
 from typing import Any
 from urllib.parse import unquote
 
 import nh3
+from django.utils.text import slugify
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
@@ -27,6 +30,7 @@ ALLOWED_TAGS = {
 }  # fmt: skip
 ALLOWED_ATTRIBUTES = {
     "a": {"href", "title", "class"},
+    **{f"h{level}": {"id"} for level in range(1, 7)},
     "span": {"class", "aria-hidden"},
     "mark": {"class", "title"},
 }
@@ -43,11 +47,41 @@ def _markdown() -> MarkdownIt:
 FLAGGED_CLAIM_NOTE = "the verifier could not support this claim"
 
 
+# A kb:// address and the words quoted before it -> the page that shows the passage.
+PassageLink = Callable[[str, str], str | None]
+
+
+@dataclass
+class RenderedReport:
+    html: str
+    # The report's sections (its H2s), for a table of contents: (id, text).
+    sections: list[tuple[str, str]] = field(default_factory=list)
+
+
 def render_report(
-    text: str, citations: Iterable[Any] = (), flagged_claims: Iterable[dict] = ()
+    text: str,
+    citations: Iterable[Any] = (),
+    flagged_claims: Iterable[dict] = (),
+    **options: Any,
 ) -> str:
     """The report as safe HTML; links to cited URLs carry their verdict, and the claims its
     verifier could not support are marked."""
+    return render_report_page(text, citations, flagged_claims, **options).html
+
+
+def render_report_page(
+    text: str,
+    citations: Iterable[Any] = (),
+    flagged_claims: Iterable[dict] = (),
+    *,
+    heading_offset: int = 0,
+    passage_link: PassageLink | None = None,
+    titles: dict[str, str] | None = None,
+) -> RenderedReport:
+    """`render_report` with its sections. `heading_offset` moves the report's headings down
+    under the page's own (its H1 becomes an H2 at 1); `passage_link` turns kb:// citations
+    into links to their passage; `titles` (URL -> title) replaces a link text that is only
+    a slug of its source's title."""
     md = _markdown()
     verdicts = {url_key(citation.url): citation for citation in citations}
     claims = [
@@ -57,11 +91,79 @@ def render_report(
         if len(str(claim.get("claim", "")).strip()) >= 8
     ]
     tokens = md.parse(text or "")
+    quoted: list[str] = []  # the text of the blockquote being read, for a kb:// citation
     for token in tokens:
+        if token.type == "blockquote_open":
+            quoted = []
         if token.type == "inline" and token.children:
             children = _mark(_linkify(md, token.children), verdicts)
+            if passage_link is not None:
+                children = _link_passages(children, quoted, passage_link, titles or {})
             token.children = _mark_claims(children, claims) if claims else children
-    return sanitize(md.renderer.render(tokens, md.options, {}))
+            quoted.append(_plain(token.children))
+    sections = _shift_headings(tokens, heading_offset)
+    return RenderedReport(sanitize(md.renderer.render(tokens, md.options, {})), sections)
+
+
+def _plain(children: list[Token]) -> str:
+    return "".join(token.content for token in children if token.type in ("text", "code_inline"))
+
+
+def _link_passages(
+    children: list[Token], quoted: list[str], passage_link: PassageLink, titles: dict[str, str]
+) -> list[Token]:
+    """Point each kb:// link at its passage, with the words quoted before it (in its line, or
+    in the blockquote it closes) to highlight there."""
+    before: list[str] = []
+    link: Token | None = None
+    for token in children:
+        if token.type == "link_open":
+            href = str(token.attrGet("href") or "")
+            if href.lower().startswith("kb://"):
+                words = "".join(before).strip(' —–-:()\n"“”')
+                quote = words if len(words) >= 8 else " ".join(quoted[-3:])
+                target = passage_link(unquote(href), quote.strip(' —–-:"“”'))
+                if target:
+                    token.attrSet("href", target)
+                    link = token
+                    link.meta["kb"] = unquote(href)
+        elif token.type == "text" and link is not None:
+            title = titles.get(link.meta["kb"], "")
+            # "[compound](kb://…)": the link text is the document's slug; say its title.
+            text = token.content.strip()
+            if title and text and (" " not in text or text.lower() in title.lower()):
+                token.content = title
+        elif token.type == "link_close":
+            link = None
+        if token.type in ("text", "code_inline") and link is None:
+            before.append(token.content)
+    return children
+
+
+def _shift_headings(tokens: list[Token], offset: int) -> list[tuple[str, str]]:
+    sections: list[tuple[str, str]] = []
+    used: set[str] = set()
+    for index, token in enumerate(tokens):
+        if token.type not in ("heading_open", "heading_close"):
+            continue
+        level = int(token.tag[1])
+        token.tag = f"h{min(6, level + offset)}"
+        if token.type == "heading_open":
+            text = _plain(tokens[index + 1].children or [])
+            anchor = _anchor(text, used)
+            token.attrSet("id", anchor)
+            if level == 2:
+                sections.append((anchor, text))
+    return sections
+
+
+def _anchor(text: str, used: set[str]) -> str:
+    base = "report-" + (slugify(text)[:48] or "section")
+    anchor, number = base, 2
+    while anchor in used:
+        anchor, number = f"{base}-{number}", number + 1
+    used.add(anchor)
+    return anchor
 
 
 def _mark_claims(children: list[Token], claims: list[dict]) -> list[Token]:
@@ -176,3 +278,107 @@ def _note_html(verdict: str, note: str) -> str:
         f'<span class="cite-mark" aria-hidden="true">{mark}</span>'
         f'<span class="visually-hidden"> ({note})</span>'
     )
+
+
+# --- A transcript's steps in one line -------------------------------------------------------
+
+SUMMARY_LIMIT = 90
+# An argument whose value alone says what the call did, when it is the only one.
+PLAIN_ARGUMENTS = ("query", "question", "url", "name", "to", "text")
+
+
+def arguments_in_words(arguments: Any) -> str:
+    """A tool call's arguments as words: `query “otters”, max_steps 5`; "" when it has none.
+    An argument string the model sent unparsed (`{"raw": "{}"}`) is read as JSON first."""
+    if isinstance(arguments, dict) and set(arguments) == {"raw"}:
+        try:
+            arguments = json.loads(arguments["raw"] or "{}")
+        except (TypeError, ValueError):
+            return _clip(str(arguments["raw"]))
+    if not isinstance(arguments, dict):
+        return _clip(str(arguments)) if arguments not in (None, "") else ""
+    if len(arguments) == 1 and (key := next(iter(arguments))) in PLAIN_ARGUMENTS:
+        return _clip(str(arguments[key]))  # `web_search otter census` says it all
+    return _clip(", ".join(f"{key} {_value_words(value)}" for key, value in arguments.items()))
+
+
+def _value_words(value: Any) -> str:
+    if isinstance(value, str):
+        return f"“{' '.join(value.split())}”"
+    if isinstance(value, list):
+        return "[" + ", ".join(_value_words(item) for item in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k} {_value_words(v)}" for k, v in value.items()) + "}"
+    return json.dumps(value)
+
+
+def tool_call_words(name: str, arguments: Any) -> str:
+    words = arguments_in_words(arguments)
+    return f"{name} {words}" if words else name
+
+
+def step_line(step: Any) -> str:
+    """What a model turn called or said, or what a tool was asked (its name shows beside)."""
+    if step.kind == "model":
+        called = [call for call in (step.input or {}).get("tool_calls", []) if call]
+        if called:
+            return _clip("called " + "; ".join(_called(call) for call in called))
+        return _clip(step.output or "") or "(no text)"
+    return arguments_in_words(step.input or {})
+
+
+def _called(call: Any) -> str:
+    if isinstance(call, list | tuple):
+        return tool_call_words(str(call[0]), call[1] if len(call) > 1 else {})
+    return str(call)
+
+
+def _clip(text: str, limit: int = SUMMARY_LIMIT) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# --- Figures and endings, as the run page writes them (static/page/format.js too) -----------
+
+
+def duration_text(seconds: float | None) -> str:
+    """`3 s`, `2 min 05 s`, `1 h 02 min`."""
+    if seconds is None:
+        return "not started"
+    total = max(0, int(seconds))
+    hours, rest = divmod(total, 3600)
+    minutes, rest = divmod(rest, 60)
+    if hours:
+        return f"{hours} h {minutes:02d} min"
+    if minutes:
+        return f"{minutes} min {rest:02d} s"
+    return f"{rest} s"
+
+
+def steps_text(steps: int, budget: int) -> str:
+    """Steps as the budget reads: the round past the budget writes the report."""
+    if steps > budget:
+        return f"{budget} of {budget} steps + report"
+    return f"{steps} of {budget} steps"
+
+
+# The service's messages name the API's fields ("max_steps must be ..."); the page says what
+# the analyst sees.
+FIELD_NOUNS = {
+    "topic": "The question",
+    "max_steps": "The step budget",
+    "model": "The model",
+    "dataset": "The dataset",
+}
+
+
+def sentence(text: str, field: str | None = None) -> str:
+    """A stored reason or a service's message ("cancelled by the user", "max_steps must be
+    ...") as the page says it: the field named in words, a capital, a full stop."""
+    text = text.strip()
+    if field in FIELD_NOUNS and text.startswith(f"{field} "):
+        text = f"{FIELD_NOUNS[field]}{text[len(field) :]}"
+    if not text:
+        return ""
+    text = text[0].upper() + text[1:]
+    return text if text[-1] in ".!?" else f"{text}."

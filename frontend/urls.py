@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from frontend import exports, library, progress, throttled, views
+from frontend import exports, library, passages, progress, throttled, views
 
 urlpatterns = [
     # Beside the REST API it belongs to: the export is drawn by frontend's renderers.
@@ -17,5 +17,11 @@ urlpatterns = [
         "runs/<int:root_id>/agents/<int:run_id>/",
         views.agent_panel,
         name="agent-panel",
+    ),
+    path("runs/<int:run_id>/report/", views.run_report, name="run-report"),
+    path(
+        "kb/<int:dataset_id>/documents/<int:document_id>/passages/<int:position>/",
+        passages.passage,
+        name="passage",
     ),
 ]

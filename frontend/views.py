@@ -10,11 +10,14 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 
 from frontend import library
-from frontend.forms import STARTER, StartResearchForm, sentence
-from frontend.rendering import render_report
+from frontend.forms import STARTER, StartResearchForm
+from frontend.rendering import duration_text, sentence, step_line, steps_text
+from frontend.reports import report_parts
 from frontend.throttled import retry_message, throttled
 from research import selectors, services
+from research.endings import ending_of
 from research.errors import InvalidInput, NotFound, TooManyRuns
+from research.events.payloads import listed_topic
 from research.models import Run
 from research.ops.throttles import ResearchStartThrottle, page_throttle_wait
 from research.pricing import DEMO_MODEL
@@ -94,14 +97,34 @@ def run(request: HttpRequest, run_id: int) -> HttpResponse:
         "approve": reverse("api:run-plan-approve", args=[run.pk]),
         "notes": reverse("api:run-notes", args=[0]),
         "events": reverse("api:run-events", args=[run.pk]),
+        "report": reverse("run-report", args=[run.pk]),
     }
     context = {
         "run": run,
         "config": config,
         "demo": run.model == DEMO_MODEL,
         "progress": tree_progress_of(run),
+        **_stage(run),
     }
     return render(request, "run.html", context)
+
+
+def _stage(run: Run) -> dict:
+    """The report on stage once the research ended: the Report tab's content."""
+    if run.is_active or not run.report:
+        return {"report_html": ""}
+    parts = report_parts(run, heading_offset=1)
+    return {"parts": parts, "report_html": parts.html}
+
+
+@login_required
+@require_GET
+def run_report(request: HttpRequest, run_id: int) -> HttpResponse:
+    """The Report tab of an ended research (HTML), which the page loads when it ends."""
+    run = _run_or_404(request, run_id)
+    if not run.is_root or run.is_active or not run.report:
+        raise Http404("this research has no report yet.")
+    return render(request, "report_stage.html", {"run": run, **_stage(run)})
 
 
 def _selected(request: HttpRequest, snapshot: dict) -> int:
@@ -118,8 +141,21 @@ def agent_panel(request: HttpRequest, root_id: int, run_id: int) -> HttpResponse
     if run.root_id != root_id:
         raise Http404("no such agent in this research.")
     panel = selectors.agent_panel(run=run)
-    report_html = (
-        render_report(run.report, panel.citations, run.flagged_claims) if run.report else ""
-    )
-    context = {"panel": panel, "run": run, "report_html": report_html}
+    for step in panel.steps:
+        step.line = step_line(step)
+    ending = ending_of(status=run.status, error=run.error)
+    context = {
+        "panel": panel,
+        "run": run,
+        "ending": ending,
+        "ending_word": ending.replace("_", " "),
+        "error_sentence": sentence(run.error),
+        "task": listed_topic(run),
+        "worked": duration_text(run.worked_seconds()),
+        "steps": steps_text(run.steps, run.max_steps),
+        # Its headings under the panel's own; the root's report is also on stage.
+        "parts": report_parts(run, citations=panel.citations, heading_offset=3)
+        if run.report
+        else None,
+    }
     return render(request, "agent_panel.html", context)

@@ -1,4 +1,5 @@
-"""Take a screenshot of the live run page with a few agents at work: docs/run-page.png.
+"""Take screenshots of a finished run page, its report on stage: docs/run-page.png and, at
+390x844, docs/run-page-phone.png (beside it, `-phone` added to its name).
 
 Starts everything it needs in a temporary folder and needs no network and no key: a SQLite
 database with the starter dataset, daphne with the agent pool (the embedded default), and the
@@ -115,7 +116,15 @@ def shoot(url: str, password: str, out: Path, width: int, height: int) -> None:
             if page.locator(".message-arrow").count():
                 break
         out.parent.mkdir(parents=True, exist_ok=True)
+        page.evaluate("window.scrollTo(0, 0)")
         page.screenshot(path=str(out))
+        phone = browser.new_context(viewport={"width": 390, "height": 844}, has_touch=True)
+        phone.add_cookies(page.context.cookies())
+        small = phone.new_page()
+        small.goto(page.url)
+        expect(small.locator("#report")).to_be_visible(timeout=10_000)
+        small.evaluate("document.getElementById('run-tabs').scrollIntoView()")
+        small.screenshot(path=str(out.with_name(f"{out.stem}-phone{out.suffix}")))
         browser.close()
 
 

@@ -295,9 +295,12 @@ def test_cancelling_a_sub_agent_from_its_panel_ends_only_it(
     node(page, "stuck").click()
     expect(page.locator("#panel-title")).to_have_text("stuck")
     page.get_by_role("button", name="Cancel sub-agent").click()
+    page.get_by_role("button", name="Yes, cancel stuck").click()
 
     expect(node(page, "stuck")).to_have_attribute("data-status", "failed")
-    expect(page.locator("#panel")).to_contain_text("cancelled by the user")
+    expect(page.locator("#panel")).to_contain_text("Cancelled by the user.")
+    expect(node(page, "stuck")).to_have_attribute("data-ending", "cancelled")
+    expect(node(page, "stuck").locator(".node-state")).to_have_text("cancelled")
     expect(node(page, "steady")).to_have_attribute("data-status", "working")
     expect(node(page, "root")).to_have_attribute("data-status", "working")
 
@@ -397,7 +400,7 @@ def test_an_analyst_approves_an_edited_plan_and_sends_a_note_from_the_page(
     root_id = int(re.search(r"/runs/(\d+)/$", page.url).group(1))
 
     # The research pauses on its plan; the analyst edits it and approves it.
-    expect(page.locator("#run-status")).to_have_text("paused")
+    expect(page.locator("#run-status")).to_have_text("waiting for you")
     expect(page.locator("#plan-review")).to_be_visible()
     editor = page.get_by_label("Plan items, one per line")
     expect(editor).to_have_value("Diving\nPrey")

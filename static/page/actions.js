@@ -1,0 +1,65 @@
+// What the analyst does to a research: send a note, cancel it or one of its sub-agents.
+// Cancelling asks first, in a dialog that says what stops.
+import { agentName } from "./format.js";
+import { postJson } from "./http.js";
+
+export function createActions(state, page, config, announce) {
+  page.noteForm.addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const runId = state.selected || state.root;
+    page.noteError.hidden = true;
+    page.noteStatus.textContent = "Sending…";
+    try {
+      await postJson(config.notes.replace(/\/0\/notes$/, `/${runId}/notes`), { text: page.noteText.value });
+      page.noteText.value = "";
+      page.noteStatus.textContent = `Sent to ${page.noteTarget.textContent}.`;
+    } catch (error) {
+      page.noteStatus.textContent = "";
+      page.noteError.textContent = error.message;
+      page.noteError.hidden = false;
+    }
+  });
+
+  let pending = null; // {runId, button, label}: what the open dialog would cancel
+
+  function ask(runId, button, label, whole) {
+    pending = { runId, button, label };
+    page.cancelQuestion.textContent = whole
+      ? "Cancel this research? Every agent stops now and no report is written. This cannot be undone."
+      : `Cancel the sub-agent ${label}? It stops now; its parent goes on without its report.`;
+    page.cancelConfirm.textContent = whole ? "Yes, cancel the research" : `Yes, cancel ${label}`;
+    page.cancelDialog.showModal();
+  }
+
+  async function cancel({ runId, button, label }) {
+    button.disabled = true;
+    button.textContent = "Cancelling…";
+    announce(`Cancelling ${label}.`);
+    try {
+      await postJson(config.cancel.replace(/\/0\/cancel$/, `/${runId}/cancel`));
+    } catch (error) {
+      button.disabled = false;
+      button.textContent = "Try cancelling again";
+      announce(`Could not cancel ${label}. ${error.message}`);
+    }
+  }
+
+  page.cancelDialog.addEventListener("close", () => {
+    const chosen = pending;
+    pending = null;
+    if (chosen && page.cancelDialog.returnValue === "cancel") cancel(chosen);
+  });
+
+  page.cancel.addEventListener("click", () => ask(state.root, page.cancel, "the research", true));
+  page.panel.addEventListener("click", (event) => {
+    const button = event.target.closest("button[data-cancel-run]");
+    if (button) ask(Number(button.dataset.cancelRun), button, button.dataset.name || "the sub-agent", false);
+  });
+
+  return {
+    render() {
+      const run = state.runs.get(state.selected);
+      page.noteTarget.textContent = !run || run.id === state.root ? "the root agent" : agentName(run);
+    },
+  };
+}

@@ -1,0 +1,80 @@
+// One way to write figures on the run page: the feed, the panel, the tiles and the tree all
+// format through here, so "00:50:13" never sits beside "12:50:13 AM".
+
+const clockFormat = new Intl.DateTimeFormat(undefined, {
+  hour: "2-digit",
+  minute: "2-digit",
+  second: "2-digit",
+});
+
+/** A moment as the analyst's locale writes a time of day, seconds included. */
+export function clockTime(value) {
+  const moment = value instanceof Date ? value : new Date(value);
+  return Number.isNaN(moment.getTime()) ? "" : clockFormat.format(moment);
+}
+
+/** "3 s", "2 min 05 s", "1 h 02 min"; "not started" for null. */
+export function duration(seconds) {
+  if (seconds === null || seconds === undefined) return "not started";
+  const total = Math.max(0, Math.floor(seconds));
+  const hours = Math.floor(total / 3600);
+  const minutes = Math.floor((total % 3600) / 60);
+  const rest = total % 60;
+  const two = (value) => String(value).padStart(2, "0");
+  if (hours) return `${hours} h ${two(minutes)} min`;
+  if (minutes) return `${minutes} min ${two(rest)} s`;
+  return `${rest} s`;
+}
+
+/** Steps as the budget reads them: the last round past the budget writes the report. */
+export function stepsText(run) {
+  const budget = Number(run.max_steps || 0);
+  const steps = Number(run.steps || 0);
+  if (steps > budget) return `${budget} of ${budget} steps + report`;
+  return `${steps} of ${budget} steps`;
+}
+
+export function usd(value) {
+  const amount = Number(value || 0);
+  if (amount === 0) return "$0.00";
+  if (amount >= 1) {
+    return "$" + amount.toLocaleString("en-US", { minimumFractionDigits: 2, maximumFractionDigits: 2 });
+  }
+  return "$" + amount.toFixed(amount >= 0.01 ? 4 : 6);
+}
+
+export function count(value) {
+  return Number(value || 0).toLocaleString("en-US");
+}
+
+export function plural(number, word) {
+  return `${number} ${word}${number === 1 ? "" : "s"}`;
+}
+
+export function clip(text, limit) {
+  text = String(text || "");
+  return text.length <= limit ? text : text.slice(0, limit - 1) + "…";
+}
+
+export function agentName(run) {
+  return run && run.name ? run.name : "root";
+}
+
+// How an agent reads in one word: what it does while active, how it ended after.
+const ENDING_WORDS = {
+  done: "done",
+  cancelled: "cancelled",
+  interrupted: "interrupted",
+  out_of_time: "out of time",
+  failed: "failed",
+};
+
+export function endingWord(run) {
+  return ENDING_WORDS[run.ending] || run.ending || run.status;
+}
+
+/** The class that colours a run: its state while active, its ending after. */
+export function lookOf(run) {
+  if (run.active) return run.status === "paused" ? "paused" : `state-${run.state}`;
+  return `ending-${run.ending || "failed"}`;
+}

@@ -1,0 +1,53 @@
+// Requests the page makes: same origin, CSRF token, errors as sentences.
+
+export function csrfToken() {
+  const input = document.querySelector("input[name=csrfmiddlewaretoken]");
+  if (input) return input.value;
+  const match = /(?:^|;\s*)csrftoken=([^;]+)/.exec(document.cookie);
+  return match ? decodeURIComponent(match[1]) : "";
+}
+
+function firstError(body) {
+  if (!body || typeof body !== "object") return "";
+  if (body.detail) return body.detail;
+  const first = Object.values(body)[0];
+  return Array.isArray(first) ? first[0] : String(first || "");
+}
+
+/** A sentence for a failed request: what the server said, or what went wrong. */
+export function sentence(text) {
+  text = String(text || "").trim();
+  if (!text) return "";
+  const capital = text.charAt(0).toUpperCase() + text.slice(1);
+  return /[.!?]$/.test(capital) ? capital : `${capital}.`;
+}
+
+export async function postJson(url, data) {
+  let response;
+  try {
+    response = await fetch(url, {
+      method: "POST",
+      credentials: "same-origin",
+      headers: { "X-CSRFToken": csrfToken(), Accept: "application/json", "Content-Type": "application/json" },
+      body: data === undefined ? undefined : JSON.stringify(data),
+    });
+  } catch (error) {
+    throw new Error("The server did not answer. Check the connection and try again.");
+  }
+  let body = null;
+  try {
+    body = await response.json();
+  } catch (error) {
+    body = null;
+  }
+  if (!response.ok) {
+    throw new Error(sentence(firstError(body)) || `The server refused it (HTTP ${response.status}).`);
+  }
+  return body;
+}
+
+export async function getJson(url) {
+  const response = await fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } });
+  if (!response.ok) throw new Error(`HTTP ${response.status}`);
+  return response.json();
+}

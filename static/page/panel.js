@@ -1,0 +1,102 @@
+// The selected agent's panel: HTML the server renders and sanitises, loaded again (throttled)
+// when an event concerns it. Switching agents starts the panel at its top; on a narrow screen
+// the panel is brought into view, since it sits under the agents there.
+import { localiseTimes } from "./feed.js";
+
+const NARROW = window.matchMedia("(max-width: 1080px)");
+
+export function createPanel(state, panel, config) {
+  let timer = null;
+  let loading = false;
+  let again = false;
+  let shows = null;
+  let reveal = false;
+
+  function url(runId) {
+    return config.panel.replace(/\/0\/$/, `/${runId}/`);
+  }
+
+  async function load() {
+    if (loading) {
+      again = true;
+      return;
+    }
+    loading = true;
+    const runId = state.selected;
+    try {
+      const response = await fetch(url(runId), { credentials: "same-origin" });
+      if (runId !== state.selected) again = true;
+      else if (response.ok) show(runId, await response.text());
+      else showError(`Could not load this agent: the server answered HTTP ${response.status}.`);
+    } catch (error) {
+      showError("Could not load this agent: the server did not answer. It tries again when the connection is back.");
+    } finally {
+      loading = false;
+      if (again) {
+        again = false;
+        load();
+      }
+    }
+  }
+
+  function show(runId, html) {
+    const sameAgent = shows === runId;
+    const open = new Map();
+    let focusKey = null;
+    if (sameAgent) {
+      panel.querySelectorAll("details[data-key]").forEach((details) => open.set(details.dataset.key, details.open));
+      const focused = document.activeElement;
+      if (focused && panel.contains(focused)) {
+        const holder = focused.closest("[data-key]");
+        focusKey = holder ? holder.dataset.key : focused.id || null;
+      }
+    }
+    const scroll = panel.scrollTop;
+    panel.innerHTML = html; // the server escaped every text and sanitised the report
+    localiseTimes(panel);
+    shows = runId;
+    panel.removeAttribute("aria-busy");
+    panel.querySelectorAll("details[data-key]").forEach((details) => {
+      if (open.has(details.dataset.key)) details.open = open.get(details.dataset.key);
+    });
+    if (sameAgent) {
+      panel.scrollTop = scroll;
+      if (focusKey) {
+        const back =
+          panel.querySelector(`[data-key="${CSS.escape(focusKey)}"] > summary`) || document.getElementById(focusKey);
+        if (back) back.focus();
+      }
+      return;
+    }
+    panel.scrollTop = 0;
+    if (reveal && NARROW.matches) panel.scrollIntoView({ block: "start" });
+    reveal = false;
+  }
+
+  function showError(text) {
+    panel.removeAttribute("aria-busy");
+    const alert = document.createElement("p");
+    alert.className = "alert alert-error";
+    alert.setAttribute("role", "alert");
+    alert.textContent = text;
+    panel.prepend(alert);
+  }
+
+  return {
+    load,
+    /** The analyst chose another agent: show it from its top, in view. */
+    switchTo() {
+      panel.setAttribute("aria-busy", "true");
+      panel.scrollTop = 0;
+      reveal = true;
+      load();
+    },
+    soon() {
+      if (timer) return; // throttled: one refresh per burst of events
+      timer = setTimeout(() => {
+        timer = null;
+        load();
+      }, 300);
+    },
+  };
+}

@@ -1,0 +1,111 @@
+// The lead's plan (a checklist whose items follow their sub-agents) and its review: while the
+// research waits for the analyst, the plan sits first on the page with a primary Approve.
+import { postJson, getJson } from "./http.js";
+
+const MARKS = { open: "○", working: "◐", covered: "✓", failed: "✗", gap: "!" };
+// "1. ", "2) ", "- ", "* " at the head of a pasted line: the page numbers items itself.
+const LIST_MARK = /^\s*(?:\d+[.)]|[-*•])\s+/;
+
+export function planLines(text) {
+  return text
+    .split("\n")
+    .map((line) => line.replace(LIST_MARK, "").trim())
+    .filter(Boolean);
+}
+
+export function createPlan(state, page, config, announce) {
+  let timer = null;
+  let edited = null; // the version whose items are in the review editor
+  let asked = 0; // a later answer wins: one still in flight is dropped when it lands
+
+  async function load() {
+    const mine = ++asked;
+    try {
+      const plan = await getJson(config.plan);
+      if (mine === asked) state.setPlan(plan);
+    } catch (error) {
+      // The next event tries again.
+    }
+  }
+
+  function item(entry) {
+    const li = document.createElement("li");
+    li.className = "plan-item";
+    li.dataset.status = entry.status;
+    const mark = document.createElement("span");
+    mark.className = "plan-mark";
+    mark.setAttribute("aria-hidden", "true");
+    mark.textContent = MARKS[entry.status] || "•";
+    const text = document.createElement("span");
+    text.className = "plan-text";
+    text.textContent = `${entry.number}. ${entry.text.replace(LIST_MARK, "")}`;
+    const status = document.createElement("span");
+    status.className = "badge plan-status";
+    status.textContent = entry.status;
+    li.append(mark, text, " ", status);
+    if (entry.agents.length) {
+      const agents = document.createElement("span");
+      agents.className = "plan-agents muted";
+      agents.textContent = ` by ${entry.agents.map((agent) => agent.name).join(", ")}`;
+      li.append(agents);
+    }
+    return li;
+  }
+
+  function render() {
+    const plan = state.plan;
+    page.planCard.hidden = !plan || plan.version === null;
+    if (!plan || plan.version === null) return;
+    page.planVersion.textContent = `version ${plan.version}${plan.approved ? " · approved" : ""}`;
+    page.planItems.replaceChildren(...plan.items.map(item));
+    page.planReview.hidden = !plan.awaiting_review;
+    page.planCard.classList.toggle("awaiting", Boolean(plan.awaiting_review));
+    // The editor is filled once per version, so an analyst's edits survive refreshes.
+    if (plan.awaiting_review && edited !== plan.version) {
+      page.planEditor.value = plan.items.map((entry) => entry.text.replace(LIST_MARK, "")).join("\n");
+      edited = plan.version;
+    }
+  }
+
+  // Numbered lines pasted into the editor lose their numbers: the plan numbers its items.
+  page.planEditor.addEventListener("paste", (event) => {
+    const text = (event.clipboardData || window.clipboardData).getData("text");
+    if (!text || !text.split("\n").some((line) => LIST_MARK.test(line))) return;
+    event.preventDefault();
+    const clean = text
+      .split("\n")
+      .map((line) => line.replace(LIST_MARK, ""))
+      .join("\n");
+    const editor = page.planEditor;
+    editor.setRangeText(clean, editor.selectionStart, editor.selectionEnd, "end");
+    editor.dispatchEvent(new Event("input", { bubbles: true }));
+  });
+
+  page.planApprove.addEventListener("click", async () => {
+    const items = planLines(page.planEditor.value);
+    page.planApprove.disabled = true;
+    page.planError.hidden = true;
+    try {
+      asked += 1; // a refresh asked before the approval must not show the review again
+      state.setPlan(await postJson(config.approve, { items }));
+      announce("Plan approved: the research resumes.");
+    } catch (error) {
+      page.planError.textContent = error.message;
+      page.planError.hidden = false;
+    } finally {
+      page.planApprove.disabled = false;
+    }
+  });
+
+  return {
+    load,
+    render,
+    soon() {
+      if (timer) return;
+      timer = setTimeout(() => {
+        timer = null;
+        load();
+      }, 300);
+    },
+  };
+}

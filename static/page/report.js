@@ -1,0 +1,30 @@
+// The report on stage: when the research ends, the report takes the page ahead of the agents,
+// at reading width, with its table of contents; the agents stay below it.
+import { localiseTimes } from "./feed.js";
+
+export function createReportStage(state, page, config) {
+  // The page opened on an ended research: the server drew the report already.
+  let loadedFor = page.reportStage.childElementCount ? (state.rootRun() || {}).report : null;
+
+  async function load(root) {
+    loadedFor = root.report;
+    try {
+      const response = await fetch(config.report, { credentials: "same-origin" });
+      if (!response.ok) throw new Error(`HTTP ${response.status}`);
+      page.reportStage.innerHTML = await response.text(); // escaped and sanitised by the server
+      localiseTimes(page.reportStage);
+      page.reportStage.hidden = false;
+      page.tabs.hidden = false;
+      page.reportStage.scrollIntoView({ block: "start" });
+    } catch (error) {
+      loadedFor = null; // the next change tries again
+    }
+  }
+
+  return {
+    render() {
+      const root = state.rootRun();
+      if (root && !root.active && root.report && loadedFor !== root.report) load(root);
+    },
+  };
+}

@@ -1,0 +1,68 @@
+// The header of the run page: the status badge, the tiles, the tab's title, the notification
+// at the end and the buttons that only make sense while the research is active.
+import { count, duration, endingWord, plural, usd } from "./format.js";
+
+const TITLE_MARKS = { done: "✓ Done", cancelled: "Cancelled", interrupted: "Interrupted", out_of_time: "Out of time", failed: "✗ Failed" };
+
+export function rootStatusText(root) {
+  if (!root.active) return endingWord(root);
+  return root.status === "paused" ? "waiting for you" : root.status;
+}
+
+export function createTiles(state, page) {
+  const baseTitle = document.title;
+  const canNotify = "Notification" in window;
+  let wasActive = null;
+  let wasPaused = false;
+
+  page.notify.addEventListener("click", () => {
+    Notification.requestPermission().then(() => render());
+  });
+
+  function notify(title, root, tag) {
+    if (!canNotify || Notification.permission !== "granted") return;
+    const topic = root.topic.length > 120 ? `${root.topic.slice(0, 119)}…` : root.topic;
+    new Notification(title, { body: topic, tag: `canopy-${root.id}${tag}` });
+  }
+
+  function render() {
+    const root = state.rootRun();
+    if (!root) return;
+    const tally = state.tally();
+    const paused = root.status === "paused";
+    page.cost.textContent = usd(root.tree_cost_usd);
+    page.tokens.textContent = `${count(tally.input)} in · ${count(tally.output)} out`;
+    let agents = String(tally.total);
+    if (paused) agents += " · waiting for you";
+    else if (tally.working) agents += ` · ${tally.working} working`;
+    page.agents.textContent = agents;
+    // "done" while every agent that ended ended well; a cancelled one is not done.
+    const word = tally.ended === tally.done ? "done" : "ended";
+    page.done.textContent = `${tally.ended} of ${plural(tally.total, "agent")} ${word}`;
+    const worked = state.workedSeconds(root);
+    page.elapsed.textContent = duration(worked) + (paused ? " · paused" : "");
+    page.messageCount.textContent = String(state.messages.size);
+
+    page.status.textContent = rootStatusText(root);
+    page.status.className = `badge ${root.active ? `status-${root.status}` : `ending-${root.ending}`}`;
+    page.run.dataset.status = root.status;
+    if (root.active) delete page.run.dataset.ending;
+    else page.run.dataset.ending = root.ending;
+    page.cancel.hidden = !root.active;
+    page.exports.forEach((link) => {
+      link.hidden = root.active || !root.report;
+    });
+    page.noteCard.hidden = !root.active;
+    page.notify.hidden = !(canNotify && root.active && Notification.permission === "default");
+
+    if (paused) document.title = `⏸ Waiting for you · ${baseTitle}`;
+    else if (!root.active) document.title = `${TITLE_MARKS[root.ending] || endingWord(root)} · ${baseTitle}`;
+    else document.title = baseTitle;
+    if (paused && !wasPaused) notify("Plan waiting for your review", root, "-plan");
+    if (wasActive === true && !root.active) notify(`Research ${endingWord(root)}`, root, "");
+    wasPaused = paused;
+    wasActive = root.active;
+  }
+
+  return { render };
+}

@@ -1,0 +1,271 @@
+// The tree of agents as SVG (laid out by the vendored d3-hierarchy), with the messages between
+// siblings as arrows. Nodes are buttons: click, or Tab and Enter; arrow keys move between them.
+import { agentName, clip, endingWord, lookOf, stepsText, usd, duration } from "./format.js";
+
+const SVG_NS = "http://www.w3.org/2000/svg";
+const NODE_W = 200;
+const NODE_H = 80;
+const GAP_X = 22;
+const GAP_Y = 80;
+
+function svg(tag, attributes) {
+  const element = document.createElementNS(SVG_NS, tag);
+  for (const [name, value] of Object.entries(attributes || {})) element.setAttribute(name, value);
+  return element;
+}
+
+export function kindBadge(run) {
+  if (!run.kind) return "";
+  return run.tier ? `${clip(run.kind, 10)} · ${clip(run.tier, 6)}` : clip(run.kind, 12);
+}
+
+/** What an agent does now (active) or how it ended, in a few words. */
+export function doingText(run) {
+  if (!run.active) return endingWord(run);
+  if (run.status === "paused") return "waiting for you";
+  return run.detail ? `${run.state} · ${run.detail}` : run.state;
+}
+
+export function runLabel(state, run) {
+  const doing = run.active ? doingText(run) + (run.status === "paused" ? "" : `, ${run.status}`) : endingWord(run);
+  const kind = run.kind ? `, ${run.kind}${run.tier ? ` on tier ${run.tier}` : ""}` : "";
+  const calls = run.tool_calls != null ? ` with ${run.tool_calls} tool calls` : "";
+  const seconds = state.workedSeconds(run);
+  const ended = seconds != null && !run.active ? `, worked ${duration(seconds)}${calls}` : "";
+  return (
+    `${agentName(run)}${kind} (${run.model}): ${doing}, ${stepsText(run)}, ${usd(run.cost_usd)}${ended}` +
+    (run.id === state.selected ? ", selected" : "")
+  );
+}
+
+export function createTree(state, elements, onSelect) {
+  const { tree, links, arrows, nodes } = elements;
+  const freshArrows = new Set();
+
+  function layout() {
+    // Keep only runs whose parents the page holds (always all of them, in sequence order).
+    const known = new Set();
+    const rows = [];
+    for (const run of state.list()) {
+      if (run.parent_id === null ? run.id === state.root : known.has(run.parent_id)) {
+        known.add(run.id);
+        rows.push(run);
+      }
+    }
+    if (!rows.length) return null;
+    const root = d3
+      .stratify()
+      .id((run) => String(run.id))
+      .parentId((run) => (run.parent_id === null ? null : String(run.parent_id)))(rows);
+    root.sort((a, b) => a.data.id - b.data.id);
+    d3.tree()
+      .nodeSize([NODE_W + GAP_X, NODE_H + GAP_Y])
+      .separation((a, b) => (a.parent === b.parent ? 1 : 1.2))(root);
+    const positions = new Map();
+    root.each((node) => positions.set(node.data.id, node));
+    return { root, positions };
+  }
+
+  function renderLinks(shape) {
+    const paths = shape.root.links().map((link) => {
+      const x1 = link.source.x;
+      const y1 = link.source.y + NODE_H / 2;
+      const x2 = link.target.x;
+      const y2 = link.target.y - NODE_H / 2;
+      const middle = (y1 + y2) / 2;
+      return svg("path", { class: "link", d: `M${x1},${y1} C${x1},${middle} ${x2},${middle} ${x2},${y2}` });
+    });
+    links.replaceChildren(...paths);
+  }
+
+  function createNode(run) {
+    const group = svg("g", { class: "node", tabindex: "0", role: "button", "data-run-id": run.id });
+    const body = svg("g", { class: "node-body" });
+    const left = -NODE_W / 2;
+    const top = -NODE_H / 2;
+    body.append(
+      svg("rect", { class: "node-card", x: left, y: top, width: NODE_W, height: NODE_H, rx: 12 }),
+      svg("rect", { class: "node-stripe", x: left, y: top + 10, width: 5, height: NODE_H - 20, rx: 2.5 }),
+      svg("text", { class: "node-name", x: left + 18, y: top + 24 }),
+      svg("text", { class: "node-kind", x: left + NODE_W - 12, y: top + 23, "text-anchor": "end" }),
+      svg("circle", { class: "node-dot", cx: left + 22, cy: top + 45, r: 5 }),
+      svg("text", { class: "node-state", x: left + 33, y: top + 49 }),
+      svg("text", { class: "node-figures", x: left + 18, y: top + 68 }),
+      svg("title", {})
+    );
+    group.appendChild(body);
+    group.addEventListener("click", () => onSelect(run.id));
+    group.addEventListener("keydown", (event) => onKey(event, run.id));
+    return group;
+  }
+
+  function renderNodes(shape) {
+    const existing = new Map();
+    nodes.querySelectorAll("g.node").forEach((node) => existing.set(Number(node.dataset.runId), node));
+    // Nodes in layout order (depth, then left to right): the keyboard's Tab order too.
+    let previous = null;
+    shape.root.descendants().forEach((node) => {
+      const run = node.data;
+      const group = existing.get(run.id) || createNode(run);
+      existing.delete(run.id);
+      const selected = run.id === state.selected;
+      group.setAttribute("class", `node ${lookOf(run)} status-${run.status}${selected ? " selected" : ""}`);
+      group.setAttribute("transform", `translate(${node.x},${node.y})`);
+      group.setAttribute("aria-pressed", selected ? "true" : "false");
+      group.setAttribute("aria-label", runLabel(state, run));
+      group.dataset.state = run.state;
+      group.dataset.status = run.status;
+      group.dataset.ending = run.ending || "";
+      group.querySelector(".node-name").textContent = clip(agentName(run), run.kind ? 12 : 20);
+      // Seed 002's delegation badge: the kind, and the tier its parent picked.
+      group.dataset.kind = run.kind || "";
+      group.dataset.tier = run.tier || "";
+      group.querySelector(".node-kind").textContent = kindBadge(run);
+      group.querySelector(".node-state").textContent = clip(doingText(run), 24);
+      group.querySelector(".node-figures").textContent = `${stepsText(run)} · ${usd(run.cost_usd)}`;
+      group.querySelector("title").textContent = runLabel(state, run) + (run.error ? `. ${run.error}` : "");
+      // DOM (and so Tab) order follows the layout. Only a node out of place is moved: moving
+      // the focused node would take the keyboard focus away from it.
+      const expected = previous ? previous.nextSibling : nodes.firstChild;
+      if (group !== expected) nodes.insertBefore(group, expected);
+      previous = group;
+    });
+    existing.forEach((group) => group.remove());
+  }
+
+  function messagePairs() {
+    const pairs = new Map();
+    for (const message of state.messages.values()) {
+      if (message.from_analyst) continue; // a note has no sender in the tree: no arrow
+      const key = `${message.run}-${message.to}`;
+      const pair = pairs.get(key) || { key, from: message.run, to: message.to, count: 0, last: message };
+      pair.count += 1;
+      pair.last = message;
+      pairs.set(key, pair);
+    }
+    return pairs;
+  }
+
+  function arrowGeometry(a, b) {
+    // Siblings share a row: rightward messages arc over the cards, leftward ones under them,
+    // so a conversation both ways shows as two arrows.
+    const rightward = a.x <= b.x;
+    const side = rightward ? -1 : 1;
+    const edge = side * (NODE_H / 2);
+    const inset = (NODE_W / 4) * (rightward ? 1 : -1);
+    const x1 = a.x + inset;
+    const x2 = b.x - inset;
+    const y1 = a.y + edge;
+    const y2 = b.y + edge;
+    const lift = side * (30 + Math.abs(x2 - x1) * 0.12);
+    const cx = (x1 + x2) / 2;
+    const cy = (y1 + y2) / 2 + lift;
+    return { d: `M${x1},${y1} Q${cx},${cy} ${x2},${y2}`, mx: (x1 + 2 * cx + x2) / 4, my: (y1 + 2 * cy + y2) / 4 };
+  }
+
+  function renderArrows(shape) {
+    const elements = [];
+    for (const pair of messagePairs().values()) {
+      const a = shape.positions.get(pair.from);
+      const b = shape.positions.get(pair.to);
+      if (!a || !b) continue;
+      const geometry = arrowGeometry(a, b);
+      const group = svg("g", {
+        class: "message-arrow" + (freshArrows.has(pair.key) ? " fresh" : ""),
+        "data-from": pair.from,
+        "data-to": pair.to,
+        "data-count": pair.count,
+      });
+      const title = svg("title", {});
+      const word = pair.count === 1 ? "message" : "messages";
+      title.textContent = `${agentName(a.data)} → ${agentName(b.data)}: ${pair.count} ${word}. Last: ${clip(pair.last.text, 140)}`;
+      group.append(svg("path", { class: "message-path", d: geometry.d, "marker-end": "url(#arrowhead)" }), title);
+      if (pair.count > 1) {
+        group.append(svg("circle", { class: "message-count-bg", cx: geometry.mx, cy: geometry.my, r: 9 }));
+        const label = svg("text", { class: "message-count", x: geometry.mx, y: geometry.my + 4 });
+        label.textContent = String(pair.count);
+        group.append(label);
+      }
+      elements.push(group);
+    }
+    arrows.replaceChildren(...elements);
+    if (freshArrows.size) setTimeout(() => freshArrows.clear(), 1600);
+  }
+
+  function fit(shape) {
+    let minX = Infinity;
+    let maxX = -Infinity;
+    let maxY = -Infinity;
+    shape.root.each((node) => {
+      minX = Math.min(minX, node.x - NODE_W / 2);
+      maxX = Math.max(maxX, node.x + NODE_W / 2);
+      maxY = Math.max(maxY, node.y + NODE_H / 2);
+    });
+    const pad = 24;
+    // The root has no siblings, so no arc rises above it; arcs under the last row need room.
+    const top = -NODE_H / 2 - pad;
+    const width = maxX - minX + 2 * pad;
+    const height = maxY - top + (state.messages.size ? 64 : pad);
+    tree.setAttribute("viewBox", `${minX - pad} ${top} ${width} ${height}`);
+    // Natural size at most; shrink to fit down to 75 % (text stays readable), then the card
+    // scrolls sideways inside itself.
+    tree.style.maxWidth = `${width}px`;
+    tree.style.minWidth = `${Math.round(width * 0.75)}px`;
+  }
+
+  function nodeElement(runId) {
+    return nodes.querySelector(`g.node[data-run-id="${runId}"]`);
+  }
+
+  function onKey(event, runId) {
+    if (event.key === "Enter" || event.key === " ") {
+      event.preventDefault();
+      onSelect(runId);
+      return;
+    }
+    const target = neighbour(runId, event.key);
+    if (target !== null) {
+      event.preventDefault();
+      const element = nodeElement(target);
+      if (element) element.focus();
+    }
+  }
+
+  function nodeX(runId) {
+    const element = nodeElement(runId);
+    const match = element && /translate\(([-\d.]+)/.exec(element.getAttribute("transform"));
+    return match ? Number(match[1]) : 0;
+  }
+
+  function neighbour(runId, key) {
+    const run = state.runs.get(runId);
+    if (!run) return null;
+    if (key === "ArrowUp") return run.parent_id;
+    const runs = state.list();
+    if (key === "ArrowDown") {
+      const first = runs.find((other) => other.parent_id === run.id);
+      return first ? first.id : null;
+    }
+    if (key === "ArrowLeft" || key === "ArrowRight") {
+      const row = runs.filter((other) => other.depth === run.depth).sort((a, b) => nodeX(a.id) - nodeX(b.id));
+      const index = row.findIndex((other) => other.id === run.id);
+      const next = row[index + (key === "ArrowRight" ? 1 : -1)];
+      return next ? next.id : null;
+    }
+    return null;
+  }
+
+  return {
+    freshArrow(key) {
+      freshArrows.add(key);
+    },
+    render() {
+      const shape = layout();
+      if (!shape) return;
+      renderLinks(shape);
+      renderNodes(shape);
+      renderArrows(shape);
+      fit(shape);
+    },
+  };
+}

@@ -1,0 +1,45 @@
+"""The page of a knowledge-base passage a report cites: the owner's only, quote highlighted."""
+
+import pytest
+from django.urls import reverse
+
+from frontend.passages import parse_chunk_url, passage_href
+from research.models import Dataset
+from research.services.datasets import document_add
+
+pytestmark = pytest.mark.django_db
+
+TEXT = "Dippers and their dives\n\nDippers walk along the bottom of fast streams."
+
+
+@pytest.fixture
+def passage_url(alice) -> str:
+    dataset = Dataset.objects.create(owner=alice, name="Birds")
+    document = document_add(dataset=dataset, title="dippers", data=TEXT.encode(), filename="d.txt")
+    return passage_href(
+        f"kb://dataset/{dataset.pk}/document/{document.pk}#0", "walk along the bottom."
+    )
+
+
+def test_the_owner_sees_the_passage_with_the_quote_highlighted(client, alice, passage_url):
+    client.force_login(alice)
+    response = client.get(passage_url)
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert "<h1>Dippers and their dives</h1>" in page
+    assert "<mark class='quoted'>walk along the bottom</mark>" in page
+
+
+def test_another_user_gets_a_404(client, bob, passage_url):
+    client.force_login(bob)
+    assert client.get(passage_url).status_code == 404
+
+
+def test_a_missing_chunk_is_a_404(client, alice, passage_url):
+    client.force_login(alice)
+    assert client.get(passage_url.replace("/passages/0/", "/passages/9/")).status_code == 404
+
+
+def test_only_kb_addresses_become_passage_links():
+    assert parse_chunk_url("https://example.org/x") is None
+    assert passage_href("kb://dataset/1/document/2#3") == reverse("passage", args=[1, 2, 3])

@@ -1,0 +1,326 @@
+"""The run page as an analyst sees it, at 1440x900 and on a phone (390x844), in Debian's
+Chromium against a real daphne, the agent pool and the scripted LLM over HTTP.
+
+One research per flow and size: a reviewed plan that leads to a report with sections, a
+knowledge-base quote, a web source and a flagged URL; and a research cancelled while a
+verifier holds a long draft. Screenshots of each moment go to the test's tmp_path (and
+CANOPY_SHOTS, when set, for a person to look at).
+"""
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from agents.llm.scripted import call, reply
+from research.models import Dataset, Run
+from research.services.datasets import document_add
+from tests.conftest import wait_for
+from tests.test_browser import (  # noqa: F401  (fixtures)
+    browser,
+    gated,
+    gates,
+    log_in,
+    server,
+    web,
+)
+
+# ruff: noqa: F811  (pytest fixtures imported from tests.test_browser)
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+SIZES = {"desktop": (1440, 900), "phone": (390, 844)}
+QUOTE = "Dippers walk along the bottom of fast streams, gripping stones with their feet"
+PASSAGE = f"Dippers and their dives\n\n{QUOTE}, and turn over pebbles to find larvae."
+CONNECTION_LOG = """
+window.__connection = [];
+new MutationObserver(() => {
+  const badge = document.getElementById("connection");
+  if (badge) window.__connection.push(badge.textContent);
+}).observe(document, {subtree: true, childList: true, characterData: true});
+"""
+
+
+@pytest.fixture(params=list(SIZES))
+def sized(request, browser):  # noqa: F811
+    width, height = SIZES[request.param]
+    context = browser.new_context(
+        viewport={"width": width, "height": height}, has_touch=request.param == "phone"
+    )
+    context.add_init_script(CONNECTION_LOG)
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.size_name = request.param
+    yield page
+    context.close()
+    assert errors == [], "the page raised JavaScript errors"
+
+
+def shot(page: Page, tmp_path: Path, moment: str) -> None:
+    name = f"{page.size_name}-{moment}.png"
+    page.screenshot(path=tmp_path / name, full_page=moment.endswith("full"))
+    if folder := os.environ.get("CANOPY_SHOTS"):
+        page.screenshot(path=Path(folder) / name, full_page=moment.endswith("full"))
+
+
+def no_sideways_scroll(page: Page, moment: str) -> None:
+    widths = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+    assert widths[0] <= widths[1], f"{moment}: the page scrolls sideways ({widths})"
+
+
+def node(page: Page, name: str):
+    return page.locator("g.node").filter(
+        has=page.locator(".node-name", has_text=re.compile(f"^{name}$"))
+    )
+
+
+def agent(page: Page, name: str):
+    """The agent as the analyst finds it: its node (tree view) or its row (the phone's list)."""
+    if page.size_name == "phone":
+        return page.locator(".agent-row").filter(
+            has=page.locator(".agent-row-name", has_text=re.compile(f"^{name}$"))
+        )
+    return node(page, name)
+
+
+def start(page: Page, topic: str, *, review: bool = False, dataset: str | None = None) -> int:
+    page.get_by_label("What should Canopy research?").fill(topic)
+    page.get_by_label("Step budget").fill("8")
+    if dataset:
+        page.get_by_label("Dataset").select_option(label=dataset)
+    if review:
+        page.get_by_label("Review the plan first").check()
+    page.get_by_role("button", name="Start research").click()
+    page.wait_for_url(re.compile(r"/runs/\d+/$"))
+    return int(re.search(r"/runs/(\d+)/$", page.url).group(1))
+
+
+def paste(page: Page, selector: str, text: str) -> None:
+    page.locator(selector).focus()
+    page.locator(selector).select_text()  # the analyst replaces the plan with their own
+    page.evaluate(
+        """([selector, text]) => {
+            const data = new DataTransfer();
+            data.setData("text/plain", text);
+            const event = new ClipboardEvent(
+                "paste", {clipboardData: data, bubbles: true, cancelable: true});
+            document.querySelector(selector).dispatchEvent(event);
+        }""",
+        [selector, text],
+    )
+
+
+def test_a_reviewed_research_ends_with_its_report_on_stage(
+    sized,
+    server,
+    web,
+    scripted_llm,
+    gates,
+    alice,
+    tmp_path,  # noqa: F811
+):
+    page = sized
+    dataset = Dataset.objects.create(owner=alice, name="Birds")
+    document = document_add(
+        dataset=dataset, title="dippers", data=PASSAGE.encode(), filename="dippers.txt"
+    )
+    chunk = document.chunks.get(position=0)
+    kb = f"kb://dataset/{dataset.pk}/document/{document.pk}#{chunk.position}"
+    article = f"{web.url}/article"
+    topic = f"Dippers ({page.size_name}): how do they feed underwater?"
+    report = (
+        "# Dippers underwater\n\n## Findings\n\n"
+        f"> {QUOTE}.\n>\n> — [dippers]({kb})\n\n"
+        f"## On the web\n\nThey dive in winter too ([a field guide]({article})).\n\n"
+        "## Doubts\n\nSome say they fly under water (https://example.invalid/made-up).\n"
+    )
+    scripted_llm.script(
+        topic,
+        call("write_plan", items=["Dives", "Prey"]),
+        call("query", question="dippers feet stones"),
+        call("read_page", url=article),
+        call(
+            "spawn_subagent",
+            name="prey",
+            reason="food",
+            task="PREY-TASK: what they eat",
+            plan_item=2,
+        ),
+        call("wait_subagents"),
+        reply(report),
+    )
+    scripted_llm.script("PREY-TASK", gated(gates("prey"), reply("Prey report.")))
+
+    log_in(page, server, "alice")
+    root_id = start(page, topic, review=True, dataset="Birds")
+    no_sideways_scroll(page, "start")
+
+    # Paused on its plan: the page says it waits for the analyst, the review first in view.
+    expect(page.locator("#plan-review")).to_be_visible()
+    expect(page.locator("#run-status")).to_have_text("waiting for you")
+    expect(page.locator("#agent-count")).to_have_text("1 · waiting for you")
+    expect(page.locator("#elapsed")).to_contain_text("paused")
+    expect(page).to_have_title(re.compile("^⏸ Waiting for you"))
+    approve = page.get_by_role("button", name="Approve plan")
+    expect(approve).to_have_class(re.compile("button-primary"))
+    assert (
+        page.evaluate("getComputedStyle(document.getElementById('plan-approve')).backgroundColor")
+        == "rgb(47, 111, 237)"
+    )
+    if page.size_name == "desktop":
+        box = approve.bounding_box()
+        assert box["y"] + box["height"] <= 900, "the Approve button is below the fold"
+    paste(page, "#plan-editor", "1. How dippers dive\n2. What dippers eat")
+    editor = page.get_by_label("Plan items, one per line")
+    expect(editor).to_have_value("How dippers dive\nWhat dippers eat")
+    no_sideways_scroll(page, "paused")
+    shot(page, tmp_path, "1-paused")
+    approve.click()
+    items = page.locator("#plan-items .plan-item")
+    expect(items.nth(0)).to_contain_text("1. How dippers dive")
+    expect(items.nth(0)).not_to_contain_text("1. 1.")
+
+    # Working: the tiles, the tree and the list tell the same story.
+    expect(agent(page, "prey")).to_be_visible()
+    expect(page.locator("#agent-count")).to_have_text("2 · 2 working")
+    expect(page.locator("#agents-done")).to_have_text("0 of 2 agents done")
+    wait_for(lambda: Run.objects.get(pk=root_id).state == "waiting")
+    no_sideways_scroll(page, "working")
+    shot(page, tmp_path, "2-working")
+
+    gates("prey").set()
+    expect(page.locator("#run-status")).to_have_text("done")
+    expect(page.locator("#agents-done")).to_have_text("2 of 2 agents done")
+    expect(page).to_have_title(re.compile("^✓ Done"))
+    # The report on stage, selected on the end, at reading width, with its contents.
+    expect(page.locator("#report-stage")).to_be_in_viewport()
+    stage = page.locator("#report")
+    expect(stage).to_contain_text("Dippers underwater")
+    expect(stage.locator("h1")).to_have_count(0)
+    expect(stage.locator("h2").first).to_have_text("Dippers underwater")
+    contents = page.locator(".report-contents")
+    expect(contents.get_by_role("link")).to_have_text(
+        ["Findings", "On the web", "Doubts", "Coverage and gaps"]
+    )
+    if page.size_name == "desktop":
+        width = page.locator("#report-stage").bounding_box()["width"]
+        assert width >= 0.6 * 1440, f"the report column is {width}px wide"
+        reading = stage.bounding_box()["width"]
+        assert 500 <= reading <= 800, f"the report reads {reading}px wide"
+    web_link = stage.locator(f'a.citation[href="{article}"]')
+    expect(web_link).to_have_attribute("target", "_blank")
+    expect(web_link).to_have_attribute("rel", re.compile("noopener"))
+    expect(stage.locator("a.citation.flagged")).to_have_attribute(
+        "href", "https://example.invalid/made-up"
+    )
+    kb_link = stage.locator("a.citation.verified", has_text="Dippers and their dives")
+    expect(kb_link).to_have_count(1)
+    sources = page.locator(".report-sources .citation-item")
+    expect(sources.first).to_contain_text("Dippers and their dives")
+    expect(sources.first).not_to_contain_text("dippers ")
+    no_sideways_scroll(page, "done")
+    shot(page, tmp_path, "3-done")
+    shot(page, tmp_path, "3-done-full")
+    assert not any("Reconnecting" in text for text in page.evaluate("window.__connection"))
+
+    # The kb:// citation opens the passage, the quoted words highlighted.
+    page.goto(server.url + kb_link.get_attribute("href"))
+    expect(page.get_by_role("heading", name="Dippers and their dives")).to_be_visible()
+    expect(page.locator("mark.quoted")).to_have_text(QUOTE)
+    no_sideways_scroll(page, "passage")
+    shot(page, tmp_path, "4-passage")
+
+
+LONG_DRAFT = "# Draft\n\n" + "\n".join(
+    f"- claim {n}: **bold** text [link](https://x.org/{n})" for n in range(200)
+)
+
+
+def test_a_cancelled_research_reads_cancelled_and_the_verifier_shows_its_task_cut(
+    sized,
+    server,
+    scripted_llm,
+    gates,
+    alice,
+    tmp_path,  # noqa: F811
+):
+    page = sized
+    topic = f"Herons ({page.size_name}): where do they fish?"
+    scripted_llm.script(
+        topic,
+        call("list_siblings"),
+        call(
+            "spawn_subagents",
+            subagents=[
+                {
+                    "name": "check",
+                    "reason": "verify",
+                    "task": "CHECK-TASK: the draft",
+                    "kind": "verifier",
+                },
+                {"name": "shallows", "reason": "a", "task": "SHALLOWS-TASK: shallows"},
+            ],
+        ),
+        call("wait_subagents"),
+        reply("never"),
+    )
+    # The verifier is held in its model call while the page looks at it.
+    scripted_llm.script(
+        "CHECK-TASK", gated(gates("hold"), call("read_messages", wait_seconds=60)), reply("never")
+    )
+    scripted_llm.script("SHALLOWS-TASK", call("read_messages", wait_seconds=60), reply("never"))
+
+    log_in(page, server, "alice")
+    root_id = start(page, topic)
+    expect(agent(page, "check")).to_be_visible()
+    cancel = page.get_by_role("button", name="Cancel research")
+    expect(cancel).to_be_in_viewport()
+    if page.size_name == "phone":
+        assert page.locator("#tree-card").get_attribute("data-view") == "list"
+        row = agent(page, "shallows").bounding_box()
+        assert row["height"] >= 44, "a list row is too small to tap"
+    no_sideways_scroll(page, "working")
+
+    # The verifier: its task cut and folded, not screens of Markdown. (agents.review writes
+    # the whole draft into a verifier's task, past what a spawn may write.)
+    Run.objects.filter(root_id=root_id, name="check").update(topic=f"CHECK-TASK\n{LONG_DRAFT}")
+    expect(page.locator("#panel-title")).to_have_text("root")
+    page.locator("#panel").evaluate("panel => { panel.scrollTop = 400; }")
+    agent(page, "check").click()
+    expect(page.locator("#panel-title")).to_have_text("check")
+    expect(page.locator("#panel-title")).to_be_in_viewport()
+    assert page.locator("#panel").evaluate("panel => panel.scrollTop") == 0
+    task = page.locator("#panel .task-long")
+    expect(task).to_contain_text("Show the whole task")
+    assert task.bounding_box()["height"] < 300
+    expect(page.locator("#panel .task-text")).to_be_hidden()
+    task.locator("summary").click()
+    expect(page.locator("#panel .task-text")).to_contain_text("[cut: the task is")
+    shot(page, tmp_path, "5-verifier")
+
+    # The root's transcript: a tool call reads as its name, never as raw JSON.
+    agent(page, "root").click()
+    expect(page.locator("#panel-title")).to_have_text("root")
+    page.locator("#panel summary", has_text="Transcript").click()
+    transcript = page.locator("#panel .transcript")
+    expect(transcript).to_contain_text("called list_siblings")
+    expect(transcript).not_to_contain_text('{"raw"')
+
+    cancel.click()
+    dialog = page.get_by_role("dialog")
+    expect(dialog).to_contain_text("Cancel this research?")
+    shot(page, tmp_path, "6-confirm")
+    dialog.get_by_role("button", name="Yes, cancel the research").click()
+    gates("hold").set()
+    expect(page.locator("#run-status")).to_have_text("cancelled")
+    expect(page.locator("#run-status")).to_have_class(re.compile("ending-cancelled"))
+    expect(page.locator("#agents-done")).to_have_text("3 of 3 agents ended")
+    expect(page).to_have_title(re.compile("^Cancelled"))
+    expect(agent(page, "shallows")).to_have_attribute("data-ending", "cancelled")
+    expect(page.locator("#panel .ending-note")).to_contain_text("Cancelled by the user.")
+    expect(page.locator("#panel .alert-error")).to_have_count(0)
+    assert Run.objects.get(pk=root_id).status == "failed"
+    no_sideways_scroll(page, "cancelled")
+    shot(page, tmp_path, "7-cancelled")

@@ -56,3 +56,22 @@ def test_a_checkout_that_never_collected_serves_the_source_files(scripted_llm, s
     assert response.status_code == 200
     assert response.content == (PROJECT / "static" / "canopy.css").read_bytes()
     assert "immutable" not in response.headers.get("Cache-Control", "")
+
+
+def test_the_run_pages_modules_import_each_other_by_their_hashed_names(
+    scripted_llm, settings, tmp_path
+):
+    root = tmp_path / "static"
+    collectstatic(settings, root)
+    [entry] = [path for path in root.glob("canopy.*.js") if not path.name.endswith(".gz")]
+    imports = re.findall(r'from "(\./page/[^"]+)"', entry.read_text())
+    assert imports and all(re.fullmatch(r"\./page/\w+\.[0-9a-f]{12}\.js", name) for name in imports)
+    server = start_daphne(settings, tmp_path, STATIC_ROOT=str(root))
+    try:
+        for name in imports:
+            module = httpx.get(f"{server.url}/static/page/{name.removeprefix('./page/')}")
+            assert module.status_code == 200
+            assert "immutable" in module.headers["Cache-Control"]
+            assert module.headers["Content-Type"].startswith("text/javascript")
+    finally:
+        server.stop()

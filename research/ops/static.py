@@ -12,6 +12,10 @@ from servestatic.storage import CompressedManifestStaticFilesStorage
 
 
 class StaticStorage(CompressedManifestStaticFilesStorage):
+    # The run page is ES modules that import each other (static/page/): their imports are
+    # rewritten to the hashed names too, so a module never mixes with one of an older build.
+    support_js_module_import_aggregation = True
+
     def url(self, name: str | None, force: bool = False) -> str:
         if not self.hashed_files and not force:
             # No manifest: never collected. The source file, under its own name.

@@ -84,7 +84,7 @@ def test_plan_items_are_covered_by_named_sub_agents_and_one_is_reported_as_a_gap
     assert [version["items"][0] for version in plan["history"]] == ["Habitat", "Habitat of otters"]
     # The report ends with what was not covered.
     assert root.report.endswith(
-        f"{COVERAGE_HEADING}\n\nPlan items not covered:\n- 3. Predators of otters (gap)"
+        f"{COVERAGE_HEADING}\n\nPlan items not covered:\n- Item 3: Predators of otters (gap)"
     )
     assert Run.objects.get(name="diet").plan_item == "Diet of otters"
 
@@ -583,7 +583,8 @@ def test_the_coverage_section_survives_the_report_cap(agent_pool, scripted_llm, 
     assert len(root.report) <= 2000
     assert "[cut by Canopy: the report was " in root.report
     assert root.report.endswith(
-        f"{COVERAGE_HEADING}\n\nPlan items not covered:\n- 1. Burrows (gap)\n- 2. Fishing (gap)"
+        f"{COVERAGE_HEADING}\n\nPlan items not covered:\n"
+        "- Item 1: Burrows (gap)\n- Item 2: Fishing (gap)"
     )
 
 

@@ -245,8 +245,9 @@ def coverage_section(items: list[dict] | None, verdict: Verdict | None) -> str:
         uncovered = [item for item in items if item["status"] != plan_reads.COVERED]
         if uncovered:
             lines.append("Plan items not covered:")
+            # "Item 3:", not "3.": Markdown reads "- 3. x" as a list in a list, "1. 1. x".
             lines += [
-                f"- {item['number']}. {item['text']} ({item['status']})" for item in uncovered
+                f"- Item {item['number']}: {item['text']} ({item['status']})" for item in uncovered
             ]
         else:
             lines.append(f"Every item of the plan ({len(items)}) was covered.")

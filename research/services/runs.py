@@ -241,7 +241,11 @@ def run_claim(*, run_id: int, worker_id: int | None = None) -> bool:
         root_id=run.root_id,
         run_id=run.pk,
         payload=RunStateChanged(
-            status=run.status, state=run.state, detail="", started_at=run.started_at.isoformat()
+            status=run.status,
+            state=run.state,
+            detail="",
+            started_at=run.started_at.isoformat(),
+            worked_seconds=round(run.worked_seconds() or 0, 3),  # its clock starts (or resumes)
         ),
     )
     return True

@@ -16,65 +16,17 @@ from research import selectors, services
 from research.api_helpers import checked
 from research.errors import InvalidInput
 from research.fulltext import chunk_url, search_chunks
-from research.models import Dataset, Document
+from research.models import Dataset
 from research.ops.throttles import KnowledgeQueryThrottle, UploadThrottle
-
-QUERY_MAX_LIMIT = 20
-
-
-class DatasetOutputSerializer(serializers.ModelSerializer):
-    document_count = serializers.IntegerField(read_only=True)
-
-    class Meta:
-        model = Dataset
-        fields = ["id", "name", "description", "document_count", "created_at"]
-        read_only_fields = fields
-
-
-class DatasetCreateSerializer(serializers.Serializer):
-    # Emptiness and uniqueness are checked by the service, so the CLI says the same.
-    name = serializers.CharField(allow_blank=True, trim_whitespace=False)
-    description = serializers.CharField(required=False, allow_blank=True, default="")
-
-
-class DocumentOutputSerializer(serializers.ModelSerializer):
-    dataset_id = serializers.IntegerField(read_only=True)
-    remembered_by_id = serializers.IntegerField(read_only=True, allow_null=True)
-    chunk_count = serializers.IntegerField(read_only=True)
-
-    class Meta:
-        model = Document
-        fields = [
-            "id",
-            "dataset_id",
-            "title",
-            "source",
-            "content_type",
-            "sha256",
-            "remembered_by_id",
-            "chunk_count",
-            "created_at",
-        ]
-        read_only_fields = fields
-
-
-class DocumentUploadSerializer(serializers.Serializer):
-    file = serializers.FileField(help_text="A text, Markdown, HTML or PDF file.")
-    title = serializers.CharField(required=False, allow_blank=True, default="")
-
-
-class QueryInputSerializer(serializers.Serializer):
-    q = serializers.CharField(max_length=1000, help_text="The question.")
-    limit = serializers.IntegerField(required=False, min_value=1, max_value=QUERY_MAX_LIMIT)
-
-
-class ChunkHitSerializer(serializers.Serializer):
-    document_id = serializers.IntegerField()
-    document_title = serializers.CharField()
-    position = serializers.IntegerField()
-    url = serializers.CharField(help_text="The kb:// address an agent cites.")
-    text = serializers.CharField()
-    rank = serializers.FloatField()
+from research.serializers import (
+    QUERY_MAX_LIMIT,
+    ChunkHitSerializer,
+    DatasetCreateSerializer,
+    DatasetOutputSerializer,
+    DocumentOutputSerializer,
+    DocumentUploadSerializer,
+    QueryInputSerializer,
+)
 
 
 def _dataset(request: Request, dataset_id: int) -> Dataset:

@@ -342,7 +342,7 @@ def test_show_round_trips_the_run_its_agents_usage_and_report(db, alice, finishe
     assert shown["topic"] == root.topic and shown["model"] == root.model
     assert (shown["steps"], shown["max_steps"]) == (str(root.steps), str(root.max_steps))
     assert Decimal(shown["tree_cost_usd"]) == root.tree_cost_usd
-    assert shown["finished_at"] == root.finished_at.isoformat()
+    assert shown["finished_at"] == root.finished_at.isoformat().replace("+00:00", "Z")
     agents = section(out, "agents")
     tree = list(Run.objects.filter(root=root).order_by("depth", "id"))
     assert [row[0] for row in agents[1:]] == [str(run.pk) for run in tree]

@@ -1,5 +1,7 @@
 """Every event type has a schema, and every event the services store, serve and push fits it."""
 
+import re
+
 import jsonschema
 import pytest
 
@@ -92,3 +94,34 @@ def test_a_snapshot_message_is_the_run_message_event_without_its_envelope(busy_t
     for message, event in zip(snapshot["messages"], events, strict=True):
         assert message == {k: v for k, v in event.payload.items() if k not in envelope}
     assert [m["from_analyst"] for m in snapshot["messages"]] == [False, True]
+
+
+@pytest.mark.django_db
+def test_every_time_in_an_event_is_written_one_way_utc_as_z(busy_tree, api):
+    """One timestamp format: events, their envelope and the REST API alike."""
+    utc = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z")
+    times = [
+        value
+        for payload in Event.objects.filter(root=busy_tree).values_list("payload", flat=True)
+        for key, value in _flatten(payload)
+        if key in ("at", "started_at", "finished_at", "created_at", "sent_at") and value
+    ]
+    assert {"at", "started_at", "finished_at", "sent_at"} <= {
+        key
+        for payload in Event.objects.filter(root=busy_tree).values_list("payload", flat=True)
+        for key, value in _flatten(payload)
+        if value
+    }
+    assert times and all(utc.fullmatch(value) for value in times), times
+    assert utc.fullmatch(api.get(f"/v1/gb/research/{busy_tree.pk}").json()["created_at"])
+
+
+def _flatten(value, key=""):
+    if isinstance(value, dict):
+        for inner, item in value.items():
+            yield from _flatten(item, inner)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _flatten(item, key)
+    else:
+        yield key, value

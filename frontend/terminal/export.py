@@ -12,67 +12,18 @@ from rest_framework import serializers
 
 from frontend.terminal.render import money, one_line
 from research import selectors
-from research.models import LLMCall, Run, Step
+from research.models import Run
 from research.serializers import (
     EventSerializer,
+    ExportCitationSerializer,
+    ExportRunSerializer,
+    LLMCallSerializer,
     MessageSerializer,
-    RunOutputSerializer,
     RunStateSerializer,
+    StepSerializer,
 )
 
 EXPORT_FORMAT = "canopy-research-export/1"
-
-
-class LLMCallSerializer(serializers.ModelSerializer):
-    run_id = serializers.IntegerField()
-    parent_run_id = serializers.IntegerField(allow_null=True)
-
-    class Meta:
-        model = LLMCall
-        fields = [
-            "id",
-            "run_id",
-            "parent_run_id",
-            "depth",
-            "model",
-            "input_tokens",
-            "output_tokens",
-            "cost_usd",
-            "latency_ms",
-            "at",
-        ]
-
-
-class StepSerializer(serializers.ModelSerializer):
-    run_id = serializers.IntegerField()
-
-    class Meta:
-        model = Step
-        fields = ["id", "run_id", "kind", "tool", "input", "output", "is_error", "at"]
-
-
-class CitationSerializer(serializers.Serializer):
-    id = serializers.IntegerField()
-    run_id = serializers.IntegerField()
-    url = serializers.CharField()
-    title = serializers.CharField()
-    verified = serializers.BooleanField()
-    source_id = serializers.IntegerField(allow_null=True)
-    found_by = serializers.CharField(allow_null=True)
-
-
-class ExportRunSerializer(RunOutputSerializer):
-    dataset_id = serializers.IntegerField(read_only=True, allow_null=True)
-
-    class Meta(RunOutputSerializer.Meta):
-        fields = [*RunOutputSerializer.Meta.fields, "dataset_id", "cancel_requested"]
-
-    def to_representation(self, run: Run) -> dict:
-        return {
-            **super().to_representation(run),
-            "dataset_id": run.dataset_id,
-            "cancel_requested": run.cancel_requested,
-        }
 
 
 def export_json(run: Run, *, events: bool = False) -> str:
@@ -86,7 +37,7 @@ def export_json(run: Run, *, events: bool = False) -> str:
         "messages": MessageSerializer(_messages(run, tree), many=True).data,
         "usage": LLMCallSerializer(selectors.subtree_llm_calls(run=run), many=True).data,
         "steps": StepSerializer(selectors.subtree_steps(run=run), many=True).data,
-        "citations": CitationSerializer(selectors.subtree_citations(run=run), many=True).data,
+        "citations": ExportCitationSerializer(selectors.subtree_citations(run=run), many=True).data,
         # The lead's plan with each item's status and history, and the claims its verifier
         # could not support (issue 14).
         "plan": selectors.plan_view(root=run) if run.is_root else None,

@@ -18,6 +18,7 @@ from rich.text import Text
 
 from frontend.progress import progress_of_tree, progress_text
 from research.clean import printable
+from research.events.payloads import iso
 from research.models import Run, Status
 from research.pricing import DEMO_MODEL
 
@@ -108,7 +109,7 @@ def field(value: object) -> str:
     if value is None:
         return ""
     if isinstance(value, datetime):
-        return value.isoformat()
+        return iso(value)  # as the API and the events write it: UTC as Z
     if isinstance(value, Decimal):
         return format(value, "f")  # never "0E-8"
     return one_line(value)

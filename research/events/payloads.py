@@ -207,7 +207,7 @@ class RunMessage(Payload):
             from_name=from_name,
             to_name=to_name,
             text=message.text,
-            sent_at=message.sent_at.isoformat(),
+            sent_at=iso(message.sent_at),
             from_analyst=message.from_run_id is None,
         )
 
@@ -268,7 +268,7 @@ def envelope(*, seq: int, run_id: int, at: datetime, payload: Payload) -> dict[s
         "seq": seq,
         "type": payload.type,
         "run": run_id,
-        "at": at.isoformat(),
+        "at": iso(at),
         **payload.fields(),
     }
 

@@ -22,6 +22,7 @@ from research.events import (
     root_id_of,
     tree_lock,
 )
+from research.events.payloads import iso
 from research.models import ACTIVE_STATUSES, Dataset, Run, RunState, State, Status, Step
 from research.pricing import DEMO_MODEL
 from research.selectors.runs import RunFacts, run_facts
@@ -244,7 +245,7 @@ def run_claim(*, run_id: int, worker_id: int | None = None) -> bool:
             status=run.status,
             state=run.state,
             detail="",
-            started_at=run.started_at.isoformat(),
+            started_at=iso(run.started_at),
             worked_seconds=round(run.worked_seconds() or 0, 3),  # its clock starts (or resumes)
         ),
     )
@@ -308,7 +309,7 @@ def run_finish(*, run_id: int, report: str = "", error: str = "") -> None:
             ending=ending_of(status=run.status, error=error),
             state=run.state,
             error=error,
-            finished_at=now.isoformat(),
+            finished_at=iso(now),
             duration_seconds=None if duration is None else round(duration, 3),
             tool_calls=Step.objects.filter(run_id=run.pk, kind=Step.Kind.TOOL).count(),
             input_tokens=run.input_tokens,

@@ -8,44 +8,18 @@ from research.models import Run
 
 
 def system_prompt(ctx: AgentContext, run: Run, tools: dict[str, Tool]) -> str:
-    catalog = kinds.catalog()
+    """The research prompt, then the sections the tools bring (`Tool.prompt`), in the tools'
+    order; a sub-agent's own sections (who it is, what its kind does) come before those of the
+    tools that say whom it may reach (`Tool.after_identity`: its siblings, remote servers)."""
     parts = [prompts.load("research")]
-    if "query" in tools:
-        parts.append(prompts.load("knowledge"))
-    if "write_plan" in tools:
-        parts.append(prompts.load("plan"))
-    if "spawn_subagent" in tools:
-        parts.append(prompts.load("spawn"))
-        parts.append(kinds_section(catalog, model=ctx.model))
+    parts += [tool.prompt for tool in tools.values() if not tool.after_identity]
     if not ctx.is_root:
         parts.append(prompts.render("subagent", name=run.name, reason=run.reason))
-        kind = catalog.kinds.get(run.kind or kinds.DEFAULT_KIND)
+        kind = kinds.catalog().kinds.get(run.kind or kinds.DEFAULT_KIND)
         if kind is not None:
             parts.append(kind.instructions)
-        parts.append(prompts.load("messaging"))
-    parts += [tool.prompt for tool in tools.values()]  # sections tools bring (remote tools)
+    parts += [tool.prompt for tool in tools.values() if tool.after_identity]
     return prompts.join(*parts)
-
-
-def kinds_section(catalog: kinds.Catalog, *, model: str) -> str:
-    """The kinds (and tiers) a parent may pick from, one line each (seed 002's capabilities)."""
-    lines = ["Kinds of sub-agent (the `kind` of spawn_subagent; default researcher):"]
-    for kind in catalog.kinds.values():
-        lines.append(
-            f"- {kind.name}: {kind.description} "
-            f"(steps {kind.min_steps}-{kind.max_steps}, default {kind.default_steps})"
-        )
-    if catalog.tiers:
-        lines.append(
-            f"Model tiers (the `tier`; without one a sub-agent runs on your model, {model}):"
-        )
-        lines += [f"- {tier}: {name}" for tier, name in catalog.tiers.items()]
-    lines.append(
-        "Use spawn_subagents to start several at once. Each report comes to you when its "
-        "sub-agent ends; wait_subagents blocks until they do, inspect_subagent looks inside "
-        "one that works."
-    )
-    return "\n".join(lines)
 
 
 def task_message(ctx: AgentContext, run: Run) -> str:

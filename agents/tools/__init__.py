@@ -1,27 +1,26 @@
-"""The tools an agent gets, decided in one place from what the run is and may do."""
+"""The tools an agent gets, decided in one place from what the run is and may do; each tool's
+`prepare` (agents.tools.tool) says whether this run gets it, and in what shape."""
 
 from agents.runtime.context import AgentContext
-from agents.tools.base import Tool, ToolError
+from agents.tools.base import ToolError
+from agents.tools.tool import Tool, offered, tool
 
-__all__ = ["Tool", "ToolError", "toolset"]
+__all__ = ["Tool", "ToolError", "tool", "toolset"]
 
 
 def toolset(ctx: AgentContext) -> list[Tool]:
     from agents.tools import team
-    from agents.tools.knowledge import QUERY, REMEMBER
-    from agents.tools.pages import READ_PAGE
-    from agents.tools.plan import WRITE_PLAN
+    from agents.tools.knowledge import query, remember
+    from agents.tools.pages import read_page
+    from agents.tools.plan import write_plan
     from agents.tools.remote import tools_for as remote_tools
-    from agents.tools.web import WEB_SEARCH
+    from agents.tools.web import web_search
 
-    tools = [WEB_SEARCH, READ_PAGE]
-    if ctx.dataset_id is not None:
-        tools += [QUERY, REMEMBER]
+    tools = offered(ctx, [web_search, read_page, query, remember])
     if ctx.allowed_tools is not None:  # a sub-agent: its kind's tools that its parent has
         tools = [tool for tool in tools if tool.name in ctx.allowed_tools]
     ctx.research_tools = frozenset(tool.name for tool in tools)
-    if ctx.is_root:  # the lead's plan (seed 001)
-        tools.append(WRITE_PLAN)
+    tools += offered(ctx, [write_plan])  # the lead's plan (seed 001)
     tools += team.tools_for(ctx)
     tools += remote_tools(ctx)  # enable_remote_tool, when an admin connected MCP servers
     return tools

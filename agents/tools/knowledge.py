@@ -5,10 +5,14 @@ report that cites that address is verified like a page that was read. `remember`
 fact as a document of the dataset, where a sibling's next `query` finds it.
 """
 
-from typing import Any
+from typing import Annotated
 
+from pydantic import Field
+
+from agents import prompts
 from agents.runtime.context import AgentContext
-from agents.tools.base import Tool, ToolError, object_schema
+from agents.tools.base import ToolError
+from agents.tools.tool import Tool, tool
 from research import selectors
 from research.errors import InvalidInput
 from research.fulltext import ChunkHit, chunk_url, search_chunks
@@ -29,9 +33,13 @@ def _dataset_id(ctx: AgentContext, action: str) -> int:
     return ctx.dataset_id
 
 
-def _text_argument(args: dict[str, Any], name: str) -> str:
-    value = args.get(name)
-    if not isinstance(value, str) or not value.strip():
+def _with_dataset(ctx: AgentContext, tool: Tool) -> Tool | None:
+    """Offered only to a research that has a dataset."""
+    return tool if ctx.dataset_id is not None else None
+
+
+def _text(value: str, name: str) -> str:
+    if not value.strip():
         raise ToolError(f"{name} must not be empty.")
     return value.strip()
 
@@ -45,9 +53,29 @@ def _format_hit(number: int, hit: ChunkHit, url: str, fact: tuple[str, str] | No
     return f"{head}\n{hit.text}"
 
 
-def query(ctx: AgentContext, args: dict[str, Any]) -> str:
+@tool(
+    state="querying",
+    parallel=True,
+    detail=lambda args: str(args.get("question", ""))[:DETAIL_CHARS],
+    prompt=prompts.load("knowledge"),
+    prepare=_with_dataset,
+)
+def query(
+    ctx: AgentContext,
+    question: Annotated[
+        str,
+        Field(
+            min_length=1,
+            max_length=1000,
+            description="What you want to know, in plain words or keywords.",
+        ),
+    ],
+) -> str:
+    """Search the research's dataset (its knowledge base: uploaded documents and facts other
+    agents remembered). Returns the best-matching passages, each with its document title and a
+    kb:// address to cite. Query the dataset before you search the web."""
     dataset_id = _dataset_id(ctx, "query")
-    question = _text_argument(args, "question")
+    question = _text(question, "question")
     hits = search_chunks(dataset_id=dataset_id, question=question, limit=QUERY_LIMIT)
     if not hits:
         return (
@@ -82,11 +110,35 @@ def query(ctx: AgentContext, args: dict[str, Any]) -> str:
     )
 
 
-def remember(ctx: AgentContext, args: dict[str, Any]) -> str:
+@tool(
+    state="remembering",
+    detail=lambda args: str(args.get("fact", ""))[:DETAIL_CHARS],
+    prepare=_with_dataset,
+)
+def remember(
+    ctx: AgentContext,
+    fact: Annotated[
+        str,
+        Field(
+            min_length=1,
+            max_length=FACT_MAX_CHARS,
+            description="The fact, in a sentence or two that make sense on their own.",
+        ),
+    ],
+    source: Annotated[
+        str | None,
+        Field(
+            max_length=2000,
+            description="Where the fact comes from: the page URL or kb:// address.",
+        ),
+    ] = None,
+) -> str:
+    """Save a fact in the research's dataset so that other agents (your siblings, and later
+    researches on this dataset) find it with query. One self-contained fact per call, with the
+    URL or kb:// address it comes from."""
     _dataset_id(ctx, "remember facts in")
-    fact = _text_argument(args, "fact")
-    source = args.get("source")
-    source = source.strip() if isinstance(source, str) else ""
+    fact = _text(fact, "fact")
+    source = (source or "").strip()
     try:
         document = fact_remember(run_id=ctx.run_id, fact=fact, source=source)
     except InvalidInput as error:
@@ -98,54 +150,5 @@ def remember(ctx: AgentContext, args: dict[str, Any]) -> str:
     )
 
 
-QUERY = Tool(
-    name="query",
-    description=(
-        "Search the research's dataset (its knowledge base: uploaded documents and facts other "
-        "agents remembered). Returns the best-matching passages, each with its document title "
-        "and a kb:// address to cite. Query the dataset before you search the web."
-    ),
-    parameters=object_schema(
-        {
-            "question": {
-                "type": "string",
-                "minLength": 1,
-                "maxLength": 1000,
-                "description": "What you want to know, in plain words or keywords.",
-            }
-        },
-        required=["question"],
-    ),
-    state="querying",
-    parallel=True,
-    handler=query,
-    detail=lambda args: str(args.get("question", ""))[:DETAIL_CHARS],
-)
-
-REMEMBER = Tool(
-    name="remember",
-    description=(
-        "Save a fact in the research's dataset so that other agents (your siblings, and later "
-        "researches on this dataset) find it with query. One self-contained fact per call, "
-        "with the URL or kb:// address it comes from."
-    ),
-    parameters=object_schema(
-        {
-            "fact": {
-                "type": "string",
-                "minLength": 1,
-                "maxLength": FACT_MAX_CHARS,
-                "description": "The fact, in a sentence or two that make sense on their own.",
-            },
-            "source": {
-                "type": "string",
-                "maxLength": 2000,
-                "description": "Where the fact comes from: the page URL or kb:// address.",
-            },
-        },
-        required=["fact"],
-    ),
-    state="remembering",
-    handler=remember,
-    detail=lambda args: str(args.get("fact", ""))[:DETAIL_CHARS],
-)
+# The names other modules import.
+QUERY, REMEMBER = query, remember

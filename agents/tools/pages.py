@@ -15,12 +15,14 @@ import ipaddress
 import socket
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated
 
 import httpx
 from django.conf import settings
+from pydantic import Field
 
-from agents.tools.base import Tool, ToolError, object_schema, truncate
+from agents.tools.base import ToolError, truncate
+from agents.tools.tool import tool
 from research import outbound
 from research.models import Source
 from research.outbound import IPAddress, not_public
@@ -269,8 +271,21 @@ def format_page(*, title: str, url: str, final_url: str, text: str, cut_note: st
     return "\n".join(lines) + "\n\n" + truncate(text, settings.RESEARCH_TOOL_RESULT_MAX_CHARS)
 
 
-def read_page(ctx: "AgentContext", args: dict[str, Any]) -> str:
-    requested = str(args.get("url", "")).strip()
+@tool(state="reading", parallel=True, detail=lambda args: str(args.get("url", "")))
+def read_page(
+    ctx: "AgentContext",
+    url: Annotated[
+        str,
+        Field(
+            min_length=1,
+            max_length=2000,
+            description="The full http:// or https:// URL of the page.",
+        ),
+    ],
+) -> str:
+    """Read a web page (HTML, PDF or plain text) by its http or https URL and return its
+    title, final URL and main text. Cite the final URL it gives."""
+    requested = url.strip()
     page = fetch(ctx, parse_url(requested))
     title, text = extract(page)
     title = title or _default_title(page.url)
@@ -289,25 +304,4 @@ def read_page(ctx: "AgentContext", args: dict[str, Any]) -> str:
     )
 
 
-READ_PAGE = Tool(
-    name="read_page",
-    description=(
-        "Read a web page (HTML, PDF or plain text) by its http or https URL and return its "
-        "title, final URL and main text. Cite the final URL it gives."
-    ),
-    parameters=object_schema(
-        {
-            "url": {
-                "type": "string",
-                "minLength": 1,
-                "maxLength": 2000,
-                "description": "The full http:// or https:// URL of the page.",
-            }
-        },
-        required=["url"],
-    ),
-    state="reading",
-    parallel=True,
-    handler=read_page,
-    detail=lambda args: str(args.get("url", "")),
-)
+READ_PAGE = read_page  # the name other modules import

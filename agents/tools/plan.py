@@ -5,22 +5,48 @@ covers (`plan_item`), and each item's status follows its sub-agents. A research 
 plan review pauses after its first plan until the analyst approves it.
 """
 
-from typing import Any
+from typing import Annotated
 
+from django.conf import settings
+from pydantic import Field
+
+from agents import prompts
 from agents.runtime.context import AgentContext, Paused
 from agents.runtime.tree import end_subagents
-from agents.tools.base import Tool, ToolError, object_schema
+from agents.tools.base import ToolError
+from agents.tools.tool import Tool, tool
 from research import endings, services
 from research.errors import ResearchError
 from research.models import State
 from research.selectors import team as team_reads
+from research.services.plans import PLAN_ITEM_MAX_CHARS
 
 PAUSED_FOR_REVIEW = endings.PAUSED_FOR_REVIEW
+PlanItem = Annotated[str, Field(max_length=PLAN_ITEM_MAX_CHARS)]
 
 
-def write_plan(ctx: AgentContext, args: dict[str, Any]) -> str:
+def _for_the_lead(ctx: AgentContext, tool: Tool) -> Tool | None:
+    """The lead's tool, as long a plan as the settings allow (RESEARCH_PLAN_MAX_ITEMS)."""
+    if not ctx.is_root:
+        return None
+    return tool.with_arguments(items={"maxItems": settings.RESEARCH_PLAN_MAX_ITEMS})
+
+
+@tool(
+    state=State.PLANNING,
+    detail=lambda args: f"{len(args.get('items') or [])} items",
+    prompt=prompts.load("plan"),
+    prepare=_for_the_lead,
+)
+def write_plan(
+    ctx: AgentContext,
+    items: Annotated[list[PlanItem], Field(min_length=1, description="the plan's items, in order")],
+) -> str:
+    """Write (or revise) your research plan: a short list of the items the report must cover,
+    one line each. The analyst sees it as a checklist; each sub-agent you start names the item
+    it covers, and items nobody covered are reported as gaps."""
     try:
-        plan = services.plan_write(root_id=ctx.run_id, items=args["items"])
+        plan = services.plan_write(root_id=ctx.run_id, items=items)
     except ResearchError as error:
         raise ToolError(error.message) from None
     if services.plan_needs_review(root_id=ctx.run_id):
@@ -55,26 +81,4 @@ def plan_item_text(ctx: AgentContext, number: int | None) -> str:
     return plan.items[number - 1]
 
 
-WRITE_PLAN = Tool(
-    name="write_plan",
-    description=(
-        "Write (or revise) your research plan: a short list of the items the report must "
-        "cover, one line each. The analyst sees it as a checklist; each sub-agent you start "
-        "names the item it covers, and items nobody covered are reported as gaps."
-    ),
-    parameters=object_schema(
-        {
-            "items": {
-                "type": "array",
-                "items": {"type": "string", "maxLength": 200},
-                "minItems": 1,
-                "maxItems": 10,
-                "description": "the plan's items, in order",
-            }
-        },
-        required=["items"],
-    ),
-    state=State.PLANNING,
-    handler=write_plan,
-    detail=lambda args: f"{len(args.get('items') or [])} items",
-)
+WRITE_PLAN = write_plan  # the name other modules import

@@ -19,18 +19,20 @@ import json
 import logging
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import jsonschema
 from django.conf import settings
 from django.utils import timezone
 from mcp import Client
 from mcp.types import CallToolResult, TextContent
+from pydantic import Field
 
 from agents import prompts
 from agents.kinds import DEFAULT_KIND
-from agents.tools.base import Tool, ToolError, object_schema
+from agents.tools.base import ToolError
 from agents.tools.remote_session import call_remote
+from agents.tools.tool import Tool, any_object, tool
 from research import selectors, services
 from research.models import RemoteServer, State
 from research.models_remote import TOOL_SEPARATOR
@@ -124,9 +126,22 @@ def summary_of(description: str) -> str:
 
 def enable_tool(offered: list[Offered]) -> Tool:
     by_name = {tool.name: tool for tool in offered}
+    listing = "\n".join(f"- `{tool.name}`: {tool.summary}" for tool in offered)
 
-    def enable(ctx: "AgentContext", args: dict[str, Any]) -> str:
-        name = args["name"].strip()
+    @tool(
+        name=ENABLE,
+        state=State.THINKING,
+        detail=lambda args: str(args.get("name", "")),
+        prompt=prompts.render("remote_tools", tools=listing),
+        after_identity=True,
+    )
+    def enable_remote_tool(
+        ctx: "AgentContext",
+        name: Annotated[str, Field(description="The remote tool's name, as listed.")],
+    ) -> str:
+        """Load one of the remote tools listed in your instructions (## Remote tools) by its
+        name; you can call it from your next turn on."""
+        name = name.strip()
         choice = by_name.get(name)
         if choice is None:
             raise ToolError(
@@ -137,29 +152,14 @@ def enable_tool(offered: list[Offered]) -> Tool:
             return f"{name} is already enabled: call it."
         server = _server(ctx, choice)
         entry = choice.entry or _entry_now(ctx, server, choice)
-        tool = remote_tool(choice, entry)
-        ctx.tools[name] = tool
+        remote = remote_tool(choice, entry)
+        ctx.tools[name] = remote
         return (
             f"Enabled {name}: call it from your next turn on, with arguments that match its "
-            f"schema.\n\n{tool.description}"
+            f"schema.\n\n{remote.description}"
         )
 
-    listing = "\n".join(f"- `{tool.name}`: {tool.summary}" for tool in offered)
-    return Tool(
-        name=ENABLE,
-        description=(
-            "Load one of the remote tools listed in your instructions (## Remote tools) by "
-            "its name; you can call it from your next turn on."
-        ),
-        parameters=object_schema(
-            {"name": {"type": "string", "description": "The remote tool's name, as listed."}},
-            ["name"],
-        ),
-        state=State.THINKING,
-        handler=enable,
-        detail=lambda args: str(args.get("name", "")),
-        prompt=prompts.render("remote_tools", tools=listing),
-    )
+    return enable_remote_tool
 
 
 def _entry_now(ctx: "AgentContext", server: RemoteServer, choice: Offered) -> dict[str, Any]:
@@ -179,6 +179,7 @@ def _entry_now(ctx: "AgentContext", server: RemoteServer, choice: Offered) -> di
 
 
 def remote_tool(choice: Offered, entry: dict[str, Any]) -> Tool:
+    """A tool of an MCP server: the server's schema, the arguments passed on as they came."""
     description = (entry.get("description") or "").strip() or "(no description)"
 
     def handler(ctx: "AgentContext", arguments: dict[str, Any]) -> str:
@@ -214,7 +215,7 @@ def _schema(schema: Any) -> dict[str, Any]:
             return schema
         except jsonschema.SchemaError:
             pass
-    return {"type": "object"}
+    return any_object()
 
 
 def result_text(result: CallToolResult) -> str:

@@ -10,12 +10,14 @@ import html
 import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import httpx
 from django.conf import settings
+from pydantic import Field
 
-from agents.tools.base import Tool, ToolError, object_schema
+from agents.tools.base import ToolError
+from agents.tools.tool import tool
 from research.services.sources import sources_record_search
 
 if TYPE_CHECKING:
@@ -233,9 +235,24 @@ def format_results(query: str, results: list[SearchResult]) -> str:
     return "\n".join(lines)
 
 
-def web_search(ctx: "AgentContext", args: dict[str, Any]) -> str:
-    query = " ".join(str(args.get("query", "")).split())
-    max_results = int(args.get("max_results") or 5)
+@tool(state="searching", parallel=True, detail=lambda args: str(args.get("query", "")))
+def web_search(
+    ctx: "AgentContext",
+    query: Annotated[
+        str,
+        Field(
+            min_length=1,
+            max_length=400,
+            description="What to search for, as you would type it into a search engine.",
+        ),
+    ],
+    max_results: Annotated[
+        int, Field(ge=1, le=10, description="How many results to return (1 to 10, default 5).")
+    ] = 5,
+) -> str:
+    """Search the web. Returns a numbered list of results, each with its title, URL and a
+    short snippet. Read the promising pages with read_page before you quote or cite them."""
+    query = " ".join(query.split())
     if not query:
         raise ToolError("web_search: the query is empty.")
     name = settings.SEARCH_PROVIDER
@@ -255,32 +272,4 @@ def web_search(ctx: "AgentContext", args: dict[str, Any]) -> str:
     return format_results(query, results)
 
 
-WEB_SEARCH = Tool(
-    name="web_search",
-    description=(
-        "Search the web. Returns a numbered list of results, each with its title, URL and a "
-        "short snippet. Read the promising pages with read_page before you quote or cite them."
-    ),
-    parameters=object_schema(
-        {
-            "query": {
-                "type": "string",
-                "minLength": 1,
-                "maxLength": 400,
-                "description": "What to search for, as you would type it into a search engine.",
-            },
-            "max_results": {
-                "type": "integer",
-                "minimum": 1,
-                "maximum": 10,
-                "default": 5,
-                "description": "How many results to return (1 to 10, default 5).",
-            },
-        },
-        required=["query"],
-    ),
-    state="searching",
-    parallel=True,
-    handler=web_search,
-    detail=lambda args: str(args.get("query", "")),
-)
+WEB_SEARCH = web_search  # the name other modules import

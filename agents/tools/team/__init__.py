@@ -7,31 +7,28 @@ answer) in agents.runtime.tree.
 
 from django.conf import settings
 
-from agents import kinds
 from agents.runtime.context import AgentContext
-from agents.tools.base import Tool
-from agents.tools.team.children import CANCEL_SUBAGENT, INSPECT_SUBAGENT, WAIT_SUBAGENTS
-from agents.tools.team.messages import LIST_SIBLINGS, READ_MESSAGES, SEND_MESSAGE
-from agents.tools.team.spawn import spawn_subagent_tool, spawn_subagents_tool
+from agents.tools.team.children import cancel_subagent, inspect_subagent, wait_subagents
+from agents.tools.team.messages import list_siblings, read_messages, send_message
+from agents.tools.team.spawn import spawn_subagent, spawn_subagents
+from agents.tools.tool import Tool, offered
 from research.selectors import team as team_reads
+
+PARENT_TOOLS = [spawn_subagent, spawn_subagents, wait_subagents, inspect_subagent, cancel_subagent]
+SIBLING_TOOLS = [list_siblings, send_message, read_messages]
 
 # --- which tools an agent gets ----------------------------------------------------------------
 
 
 def tools_for(ctx: AgentContext) -> list[Tool]:
+    # Whether an agent is a parent, or one of siblings, is decided once for its group of tools
+    # (may_spawn reads the owner's setting); each tool's prepare adapts it to the run.
     tools = []
     if may_spawn(ctx):
-        catalog = kinds.catalog()
-        tools += [
-            spawn_subagent_tool(catalog, plan=ctx.is_root),
-            spawn_subagents_tool(catalog, plan=ctx.is_root),
-            WAIT_SUBAGENTS,
-            INSPECT_SUBAGENT,
-            CANCEL_SUBAGENT,
-        ]
+        tools += PARENT_TOOLS
     if not ctx.is_root:
-        tools += [LIST_SIBLINGS, SEND_MESSAGE, READ_MESSAGES]
-    return tools
+        tools += SIBLING_TOOLS
+    return offered(ctx, tools)
 
 
 def may_spawn(ctx: AgentContext) -> bool:

@@ -2,10 +2,11 @@
 
 import json
 import time
-from typing import Any
+from typing import Annotated
 
 from django.conf import settings
 from django.utils import timezone
+from pydantic import Field
 
 from agents.runtime.context import AgentContext
 from agents.runtime.tree import (
@@ -17,7 +18,8 @@ from agents.runtime.tree import (
     wait_result,
     yielded,
 )
-from agents.tools.base import Tool, ToolError, object_schema
+from agents.tools.base import ToolError
+from agents.tools.tool import tool
 from research.models import ACTIVE_STATUSES, Run, State
 from research.selectors import team as team_reads
 
@@ -42,8 +44,17 @@ def _named_children(
     return [by_name[name] for name in dict.fromkeys(names)]
 
 
-def wait_subagents(ctx: AgentContext, args: dict[str, Any]) -> str:
-    targets = [child.pk for child in _named_children(ctx, args.get("names"))]
+@tool(
+    state=State.WAITING,
+    detail=lambda args: ", ".join(args.get("names") or []) or "all sub-agents",
+)
+def wait_subagents(
+    ctx: AgentContext, names: Annotated[list[str] | None, Field(description="optional")] = None
+) -> str:
+    """Wait until your sub-agents have ended and read their reports (or errors). Without names,
+    waits for all of them. Returns after a while with 'still working' lines if some are not
+    done: call it again then."""
+    targets = [child.pk for child in _named_children(ctx, names)]
     deadline = time.monotonic() + settings.RESEARCH_WAIT_SLICE_SECONDS
     noted = False
     with yielded(ctx):
@@ -59,24 +70,10 @@ def wait_subagents(ctx: AgentContext, args: dict[str, Any]) -> str:
     return wait_result(ctx, team_reads.runs_by_ids(run_ids=targets), noted=noted)
 
 
-WAIT_SUBAGENTS = Tool(
-    name="wait_subagents",
-    description=(
-        "Wait until your sub-agents have ended and read their reports (or errors). Without "
-        "names, waits for all of them. Returns after a while with 'still working' lines if "
-        "some are not done: call it again then."
-    ),
-    parameters=object_schema(
-        {"names": {"type": "array", "items": {"type": "string"}, "description": "optional"}}
-    ),
-    state=State.WAITING,
-    handler=wait_subagents,
-    detail=lambda args: ", ".join(args.get("names") or []) or "all sub-agents",
-)
-
-
-def cancel_subagent(ctx: AgentContext, args: dict[str, Any]) -> str:
-    (child,) = _named_children(ctx, [args["name"]], action="cancel")
+@tool(state=State.SPAWNING, detail=lambda args: f"cancel {args.get('name', '')}")
+def cancel_subagent(ctx: AgentContext, name: str) -> str:
+    """Cancel one of your working sub-agents, when its work is no longer needed."""
+    (child,) = _named_children(ctx, [name], action="cancel")
     child = team_reads.run_by_id(run_id=child.pk)
     if child.status not in ACTIVE_STATUSES:
         raise ToolError(f'sub-agent "{child.name}" (run {child.pk}) has already ended')
@@ -84,27 +81,24 @@ def cancel_subagent(ctx: AgentContext, args: dict[str, Any]) -> str:
     return f'cancelled sub-agent "{child.name}" (run {child.pk}); it ends at its next step.'
 
 
-CANCEL_SUBAGENT = Tool(
-    name="cancel_subagent",
-    description="Cancel one of your working sub-agents, when its work is no longer needed.",
-    parameters=object_schema({"name": {"type": "string"}}, required=["name"]),
-    state=State.SPAWNING,
-    handler=cancel_subagent,
-    detail=lambda args: f"cancel {args.get('name', '')}",
-)
-
-
 # --- inspect_subagent (seed 002's query_agent) --------------------------------------------------
 
 INSPECT_ENTRY_CHARS = 400
 
 
-def inspect_subagent(ctx: AgentContext, args: dict[str, Any]) -> str:
-    """A look inside a child without waiting for it: its status, steps, elapsed time and a
-    page of its transcript, newest last; `offset` pages back from the newest entry."""
-    (child,) = _named_children(ctx, [args["name"]], action="inspect")
+@tool(state=State.WAITING, detail=lambda args: f"inspect {args.get('name', '')}")
+def inspect_subagent(
+    ctx: AgentContext,
+    name: str,
+    last: Annotated[int, Field(ge=1, le=50)] = 10,
+    offset: Annotated[int, Field(ge=0)] = 0,
+) -> str:
+    """Look inside one of your sub-agents without waiting for it: its status, steps used,
+    elapsed time and its latest transcript entries (tool calls and results, cut short). Use
+    offset to page back to older entries."""
+    # A page of the child's transcript, newest last; `offset` pages back from the newest entry.
+    (child,) = _named_children(ctx, [name], action="inspect")
     run = team_reads.run_by_id(run_id=child.pk)
-    last, offset = args.get("last", 10), args.get("offset", 0)
     total, entries = team_reads.transcript_page(run_id=run.pk, last=last, offset=offset)
     status = f"{run.status}, {run.state}" if run.status in ACTIVE_STATUSES else run.status
     tier = f", tier {run.tier}" if run.tier else ""
@@ -154,24 +148,3 @@ def _entry(number: int, step) -> str:
         cut = len(body) - INSPECT_ENTRY_CHARS
         body = f"{body[:INSPECT_ENTRY_CHARS]} [… {cut} more characters]"
     return f"[{number}] {body}"
-
-
-INSPECT_SUBAGENT = Tool(
-    name="inspect_subagent",
-    description=(
-        "Look inside one of your sub-agents without waiting for it: its status, steps used, "
-        "elapsed time and its latest transcript entries (tool calls and results, cut short). "
-        "Use offset to page back to older entries."
-    ),
-    parameters=object_schema(
-        {
-            "name": {"type": "string"},
-            "last": {"type": "integer", "minimum": 1, "maximum": 50, "default": 10},
-            "offset": {"type": "integer", "minimum": 0, "default": 0},
-        },
-        required=["name"],
-    ),
-    state=State.WAITING,
-    handler=inspect_subagent,
-    detail=lambda args: f"inspect {args.get('name', '')}",
-)

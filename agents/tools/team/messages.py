@@ -1,16 +1,20 @@
 """list_siblings, send_message and read_messages: siblings talk to each other (seed 000)."""
 
-from typing import Any
+from typing import Annotated
 
 from django.conf import settings
+from pydantic import Field
 
-from agents.messages import InboxFull, InboxMessage, NoInbox, get_messenger, send_message
+from agents import prompts
+from agents.messages import InboxFull, InboxMessage, NoInbox, get_messenger
+from agents.messages import send_message as deliver
 from agents.runtime.context import AgentContext
 from agents.runtime.tree import (
     note_waiting,
     yielded,
 )
-from agents.tools.base import Tool, ToolError, object_schema
+from agents.tools.base import ToolError
+from agents.tools.tool import Tool, tool
 from research import services
 from research.models import ACTIVE_STATUSES, Run, State, Status
 from research.selectors import team as team_reads
@@ -28,7 +32,10 @@ def _sibling_names(siblings: list[Run]) -> str:
     return "your siblings are: " + ", ".join(sibling.name for sibling in siblings)
 
 
-def list_siblings(ctx: AgentContext, args: dict[str, Any]) -> str:
+@tool(state=State.MESSAGING, prompt=prompts.load("messaging"), after_identity=True)
+def list_siblings(ctx: AgentContext) -> str:
+    """List your siblings (the other sub-agents of your parent): the agents you can message,
+    with whether they are working and why they were spawned."""
     siblings = _siblings(ctx)
     if not siblings:
         return "You have no siblings now (your parent may still spawn some)."
@@ -42,24 +49,20 @@ def list_siblings(ctx: AgentContext, args: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-LIST_SIBLINGS = Tool(
-    name="list_siblings",
-    description=(
-        "List your siblings (the other sub-agents of your parent): the agents you can "
-        "message, with whether they are working and why they were spawned."
-    ),
-    parameters=object_schema({}),
-    state=State.MESSAGING,
-    handler=list_siblings,
+def _within_the_limit(ctx: AgentContext, tool: Tool) -> Tool:
+    return tool.with_arguments(text={"maxLength": settings.RESEARCH_MESSAGE_MAX_CHARS})
+
+
+@tool(
+    state=State.MESSAGING, detail=lambda args: f"to {args.get('to', '')}", prepare=_within_the_limit
 )
-
-
-def send_message_tool(ctx: AgentContext, args: dict[str, Any]) -> str:
-    to, text = args["to"], args["text"]
+def send_message(ctx: AgentContext, to: str, text: str) -> str:
+    """Send a short message to a sibling (by name). Returns at once; it never waits for the
+    sibling to read it."""
     limit = settings.RESEARCH_MESSAGE_MAX_CHARS
     if not text.strip():
         raise ToolError("the message text is empty")
-    if len(text) > limit:
+    if len(text) > limit:  # the schema says so first; this holds for calls that skip it
         raise ToolError(f"the message is {len(text)} characters; the limit is {limit}")
     siblings = _siblings(ctx)
     if to == ctx.name:
@@ -72,7 +75,7 @@ def send_message_tool(ctx: AgentContext, args: dict[str, Any]) -> str:
         )
     record = services.message_store(from_run_id=ctx.run_id, to_run_id=recipient.pk, text=text)
     try:
-        send_message(
+        deliver(
             get_messenger(),
             InboxMessage(
                 from_id=ctx.run_id,
@@ -101,23 +104,11 @@ def send_message_tool(ctx: AgentContext, args: dict[str, Any]) -> str:
     return f'message sent to "{to}" (run {recipient.pk}).'
 
 
-SEND_MESSAGE = Tool(
-    name="send_message",
-    description=(
-        "Send a short message to a sibling (by name). Returns at once; it never waits for "
-        "the sibling to read it."
-    ),
-    parameters=object_schema(
-        {"to": {"type": "string"}, "text": {"type": "string"}}, required=["to", "text"]
-    ),
-    state=State.MESSAGING,
-    handler=send_message_tool,
-    detail=lambda args: f"to {args.get('to', '')}",
-)
-
-
-def read_messages(ctx: AgentContext, args: dict[str, Any]) -> str:
-    wait = float(args.get("wait_seconds", 0))
+@tool(state=State.MESSAGING)
+def read_messages(ctx: AgentContext, wait_seconds: Annotated[float, Field(ge=0, le=60)] = 0) -> str:
+    """Read the messages your siblings sent you since your last read, oldest first. With
+    wait_seconds and no message yet, waits up to that long for one."""
+    wait = float(wait_seconds)
     messenger = get_messenger()
     messages = messenger.receive(ctx.run_id, 0)
     if not messages and wait > 0:
@@ -135,17 +126,3 @@ def read_messages(ctx: AgentContext, args: dict[str, Any]) -> str:
     return "\n\n".join(
         f"From {message.from_name} (run {message.from_id}): {message.text}" for message in messages
     )
-
-
-READ_MESSAGES = Tool(
-    name="read_messages",
-    description=(
-        "Read the messages your siblings sent you since your last read, oldest first. With "
-        "wait_seconds and no message yet, waits up to that long for one."
-    ),
-    parameters=object_schema(
-        {"wait_seconds": {"type": "number", "minimum": 0, "maximum": 60, "default": 0}}
-    ),
-    state=State.MESSAGING,
-    handler=read_messages,
-)

@@ -4,20 +4,23 @@ kind, tier, task and budget, started after its record commits."""
 import re
 from collections.abc import Callable
 from contextlib import suppress
+from dataclasses import dataclass, replace
 from functools import partial
-from typing import Any
+from typing import Annotated, Any
 
 from django.conf import settings
+from pydantic import Field
 
-from agents import kinds
+from agents import kinds, prompts
 from agents.messages import get_messenger
 from agents.runtime import resilience
 from agents.runtime.context import AgentContext
 from agents.runtime.tree import (
     child_deadline,
 )
-from agents.tools.base import Tool, ToolError, object_schema
+from agents.tools.base import ToolError
 from agents.tools.plan import plan_item_text
+from agents.tools.tool import Tool, reshaped, tool
 from research import endings, services
 from research.errors import ResearchError
 from research.models import ACTIVE_STATUSES, Run, State
@@ -26,14 +29,48 @@ from research.text import content_words
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
 
+# The arguments of a spawn. The kinds, the tiers, the task's limit and whether a plan item can
+# be named depend on the run: `_launch_arguments` sets them.
+Name = Annotated[
+    str, Field(description="1-40 letters, digits, - or _; unique among your sub-agents")
+]
+Reason = Annotated[
+    str, Field(max_length=300, description="why this sub-agent has to exist, in one sentence")
+]
+Task = Annotated[str, Field(description="what it has to do")]
+KindName = Annotated[
+    str, Field(description="which kind of sub-agent (see your instructions); default researcher")
+]
+MaxSteps = Annotated[
+    int, Field(description="its step budget; clipped to the kind's range, default the kind's")
+]
+PlanItem = Annotated[
+    int, Field(ge=1, description="the number of the plan item it covers (see write_plan)")
+]
+Tier = Annotated[
+    str, Field(description="the model tier it runs on; default the kind's, else your model")
+]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Subagent:
+    # One entry of spawn_subagents: a sub-agent as its parent asks for it.
+    name: Name
+    reason: Reason
+    task: Task
+    kind: KindName | None = None
+    max_steps: MaxSteps | None = None
+    plan_item: PlanItem | None = None
+    tier: Tier | None = None
+
 
 # --- spawn_subagent and spawn_subagents -------------------------------------------------------
 
 
-def _launch(ctx: AgentContext, args: dict[str, Any], catalog: kinds.Catalog) -> services.Launch:
+def _launch(ctx: AgentContext, entry: Subagent, catalog: kinds.Catalog) -> services.Launch:
     """What the parent asked for, resolved: the kind's tools that the parent has, the model
     of the tier (never a name the parent writes), the budget clipped to the kind's range."""
-    name, reason, task = args["name"], args.get("reason", "").strip(), args["task"].strip()
+    name, reason, task = entry.name, entry.reason.strip(), entry.task.strip()
     if not NAME_PATTERN.fullmatch(name):
         raise ToolError(
             f"invalid name {name!r}: a name is 1 to 40 letters, digits, - or _ (no spaces)"
@@ -45,21 +82,21 @@ def _launch(ctx: AgentContext, args: dict[str, Any], catalog: kinds.Catalog) -> 
         )
     if not task:
         raise ToolError("a task is required: what the sub-agent has to do and bring back")
-    kind_name = args.get("kind") or kinds.DEFAULT_KIND
+    kind_name = entry.kind or kinds.DEFAULT_KIND
     if kind_name not in catalog.kinds:  # the schema's enum says so first; this is the backstop
         raise ToolError(f"unknown kind {kind_name!r}; the kinds are: {', '.join(catalog.kinds)}")
-    tier = args.get("tier") or ""
+    tier = entry.tier or ""
     if tier and tier not in catalog.tiers:
         valid = ", ".join(catalog.tiers) or "none are configured"
         raise ToolError(f"unknown tier {tier!r}; the tiers are: {valid}")
     kind = catalog.kind(kind_name)
     tier, model = catalog.model_for(kind=kind, tier=tier, parent_model=ctx.model)
-    plan_item = plan_item_text(ctx, args.get("plan_item"))
+    plan_item = plan_item_text(ctx, entry.plan_item)
     return services.Launch(
         name=name,
         reason=reason,
         task=task,
-        max_steps=kind.clip_steps(args.get("max_steps")),
+        max_steps=kind.clip_steps(entry.max_steps),
         kind=kind.name,
         tier=tier,
         model=model,
@@ -70,20 +107,20 @@ def _launch(ctx: AgentContext, args: dict[str, Any], catalog: kinds.Catalog) -> 
     )
 
 
-def _spawn(ctx: AgentContext, entries: list[dict[str, Any]], *, batch: bool) -> list[Run]:
+def _spawn(ctx: AgentContext, entries: list[Subagent], *, batch: bool) -> list[Run]:
     """Resolve and check every entry, record them all in one transaction, then start them
     together: all or none (seed 001), so children of one batch see each other from their
     first step."""
     catalog = kinds.catalog()
     launches = []
-    for number, args in enumerate(entries, start=1):
+    for number, entry in enumerate(entries, start=1):
         try:
-            launch = _launch(ctx, args, catalog)
+            launch = _launch(ctx, entry, catalog)
             _refuse_repeated_task(ctx, launch.task, launches)
         except ToolError as error:
             if not batch:
                 raise
-            raise ToolError(f'entry {number} ("{args.get("name", "")}"): {error}') from None
+            raise ToolError(f'entry {number} ("{entry.name}"): {error}') from None
         launches.append(launch)
     if ctx.pool is None:
         raise ToolError("sub-agents cannot run here: this agent has no pool")
@@ -112,9 +149,54 @@ def _spawn(ctx: AgentContext, entries: list[dict[str, Any]], *, batch: bool) -> 
     return children
 
 
-def spawn_subagent(ctx: AgentContext, args: dict[str, Any]) -> str:
-    (child,) = _spawn(ctx, [args], batch=False)
-    if not ({"kind", "tier"} & args.keys()):  # seed 000's exact text
+def _launch_arguments(ctx: AgentContext) -> dict[str, dict[str, Any] | None]:
+    """The run's side of a spawn's arguments: the kinds and tiers of the catalog, the task's
+    limit (a task is checked like a topic), a plan item only for the lead, who has a plan."""
+    catalog = kinds.catalog()
+    return {
+        "task": {"maxLength": settings.RESEARCH_TOPIC_MAX_CHARS},
+        "kind": {"enum": list(catalog.kinds)},
+        "plan_item": {} if ctx.is_root else None,
+        "tier": {"enum": list(catalog.tiers)} if catalog.tiers else None,
+    }
+
+
+def _one(ctx: AgentContext, tool: Tool) -> Tool:
+    section = prompts.join(prompts.load("spawn"), kinds_section(kinds.catalog(), model=ctx.model))
+    return replace(tool.with_arguments(**_launch_arguments(ctx)), prompt=section)
+
+
+def _batch(ctx: AgentContext, tool: Tool) -> Tool:
+    entry = reshaped(tool.parameters["properties"]["subagents"]["items"], **_launch_arguments(ctx))
+    return tool.with_arguments(subagents={"items": entry})
+
+
+@tool(state=State.SPAWNING, detail=lambda args: str(args.get("name", "")), prepare=_one)
+def spawn_subagent(
+    ctx: AgentContext,
+    *,
+    name: Name,
+    reason: Reason | None = None,
+    task: Task,
+    kind: KindName | None = None,
+    max_steps: MaxSteps | None = None,
+    plan_item: PlanItem | None = None,
+    tier: Tier | None = None,
+) -> str:
+    """Start a sub-agent: another agent that works in the background on a self-contained task
+    and reports back. Returns at once. It knows nothing of your conversation, so the task must
+    say everything it needs and what to bring back."""
+    entry = Subagent(
+        name=name,
+        reason=reason or "",
+        task=task,
+        kind=kind,
+        max_steps=max_steps,
+        plan_item=plan_item,
+        tier=tier,
+    )
+    (child,) = _spawn(ctx, [entry], batch=False)
+    if kind is None and tier is None:  # seed 000's exact text
         return (
             f'started sub-agent "{child.name}" (run {child.pk}): it works in the background on '
             "its task; call wait_subagents to collect its report."
@@ -125,8 +207,19 @@ def spawn_subagent(ctx: AgentContext, args: dict[str, Any]) -> str:
     )
 
 
-def spawn_subagents(ctx: AgentContext, args: dict[str, Any]) -> str:
-    children = _spawn(ctx, args["subagents"], batch=True)
+def _names(args: dict[str, Any]) -> str:
+    entries = args.get("subagents") or []
+    return ", ".join(str(entry.get("name", "")) for entry in entries if isinstance(entry, dict))
+
+
+@tool(state=State.SPAWNING, detail=_names, prepare=_batch)
+def spawn_subagents(
+    ctx: AgentContext, subagents: Annotated[list[Subagent], Field(min_length=1)]
+) -> str:
+    """Start several sub-agents at once (each as in spawn_subagent). All start or none: if one
+    entry is invalid, nothing starts and the error names the entry. They see each other as
+    siblings from their first step."""
+    children = _spawn(ctx, subagents, batch=True)
     lines = [f'- "{child.name}" (run {child.pk}, {_profile(child)})' for child in children]
     return (
         f"started {len(children)} sub-agents:\n"
@@ -187,78 +280,22 @@ def _refuse_repeated_task(ctx: AgentContext, task: str, batch: list[services.Lau
             )
 
 
-def _launch_properties(catalog: kinds.Catalog, *, plan: bool) -> dict[str, Any]:
-    properties: dict[str, Any] = {
-        "name": {
-            "type": "string",
-            "description": "1-40 letters, digits, - or _; unique among your sub-agents",
-        },
-        "reason": {
-            "type": "string",
-            "maxLength": 300,
-            "description": "why this sub-agent has to exist, in one sentence",
-        },
-        "task": {"type": "string", "maxLength": 2000, "description": "what it has to do"},
-        "kind": {
-            "type": "string",
-            "enum": list(catalog.kinds),
-            "description": "which kind of sub-agent (see your instructions); default researcher",
-        },
-        "max_steps": {
-            "type": "integer",
-            "description": "its step budget; clipped to the kind's range, default the kind's",
-        },
-    }
-    if plan:
-        properties["plan_item"] = {
-            "type": "integer",
-            "minimum": 1,
-            "description": "the number of the plan item it covers (see write_plan)",
-        }
+def kinds_section(catalog: kinds.Catalog, *, model: str) -> str:
+    """The kinds (and tiers) a parent may pick from, one line each (seed 002's capabilities)."""
+    lines = ["Kinds of sub-agent (the `kind` of spawn_subagent; default researcher):"]
+    for kind in catalog.kinds.values():
+        lines.append(
+            f"- {kind.name}: {kind.description} "
+            f"(steps {kind.min_steps}-{kind.max_steps}, default {kind.default_steps})"
+        )
     if catalog.tiers:
-        properties["tier"] = {
-            "type": "string",
-            "enum": list(catalog.tiers),
-            "description": "the model tier it runs on; default the kind's, else your model",
-        }
-    return properties
-
-
-def spawn_subagent_tool(catalog: kinds.Catalog, *, plan: bool = False) -> Tool:
-    return Tool(
-        name="spawn_subagent",
-        description=(
-            "Start a sub-agent: another agent that works in the background on a self-contained "
-            "task and reports back. Returns at once. It knows nothing of your conversation, so "
-            "the task must say everything it needs and what to bring back."
-        ),
-        parameters=object_schema(_launch_properties(catalog, plan=plan), required=["name", "task"]),
-        state=State.SPAWNING,
-        handler=spawn_subagent,
-        detail=lambda args: str(args.get("name", "")),
+        lines.append(
+            f"Model tiers (the `tier`; without one a sub-agent runs on your model, {model}):"
+        )
+        lines += [f"- {tier}: {name}" for tier, name in catalog.tiers.items()]
+    lines.append(
+        "Use spawn_subagents to start several at once. Each report comes to you when its "
+        "sub-agent ends; wait_subagents blocks until they do, inspect_subagent looks inside "
+        "one that works."
     )
-
-
-def spawn_subagents_tool(catalog: kinds.Catalog, *, plan: bool = False) -> Tool:
-    entry = object_schema(
-        _launch_properties(catalog, plan=plan), required=["name", "reason", "task"]
-    )
-    return Tool(
-        name="spawn_subagents",
-        description=(
-            "Start several sub-agents at once (each as in spawn_subagent). All start or none: "
-            "if one entry is invalid, nothing starts and the error names the entry. They see "
-            "each other as siblings from their first step."
-        ),
-        parameters=object_schema(
-            {"subagents": {"type": "array", "items": entry, "minItems": 1}},
-            required=["subagents"],
-        ),
-        state=State.SPAWNING,
-        handler=spawn_subagents,
-        detail=lambda args: ", ".join(
-            str(entry.get("name", ""))
-            for entry in args.get("subagents") or []
-            if isinstance(entry, dict)
-        ),
-    )
+    return "\n".join(lines)

@@ -14,34 +14,22 @@ from html import escape
 from typing import Any
 from urllib.parse import unquote
 
-import nh3
 from django.utils.text import slugify
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
+from research.markdown import markdown, sanitize
 from research.services.citations import clean_url, url_key
 
 _BARE_URL = re.compile(r"(?:https?|kb)://[^\s<>\"'`]+", re.IGNORECASE)
 
-ALLOWED_TAGS = {
-    "a", "blockquote", "br", "code", "del", "em", "h1", "h2", "h3", "h4", "h5", "h6", "hr",
-    "li", "mark", "ol", "p", "pre", "s", "span", "strong", "table", "tbody", "td", "th",
-    "thead", "tr", "ul",
-}  # fmt: skip
-ALLOWED_ATTRIBUTES = {
-    "a": {"href", "title", "class"},
-    **{f"h{level}": {"id"} for level in range(1, 7)},
-    "span": {"class", "aria-hidden"},
-    "mark": {"class", "title"},
-}
-URL_SCHEMES = {"http", "https", "mailto"}
 
 VERIFIED_NOTE = "verified: an agent of this research saw this source"
 FLAGGED_NOTE = "flagged: no agent of this research saw this URL"
 
 
 def _markdown() -> MarkdownIt:
-    return MarkdownIt("commonmark", {"html": False}).enable(["table", "strikethrough"])
+    return markdown()
 
 
 FLAGGED_CLAIM_NOTE = "the verifier could not support this claim"
@@ -189,17 +177,6 @@ def _mark_claims(children: list[Token], claims: list[dict]) -> list[Token]:
                 ]
         children = result
     return children
-
-
-def sanitize(html: str) -> str:
-    return nh3.clean(
-        html,
-        tags=ALLOWED_TAGS,
-        attributes=ALLOWED_ATTRIBUTES,
-        url_schemes=URL_SCHEMES,
-        link_rel="noopener noreferrer nofollow",
-        set_tag_attribute_values={"a": {"target": "_blank"}},
-    )
 
 
 def _linkify(md: MarkdownIt, children: list[Token]) -> list[Token]:

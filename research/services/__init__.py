@@ -12,6 +12,7 @@ from research.services.datasets import (
     fact_remember,
     file_size_check,
 )
+from research.services.launch import Launch
 from research.services.messages import (
     message_publish,
     message_record,
@@ -51,7 +52,7 @@ from research.services.steps import (
     tool_call_record,
     usage_add,
 )
-from research.services.subagents import Launch, subagent_spawn, subagents_spawn, verifier_spawn
+from research.services.subagents import subagent_spawn, subagents_spawn, verifier_spawn
 from research.services.workers import (
     WORKER_LOST,
     root_claim,

@@ -27,6 +27,7 @@ from research.models import ACTIVE_STATUSES, Dataset, Run, RunState, State, Stat
 from research.pricing import DEMO_MODEL
 from research.selectors.runs import RunFacts, run_facts
 from research.services.callbacks import callback_register, callback_url_check
+from research.services.launch import Launch
 from research.services.starter import starter_dataset_load
 from research.services.steps import state_record
 
@@ -201,21 +202,38 @@ def subagent_create(
     """
     parent = Run.objects.get(pk=parent_id)
     tree_lock(root_id=parent.root_id)
+    launch = Launch(
+        name=name,
+        reason=reason,
+        task=task,
+        max_steps=max_steps,
+        kind=kind,
+        tier=tier,
+        model=model,
+        tools=tools,
+        plan_item=plan_item,
+    )
+    return subagent_record(parent=parent, launch=launch)
+
+
+def subagent_record(*, parent: Run, launch: Launch) -> Run:
+    """The row of a checked launch under `parent`, read and locked by the caller (a batch
+    reads its parent once, not once per child)."""
     run = Run.objects.create(
         owner_id=parent.owner_id,
         parent=parent,
         root_id=parent.root_id,
         depth=parent.depth + 1,
-        name=strip_controls(name),
-        reason=strip_controls(reason),
-        kind=kind,
-        tier=tier,
-        topic=strip_controls(task),
-        model=model or parent.model,
-        tools=tools,
-        plan_item=plan_item,
+        name=strip_controls(launch.name),
+        reason=strip_controls(launch.reason),
+        kind=launch.kind,
+        tier=launch.tier,
+        topic=strip_controls(launch.task),
+        model=launch.model or parent.model,
+        tools=launch.tools,
+        plan_item=launch.plan_item,
         dataset_id=parent.dataset_id,
-        max_steps=max_steps,
+        max_steps=launch.max_steps,
         worker_id=parent.worker_id,
     )
     RunState.objects.create(run=run, state=State.QUEUED)

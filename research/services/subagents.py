@@ -5,7 +5,7 @@ entry before anything is recorded, and a refusal names the entry it is about.
 """
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import replace
 
 from django.conf import settings
 from django.db import transaction
@@ -13,23 +13,12 @@ from django.db import transaction
 from research.errors import InvalidInput, LimitReached, ResearchError
 from research.events import tree_lock
 from research.models import Run
-from research.services.runs import subagent_create, validate_max_steps, validate_topic
-
-
-@dataclass(frozen=True)
-class Launch:
-    """One sub-agent to record: what its parent asked for, resolved by the agent runtime
-    (kind, tier, model and tools come from agents.kinds, never from the parent's words)."""
-
-    name: str
-    reason: str
-    task: str
-    max_steps: int | None = None
-    kind: str = ""
-    tier: str = ""
-    model: str | None = None
-    tools: list[str] | None = None
-    plan_item: str = ""
+from research.services.launch import Launch
+from research.services.runs import (
+    subagent_record,
+    validate_max_steps,
+    validate_topic,
+)
 
 
 def subagent_spawn(
@@ -46,7 +35,7 @@ def subagents_spawn(*, parent_id: int, launches: Sequence[Launch], batch: bool =
 
     Holds the root's row lock, so that agents of one tree spawning at once cannot pass the
     tree limit together. In a batch, a refusal starts with the entry it is about."""
-    parent = Run.objects.only("root_id", "depth").get(pk=parent_id)
+    parent = Run.objects.get(pk=parent_id)  # read and locked once for the whole batch
     tree_lock(root_id=parent.root_id)
     siblings = list(
         Run.objects.filter(parent_id=parent_id).order_by("id").values_list("name", "pk")
@@ -64,10 +53,10 @@ def subagents_spawn(*, parent_id: int, launches: Sequence[Launch], batch: bool =
             raise
         taken[launch.name] = None
         in_tree += 1
-    return [subagent_create(parent_id=parent_id, **fields) for fields in checked]
+    return [subagent_record(parent=parent, launch=launch) for launch in checked]
 
 
-def _check(launch: Launch, parent: Run, taken: dict[str, int | None], in_tree: int) -> dict:
+def _check(launch: Launch, parent: Run, taken: dict[str, int | None], in_tree: int) -> Launch:
     task = validate_topic(launch.task, field="task")
     max_steps = validate_max_steps(launch.max_steps)
     name = launch.name
@@ -97,17 +86,7 @@ def _check(launch: Launch, parent: Run, taken: dict[str, int | None], in_tree: i
             f"limit reached: sub-agents go at most {settings.RESEARCH_MAX_SUBAGENT_DEPTH} "
             "generations deep, and yours would be one more."
         )
-    return {
-        "name": name,
-        "reason": launch.reason,
-        "task": task,
-        "max_steps": max_steps,
-        "kind": launch.kind,
-        "tier": launch.tier,
-        "model": launch.model,
-        "tools": launch.tools,
-        "plan_item": launch.plan_item,
-    }
+    return replace(launch, task=task, max_steps=max_steps)
 
 
 @transaction.atomic
@@ -115,11 +94,11 @@ def verifier_spawn(*, parent_id: int, name: str, **fields) -> Run:
     """Record the verifier the runtime starts on a root's draft (issue 14). The runtime, not
     the model, asks for it: seed 000's limits and the task's length do not apply, and the
     name gets a number if the model already used it."""
-    parent = Run.objects.only("root_id").get(pk=parent_id)
+    parent = Run.objects.get(pk=parent_id)
     tree_lock(root_id=parent.root_id)
     taken = set(Run.objects.filter(parent_id=parent_id).values_list("name", flat=True))
     unique, number = name, 1
     while unique in taken:
         number += 1
         unique = f"{name}-{number}"
-    return subagent_create(parent_id=parent_id, name=unique, **fields)
+    return subagent_record(parent=parent, launch=Launch(name=unique, **fields))

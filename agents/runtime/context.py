@@ -13,6 +13,7 @@ from django.conf import settings
 from research import endings
 from research.endings import CANCELLED_BY_USER, DELETED
 from research.models import Run
+from research.selectors import team as team_reads
 
 
 class Cancelled(Exception):
@@ -93,12 +94,7 @@ class CancelToken:
             return True
         if not self.watched and now - self._checked_at >= settings.RESEARCH_CANCEL_POLL_SECONDS:
             self._checked_at = now
-            row = (
-                Run.objects.filter(pk=self.run_id)
-                .values_list("cancel_requested", "cancel_reason", "notes_pending")
-                .first()
-            )
-            self.apply(row)
+            self.apply(team_reads.cancel_flags(run_id=self.run_id))
         return self._event.is_set()
 
     def apply(self, row: tuple[bool, str, bool] | None) -> None:

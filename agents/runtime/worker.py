@@ -12,7 +12,8 @@ from django.conf import settings
 from django.db import close_old_connections, connections
 
 from research import endings, services
-from research.models import Run, Worker
+from research.models import Worker
+from research.selectors import team as team_reads
 
 log = logging.getLogger(__name__)
 
@@ -102,12 +103,7 @@ class WorkerLoops:
             tokens = {run_id: agent.token for run_id, agent in self._agents.items()}
         if not tokens:
             return
-        rows = {
-            pk: (requested, reason, notes)
-            for pk, requested, reason, notes in Run.objects.filter(pk__in=tokens).values_list(
-                "pk", "cancel_requested", "cancel_reason", "notes_pending"
-            )
-        }
+        rows = team_reads.cancel_flags_of(run_ids=list(tokens))
         for run_id, token in tokens.items():
             token.apply(rows.get(run_id))
 

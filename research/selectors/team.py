@@ -77,11 +77,19 @@ def unread_notes_exist(*, run_id: int) -> bool:
     ).exists()
 
 
-def cancel_flags(*, run_id: int) -> tuple[bool, str, bool] | None:
+CancelFlags = tuple[bool, str, bool]
+
+
+def cancel_flags(*, run_id: int) -> CancelFlags | None:
     """(cancel_requested, cancel_reason, notes_pending) of the run, as a CancelToken applies
     them; None when it was deleted."""
-    return (
-        Run.objects.filter(pk=run_id)
-        .values_list("cancel_requested", "cancel_reason", "notes_pending")
-        .first()
+    return cancel_flags_of(run_ids=[run_id]).get(run_id)
+
+
+def cancel_flags_of(*, run_ids: list[int]) -> dict[int, CancelFlags]:
+    """The cancel flags of several runs in one query (a pool reads all its agents'); a run
+    deleted meanwhile is left out. The one place these flags are read."""
+    rows = Run.objects.filter(pk__in=run_ids).values_list(
+        "pk", "cancel_requested", "cancel_reason", "notes_pending"
     )
+    return {pk: (requested, reason, notes) for pk, requested, reason, notes in rows}

@@ -14,6 +14,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from frontend.forms import RunSearchForm, model_can_run, sentence
+from frontend.rendering import duration_text
 from research import selectors, services
 from research.endings import Ending, ending_of
 from research.errors import InvalidInput, NotFound, TooManyRuns
@@ -43,20 +44,6 @@ ENDING_LABELS = {
 }
 
 
-def duration_text(seconds: float | None) -> str:
-    """Time as people say it: "3 s", "2 min 05 s", "1 h 02 min" (static/runs.js too)."""
-    if seconds is None:
-        return ""
-    total = int(seconds)
-    hours, rest = divmod(total, 3600)
-    minutes, seconds = divmod(rest, 60)
-    if hours:
-        return f"{hours} h {minutes:02d} min"
-    if minutes:
-        return f"{minutes} min {seconds:02d} s"
-    return f"{seconds} s"
-
-
 @dataclass(frozen=True)
 class Row:
     """A research as the list shows it."""
@@ -79,7 +66,7 @@ class Row:
 
     @property
     def duration(self) -> str:
-        return duration_text(self.worked_seconds)
+        return duration_text(self.worked_seconds, none="")
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Progress at a glance, as people read it: "3 of 5 agents done", "elapsed 2m 05s".
+"""Progress at a glance, as people read it: "3 of 5 agents done", "elapsed 2 min 05 s".
 
 Shared by the run page, the runs list (and its live status, `runs_progress`) and the CLI;
 static/page/format.js and static/runs.js format the same way in the browser.
@@ -8,6 +8,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET
 
+from frontend.rendering import duration_text
 from research.models import ACTIVE_STATUSES, Run
 from research.selectors.progress import TreeProgress, trees_progress
 
@@ -28,24 +29,20 @@ def progress_of_tree(run: Run, tree: list[Run]) -> TreeProgress:
 
 
 def elapsed_text(seconds: float | None) -> str:
-    if seconds is None:
-        return "not started"
-    seconds = int(seconds)
-    hours, rest = divmod(seconds, 3600)
-    minutes, seconds = divmod(rest, 60)
-    if hours:
-        return f"{hours}h {minutes:02d}m"
-    if minutes:
-        return f"{minutes}m {seconds:02d}s"
-    return f"{seconds}s"
+    return duration_text(seconds)
+
+
+def agents_done_text(done: int, total: int) -> str:
+    """`3 of 5 agents done`: the one wording, for the runs list, the page and the terminal."""
+    return f"{done} of {total} agent{'' if total == 1 else 's'} done"
 
 
 def agents_text(progress: TreeProgress) -> str:
-    return f"{progress.done} of {progress.agents} agent{'' if progress.agents == 1 else 's'} done"
+    return agents_done_text(progress.done, progress.agents)
 
 
 def progress_text(progress: TreeProgress) -> str:
-    """One line: `3 of 5 agents done · elapsed 2m 05s`."""
+    """One line: `3 of 5 agents done · elapsed 2 min 05 s`."""
     return f"{agents_text(progress)} · elapsed {elapsed_text(progress.elapsed_seconds())}"
 
 

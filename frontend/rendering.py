@@ -318,10 +318,11 @@ def _clip(text: str, limit: int = SUMMARY_LIMIT) -> str:
 # --- Figures and endings, as the run page writes them (static/page/format.js too) -----------
 
 
-def duration_text(seconds: float | None) -> str:
-    """`3 s`, `2 min 05 s`, `1 h 02 min`."""
+def duration_text(seconds: float | None, *, none: str = "not started") -> str:
+    """Time as people say it: `3 s`, `2 min 05 s`, `1 h 02 min` (static/page/format.js too);
+    the one wording of the page, the runs list, the terminal and MCP's progress line."""
     if seconds is None:
-        return "not started"
+        return none
     total = max(0, int(seconds))
     hours, rest = divmod(total, 3600)
     minutes, rest = divmod(rest, 60)

@@ -2,6 +2,8 @@
 // worked, refreshed every few seconds until none is working. When one changes status (it
 // pauses for review, resumes, ends), its row is read again from the REST API, whose `ending`
 // says how it ended: a cancelled research reads cancelled, not failed.
+import { duration } from "./page/format.js";
+
 (function () {
   "use strict";
 
@@ -15,17 +17,10 @@
     failed: ["failed", "failed"],
   };
 
-  // As frontend/library.py duration_text: "3 s", "2 min 05 s", "1 h 02 min".
+  // The one wording of durations (static/page/format.js, frontend/rendering.py duration_text).
   function durationText(seconds) {
     if (seconds === null || seconds === undefined || seconds === "") return "";
-    const total = Math.floor(Number(seconds));
-    const hours = Math.floor(total / 3600);
-    const minutes = Math.floor((total % 3600) / 60);
-    const rest = total % 60;
-    const two = (value) => String(value).padStart(2, "0");
-    if (hours) return `${hours} h ${two(minutes)} min`;
-    if (minutes) return `${minutes} min ${two(rest)} s`;
-    return `${rest} s`;
+    return duration(Number(seconds));
   }
 
   function agentsText(done, total) {
@@ -151,7 +146,7 @@
     }
   }
 
-  const script = document.currentScript;
+  const script = document.querySelector("script[data-progress-url]");
   const table = document.querySelector("table.runs-table[data-detail-url]");
   if (table && script && script.dataset.progressUrl) runsList(table, script.dataset.progressUrl);
 })();

@@ -50,7 +50,7 @@ NOTIFICATION_SPY = """
 
 @pytest.mark.parametrize(
     ("seconds", "text"),
-    [(None, "not started"), (0.4, "0s"), (59, "59s"), (65, "1m 05s"), (3720, "1h 02m")],
+    [(None, "not started"), (0.4, "0 s"), (59, "59 s"), (65, "1 min 05 s"), (3720, "1 h 02 min")],
 )
 def test_elapsed_time_reads_like_a_person_says_it(seconds, text):
     assert elapsed_text(seconds) == text
@@ -74,7 +74,7 @@ def test_the_live_status_of_the_runs_list_counts_agents_of_the_users_own_researc
     assert list(runs) == [str(root.pk)]  # bob's research is not alice's to see
     progress = runs[str(root.pk)]
     assert (progress["agents"], progress["done"], progress["active"]) == (3, 1, True)
-    assert re.fullmatch(r"1 of 3 agents done · elapsed 1m 0[5-9]s", progress["text"])
+    assert re.fullmatch(r"1 of 3 agents done · elapsed 1 min 0[5-9] s", progress["text"])
     assert client.get("/runs/progress?ids=1,x").json() == {
         "ids": ["ids must be 1 to 100 research ids separated by commas."]
     }
@@ -98,13 +98,13 @@ def test_the_clis_live_tree_counts_agents_as_they_end(alice, tree_factory):
     started = timezone.now() - timedelta(seconds=30)
     tree.apply({"type": "run.state", "run": root.pk, "status": "working", "state": "thinking",
                 "started_at": started.isoformat()})  # fmt: skip
-    assert re.fullmatch(r"0 of 2 agents done · elapsed 3\ds", tree.progress())
+    assert re.fullmatch(r"0 of 2 agents done · elapsed 3\d s", tree.progress())
     child = root.children.get()
     tree.apply({"type": "run.finished", "run": child.pk, "status": "done", "state": "ended",
                 "finished_at": timezone.now().isoformat()})  # fmt: skip
     tree.apply({"type": "run.finished", "run": root.pk, "status": "done", "state": "ended",
                 "finished_at": (started + timedelta(seconds=90)).isoformat()})  # fmt: skip
-    assert tree.progress() == "2 of 2 agents done · elapsed 1m 30s"
+    assert tree.progress() == "2 of 2 agents done · elapsed 1 min 30 s"
 
 
 @pytest.mark.browser

@@ -13,7 +13,7 @@ from django.utils import timezone
 from rich.table import Table
 from rich.text import Text
 
-from frontend.progress import elapsed_text
+from frontend.progress import agents_done_text, elapsed_text
 from frontend.terminal.render import STATUS_STYLE, field, money, one_line, terminal_text
 from research.models import ACTIVE_STATUSES, Run, Status
 
@@ -138,18 +138,14 @@ class TreeModel:
             self.finished_at = datetime.fromisoformat(payload["finished_at"])
 
     def progress(self) -> str:
-        """`3 of 5 agents done · elapsed 1m 05s`, as the run page says it."""
+        """`3 of 5 agents done · elapsed 1 min 05 s`, as the run page says it."""
         agents = list(self.agents.values())
         done = sum(agent.status not in ACTIVE_STATUSES for agent in agents)
         elapsed = None
         if self.started_at is not None:
             end = self.finished_at or timezone.now()
             elapsed = max(0.0, (end - self.started_at).total_seconds())
-        total = len(agents)
-        return (
-            f"{done} of {total} agent{'' if total == 1 else 's'} done"
-            f" · elapsed {elapsed_text(elapsed)}"
-        )
+        return f"{agents_done_text(done, len(agents))} · elapsed {elapsed_text(elapsed)}"
 
     def cost(self) -> Decimal:
         return sum((agent.cost_usd for agent in self.agents.values()), Decimal(0))

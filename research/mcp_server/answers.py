@@ -4,15 +4,12 @@ user (research.mcp_server.tools declares the tools; these are what they share)."
 
 import json
 from collections.abc import Callable
-from importlib.metadata import version
-from typing import Annotated, Any
+from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import close_old_connections
-from mcp.server.mcpserver import Context
 from mcp.types import CallToolResult, TextContent
-from pydantic import Field
 
 from research import selectors
 from research.errors import InvalidInput, NotFound
@@ -23,23 +20,6 @@ from research.ops.throttles import (
     user_throttle_wait,
 )
 
-TITLE = "Canopy deep research"
-VERSION = version("canopy")  # the installed package's: a client shows and logs it
-INSTRUCTIONS = (
-    "Canopy runs deep research with a tree of LLM agents: a research agent searches the web "
-    "and the user's knowledge bases, may split the work among sub-agents, and writes a "
-    "report that cites its sources, in minutes. Start one with start_research, wait for it "
-    "with follow_research (it reports progress), then read the report and its citations with "
-    "get_report. list_research finds researches; get_research shows one and its sub-agents. "
-    "One started with review_plan waits for its plan: read it with get_plan, then approve_plan."
-)
-
-FOLLOW_POLL_SECONDS = 0.5
-FOLLOW_MAX_SECONDS = 3600
-# A progress notification at least this often while nothing changes: the client (and any
-# proxy between) sees the call is alive; MCP clients give up on a silent stream (300 s).
-FOLLOW_HEARTBEAT_SECONDS = 20
-PAGE_SIZE_MAX = 200
 # Fields of a run that a listing leaves out: the report is read with get_report.
 LISTED_WITHOUT = ("report",)
 AGENT_FIELDS = (
@@ -56,11 +36,6 @@ AGENT_FIELDS = (
     "tree_cost_usd",
     "error",
 )
-
-ResearchId = Annotated[
-    int, Field(description="The id of a research (or of one of its sub-agents).")
-]
-OwnerOf = Callable[[Context], int]
 
 
 class Refused(Exception):

@@ -69,23 +69,6 @@ FOLLOW_MAX_SECONDS = 3600
 # proxy between) sees the call is alive; MCP clients give up on a silent stream (300 s).
 FOLLOW_HEARTBEAT_SECONDS = 20
 PAGE_SIZE_MAX = 200
-# Fields of a run that a listing leaves out: the report is read with get_report.
-LISTED_WITHOUT = ("report",)
-AGENT_FIELDS = (
-    "id",
-    "parent_id",
-    "depth",
-    "name",
-    "reason",
-    "status",
-    "state",
-    "steps",
-    "max_steps",
-    "cost_usd",
-    "tree_cost_usd",
-    "error",
-)
-
 ResearchId = Annotated[
     int, Field(description="The id of a research (or of one of its sub-agents).")
 ]

@@ -324,3 +324,48 @@ def test_a_cancelled_research_reads_cancelled_and_the_verifier_shows_its_task_cu
     assert Run.objects.get(pk=root_id).status == "failed"
     no_sideways_scroll(page, "cancelled")
     shot(page, tmp_path, "7-cancelled")
+
+
+EV_NOTES = b"""# EV batteries
+
+Lithium iron phosphate (LFP) cells cost less per kWh and last longer than NMC cells.
+
+CATL is the largest maker of electric-vehicle batteries, with more than a third of the market.
+
+Battery recycling in Europe recovers lithium, nickel and cobalt from spent cells.
+"""
+
+
+def test_an_item_the_analyst_adds_in_review_is_researched_and_covered_on_the_page(
+    sized,
+    server,
+    alice,
+    tmp_path,  # noqa: F811
+):
+    """The demo model follows the approved plan: an item added in review gets an agent of its
+    own, and the plan on the page shows it covered by that agent."""
+    page = sized
+    dataset = Dataset.objects.create(owner=alice, name="EV notes")
+    document_add(dataset=dataset, title="EV batteries", data=EV_NOTES, filename="ev.md")
+    log_in(page, server, "alice")
+    page.get_by_label("Model").select_option("demo")
+    root_id = start(
+        page, f"EV batteries ({page.size_name}): chemistry and market", review=True,
+        dataset="EV notes",
+    )  # fmt: skip
+    expect(page.locator("#run-status")).to_have_text("waiting for you")
+    editor = page.get_by_label("Plan items, one per line")
+    expect(editor).to_have_value(re.compile(r".+\n.+"))  # the lead's two items, once loaded
+    written = editor.input_value().splitlines()
+    editor.fill("\n".join([*written, "Battery recycling in Europe"]))
+    page.get_by_role("button", name="Approve plan").click()
+
+    expect(page.locator("#run-status")).to_have_text("done", timeout=60_000)
+    added = page.locator("#plan-items .plan-item").nth(2)
+    expect(added).to_contain_text("Battery recycling in Europe")
+    expect(added.locator(".plan-status")).to_have_text("covered")
+    researcher = Run.objects.get(root_id=root_id, plan_item="Battery recycling in Europe")
+    assert "Battery recycling in Europe" in researcher.topic and researcher.status == "done"
+    expect(added.locator(".plan-agents")).to_contain_text(researcher.name)
+    no_sideways_scroll(page, "added item covered")
+    shot(page, tmp_path, "5-added-item-covered")

@@ -165,4 +165,4 @@ plan.load();
 panel.load();
 follow(state, config, page.connection);
 // The worked time grows while the clock runs; nothing else changes between events.
-setInterval(() => tiles.render(), 1000);
+setInterval(() => tiles.tick(), 1000);

@@ -2,8 +2,10 @@
 Chromium against a real daphne, the agent pool and the scripted LLM over HTTP.
 
 One research per flow and size: a reviewed plan that leads to a report with sections, a
-knowledge-base quote, a web source and a flagged URL; and a research cancelled while a
-verifier holds a long draft. Screenshots of each moment go to the test's tmp_path (and
+knowledge-base quote, a web source and a flagged URL; a research cancelled while a verifier
+holds a long draft; and an item the analyst adds in review, researched by the demo model.
+Through every flow, after every render of the page, its figures must agree with its tree
+and agents list (AGREEMENT_LOG). Screenshots of each moment go to the test's tmp_path (and
 CANOPY_SHOTS, when set, for a person to look at).
 """
 
@@ -41,6 +43,46 @@ new MutationObserver(() => {
 }).observe(document, {subtree: true, childList: true, characterData: true});
 """
 
+# After every change of the page (one render of the state, once per frame), the header's
+# figures must tell what the tree and the agents list show: how many agents, how many work,
+# how many ended, and how the research stands. A disagreement is recorded with what it read.
+AGREEMENT_LOG = """
+window.__agreement = {checks: 0, problems: []};
+const agreementCheck = () => {
+  const count = document.getElementById("agent-count");
+  const done = document.getElementById("agents-done");
+  const nodes = [...document.querySelectorAll("g.node[data-run-id]")];
+  const rows = [...document.querySelectorAll("button.agent-row[data-run-id]")];
+  const agents = rows.length ? rows : nodes;
+  if (!count || !done || !agents.length) return;
+  const ended = agents.filter((a) => a.dataset.ending).length;
+  const paused = agents.filter((a) => a.dataset.status === "paused").length;
+  const working = agents.length - ended - paused;
+  const progress = done.textContent.match(/^(\\d+) of (\\d+) agents? (done|ended)$/);
+  const tally = count.textContent.match(/^(\\d+)(?: · (\\d+) working| · waiting for you)?$/);
+  const seen = `${count.textContent} | ${done.textContent} | ${agents.length} agents,` +
+    ` ${working} working, ${ended} ended`;
+  const problems = [];
+  if (!progress || +progress[1] !== ended || +progress[2] !== agents.length) {
+    problems.push("progress");
+  }
+  if (!tally || +tally[1] !== agents.length || (tally[2] !== undefined && +tally[2] !== working))
+    problems.push("agents tile");
+  if (nodes.length && rows.length && nodes.length !== rows.length) problems.push("tree and list");
+  window.__agreement.checks += 1;
+  if (problems.length) window.__agreement.problems.push(`${problems.join(", ")}: ${seen}`);
+};
+new MutationObserver(agreementCheck).observe(document, {
+  subtree: true, childList: true, characterData: true, attributes: true,
+});
+"""
+
+
+def assert_figures_agreed(page: Page) -> None:
+    agreement = page.evaluate("window.__agreement")
+    assert agreement["checks"] > 10, agreement
+    assert agreement["problems"] == [], agreement["problems"][:5]
+
 
 @pytest.fixture(params=list(SIZES))
 def sized(request, browser):  # noqa: F811
@@ -49,6 +91,7 @@ def sized(request, browser):  # noqa: F811
         viewport={"width": width, "height": height}, has_touch=request.param == "phone"
     )
     context.add_init_script(CONNECTION_LOG)
+    context.add_init_script(AGREEMENT_LOG)
     page = context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda error: errors.append(str(error)))
@@ -224,6 +267,7 @@ def test_a_reviewed_research_ends_with_its_report_on_stage(
     shot(page, tmp_path, "3-done")
     shot(page, tmp_path, "3-done-full")
     assert not any("Reconnecting" in text for text in page.evaluate("window.__connection"))
+    assert_figures_agreed(page)
 
     # The kb:// citation opens the passage, the quoted words highlighted.
     page.goto(server.url + kb_link.get_attribute("href"))
@@ -324,6 +368,7 @@ def test_a_cancelled_research_reads_cancelled_and_the_verifier_shows_its_task_cu
     assert Run.objects.get(pk=root_id).status == "failed"
     no_sideways_scroll(page, "cancelled")
     shot(page, tmp_path, "7-cancelled")
+    assert_figures_agreed(page)
 
 
 EV_NOTES = b"""# EV batteries
@@ -369,3 +414,34 @@ def test_an_item_the_analyst_adds_in_review_is_researched_and_covered_on_the_pag
     expect(added.locator(".plan-agents")).to_contain_text(researcher.name)
     no_sideways_scroll(page, "added item covered")
     shot(page, tmp_path, "5-added-item-covered")
+    assert_figures_agreed(page)
+
+
+def test_a_narrow_phone_never_scrolls_sideways_on_a_finished_research(
+    browser,
+    server,
+    scripted_llm,
+    alice,
+    tmp_path,  # noqa: F811
+):
+    """360 px, the narrowest phone the issue names, on the page with the most in it."""
+    context = browser.new_context(viewport={"width": 360, "height": 740}, has_touch=True)
+    page = context.new_page()
+    try:
+        page.size_name = "narrow"
+        topic = "Kingfishers at 360 px: a long report with a wide table and a long URL"
+        wide = "| " + " | ".join(f"column {n}" for n in range(8)) + " |"
+        scripted_llm.script(
+            topic,
+            reply(
+                f"# Kingfishers\n\n{wide}\n|{'---|' * 8}\n\nSee "
+                "https://example.org/a/very/long/path/that/does/not/break/anywhere/at/all/x\n"
+            ),
+        )
+        log_in(page, server, "alice")
+        start(page, topic)
+        expect(page.locator("#run-status")).to_have_text("done")
+        no_sideways_scroll(page, "done at 360 px")
+        shot(page, tmp_path, "8-narrow-done")
+    finally:
+        context.close()

@@ -25,6 +25,19 @@ export function createTiles(state, page) {
     new Notification(title, { body: topic, tag: `canopy-${root.id}${tag}` });
   }
 
+  function renderClock(root) {
+    const paused = root.status === "paused";
+    page.elapsed.textContent = duration(state.workedSeconds(root)) + (paused ? " · paused" : "");
+  }
+
+  // The clock alone, between renders: the rest of the header changes only with the tree and
+  // the list, in the same frame, so that they never disagree (an event applied to the state
+  // is drawn at the next frame; a tick that redrew the tiles could show it before the tree).
+  function tick() {
+    const root = state.rootRun();
+    if (root) renderClock(root);
+  }
+
   function render() {
     const root = state.rootRun();
     if (!root) return;
@@ -39,8 +52,7 @@ export function createTiles(state, page) {
     // "done" while every agent that ended ended well; a cancelled one is not done.
     const word = tally.ended === tally.done ? "done" : "ended";
     page.done.textContent = `${tally.ended} of ${plural(tally.total, "agent")} ${word}`;
-    const worked = state.workedSeconds(root);
-    page.elapsed.textContent = duration(worked) + (paused ? " · paused" : "");
+    renderClock(root);
     page.messageCount.textContent = String(state.messages.size);
 
     page.status.textContent = rootStatusText(root);
@@ -64,5 +76,5 @@ export function createTiles(state, page) {
     wasActive = root.active;
   }
 
-  return { render };
+  return { render, tick };
 }

@@ -31,6 +31,7 @@ from rest_framework.request import Request
 from rest_framework.views import APIView
 
 from frontend.export_docx import export_docx
+from frontend.passages import passage_href
 from frontend.rendering import render_report
 from frontend.terminal.export import export_json, export_markdown
 from research import selectors
@@ -114,8 +115,11 @@ class Export:
     filename: str
 
 
-def export_run(run: Run, format: str) -> Export:
-    """The run exported in `format` (md, json, pdf or docx)."""
+def export_run(run: Run, format: str, *, site: str = "") -> Export:
+    """The run exported in `format` (md, json, pdf or docx). With `site` (the address the
+    export was asked for at, "https://canopy.example.org"), a knowledge-base source links to
+    the page of Canopy's that shows its passage, as the run page does; without it (the CLI)
+    it keeps its kb:// address, which nothing outside Canopy opens."""
     name = f"canopy-research-{run.pk}"
     if format == "json":
         return Export(export_json(run).encode(), "application/json", f"{name}.json")
@@ -126,22 +130,38 @@ def export_run(run: Run, format: str) -> Export:
             status=409,
         )
     if format == "md":
-        return Export(export_markdown(run).encode(), "text/markdown; charset=utf-8", f"{name}.md")
+        markdown = export_markdown(run, passage_link=_passage_link(site))
+        return Export(markdown.encode(), "text/markdown; charset=utf-8", f"{name}.md")
     if format == "pdf":
-        return Export(export_pdf(run), "application/pdf", f"{name}.pdf")
+        return Export(export_pdf(run, site=site), "application/pdf", f"{name}.pdf")
     if format == "docx":
         return Export(export_docx(run), DOCX, f"{name}.docx")
     raise ExportError(f"format must be one of {', '.join(FORMATS)}, not {format!r}.", 400)
 
 
-def print_html(run: Run) -> str:
+def _passage_link(site: str):
+    """kb:// address and quote -> the passage page's absolute URL, or None without a site."""
+    if not site:
+        return None
+
+    def link(url: str, quote: str = "") -> str | None:
+        path = passage_href(url, quote)
+        return f"{site.rstrip('/')}{path}" if path else None
+
+    return link
+
+
+def print_html(run: Run, *, site: str = "") -> str:
     """The report as a self-contained HTML document with a print stylesheet."""
     citations = selectors.subtree_citations(run=run, subtree=False)
+    report_html = render_report(
+        run.report, citations, run.flagged_claims, passage_link=_passage_link(site)
+    )
     return render_to_string(
         "export/print.html",
         {
             "run": run,
-            "report_html": render_report(run.report, citations, run.flagged_claims),
+            "report_html": report_html,
             "citations": citations,
             "agents": len(selectors.subtree_runs(run=run)),
             "printed_at": timezone.now(),
@@ -149,14 +169,14 @@ def print_html(run: Run) -> str:
     )
 
 
-def export_pdf(run: Run) -> bytes:
+def export_pdf(run: Run, *, site: str = "") -> bytes:
     if not os.access(settings.PDF_CHROMIUM_PATH, os.X_OK):
         raise ExportError(
             f"PDF export needs Chromium at {settings.PDF_CHROMIUM_PATH} (PDF_CHROMIUM_PATH); "
             "md and json exports work without it.",
             503,
         )
-    html = print_html(run)
+    html = print_html(run, site=site)
     try:
         from playwright.sync_api import Error as PlaywrightError
         from playwright.sync_api import sync_playwright
@@ -222,7 +242,7 @@ class RunExportView(APIView):
             )
         run = selectors.run_get(owner=request.user, run_id=run_id)
         try:
-            export = export_run(run, format)
+            export = export_run(run, format, site=request.build_absolute_uri("/").rstrip("/"))
         except ExportError as error:
             failure = APIException(error.message)
             failure.status_code = error.status

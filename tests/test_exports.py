@@ -270,3 +270,39 @@ def test_the_docx_export_follows_the_rules_of_every_export(
     assert opened(target.read_bytes()).paragraphs[0].text == "Tides and the moon"
     with pytest.raises(CommandError, match="a DOCX is written to a file: add --output"):
         call_command(*command, stdout=io.StringIO())
+
+
+def test_a_knowledge_base_source_links_to_its_passage_in_exports_from_the_web(
+    api, alice, run_factory, tmp_path
+):
+    from research.models import Dataset
+    from research.services.datasets import document_add
+
+    dataset = Dataset.objects.create(owner=alice, name="Birds")
+    document = document_add(
+        dataset=dataset, title="Dippers", data=b"Dippers walk under water.", filename="d.txt"
+    )
+    kb = f"kb://dataset/{dataset.pk}/document/{document.pk}#0"
+    root = run_factory(dataset_id=dataset.pk)
+    Source.objects.create(run=root, root=root, kind="chunk", url=kb, text="Dippers walk.")
+    report = f"# Dippers\n\n> Dippers walk under water.\n>\n> — [Dippers]({kb})"
+    citations_record(run_id=root.pk, report=report)
+    services.run_finish(run_id=root.pk, report=report)
+    passage = f"http://testserver/kb/{dataset.pk}/documents/{document.pk}/passages/0/"
+
+    markdown = export(api, root.pk, "md").content.decode()
+    pdf = export(api, root.pk, "pdf").content
+
+    assert f"]({kb}): verified" in markdown and f"([the passage]({passage}))" in markdown
+    assert "Dippers walk under water." in pdf_text(pdf)
+    links = [
+        annotation.get_object()["/A"].get("/URI", "")
+        for page in PdfReader(io.BytesIO(pdf)).pages
+        for annotation in page.get("/Annots") or []
+    ]
+    assert any(link.startswith(passage) for link in links), links
+    out = tmp_path / "cli.md"
+    call_command(
+        "research", "export", str(root.pk), "--user", "alice", "--output", str(out)
+    )  # fmt: skip
+    assert kb in out.read_text() and "the passage" not in out.read_text()

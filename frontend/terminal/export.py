@@ -64,8 +64,10 @@ def _messages(run: Run, tree: list[Run]) -> list:
     return [found[pk] for pk in sorted(found)]
 
 
-def export_markdown(run: Run) -> str:
-    """The report as written, its sources as checked, and a line saying what produced it."""
+def export_markdown(run: Run, *, passage_link=None) -> str:
+    """The report as written, its sources as checked, and a line saying what produced it.
+    With `passage_link` (kb:// address -> a URL), a knowledge-base source also names the page
+    that shows its passage."""
     parts = []
     if not run.report.lstrip().startswith("#"):
         parts.append(f"# {one_line(run.topic)[:200]}")
@@ -74,7 +76,7 @@ def export_markdown(run: Run) -> str:
     if citations:
         sources = [
             f"{number}. [{one_line(citation.title) or citation.url}]({citation.url}): "
-            f"{_provenance(citation)}"
+            f"{_provenance(citation)}{_passage(citation.url, passage_link)}"
             for number, citation in enumerate(citations, start=1)
         ]
         parts.append("## Sources checked\n\n" + "\n".join(sources))
@@ -85,6 +87,11 @@ def export_markdown(run: Run) -> str:
         f"cost {money(run.tree_cost_usd)}, {finished}.*"
     )
     return "\n\n".join(parts) + "\n"
+
+
+def _passage(url: str, passage_link) -> str:
+    target = passage_link(url) if passage_link is not None else None
+    return f" ([the passage]({target}))" if target else ""
 
 
 def _provenance(citation) -> str:

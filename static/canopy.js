@@ -140,6 +140,7 @@ function render() {
   plan.render();
   actions.render();
   stage.render();
+  panel.render();
 }
 
 state.subscribe((events) => {

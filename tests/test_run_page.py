@@ -44,8 +44,9 @@ new MutationObserver(() => {
 """
 
 # After every change of the page (one render of the state, once per frame), the header's
-# figures must tell what the tree and the agents list show: how many agents, how many work,
-# how many ended, and how the research stands. A disagreement is recorded with what it read.
+# figures must tell what the tree and the agents list show (how many agents, how many work,
+# how many ended), and the panel's status the selected agent's. A disagreement is recorded
+# with what it read.
 AGREEMENT_LOG = """
 window.__agreement = {checks: 0, problems: []};
 const agreementCheck = () => {
@@ -69,6 +70,15 @@ const agreementCheck = () => {
   if (!tally || +tally[1] !== agents.length || (tally[2] !== undefined && +tally[2] !== working))
     problems.push("agents tile");
   if (nodes.length && rows.length && nodes.length !== rows.length) problems.push("tree and list");
+  const live = document.querySelector('#panel [data-live="badges"][data-status]');
+  if (live) {
+    const shown = agents.find((a) => a.dataset.runId === live.dataset.runId);
+    if (shown && (shown.dataset.status !== live.dataset.status ||
+                  (shown.dataset.ending || "") !== (live.dataset.ending || ""))) {
+      problems.push(`panel ${live.dataset.status}/${live.dataset.ending} vs ` +
+        `${shown.dataset.status}/${shown.dataset.ending}`);
+    }
+  }
   window.__agreement.checks += 1;
   if (problems.length) window.__agreement.problems.push(`${problems.join(", ")}: ${seen}`);
 };

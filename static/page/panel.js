@@ -2,6 +2,7 @@
 // when an event concerns it. Switching agents starts the panel at its top; on a narrow screen
 // the panel is brought into view, since it sits under the agents there.
 import { localiseTimes } from "./feed.js";
+import { endingWord, stepsText } from "./format.js";
 
 const NARROW = window.matchMedia("(max-width: 1080px)");
 
@@ -55,6 +56,9 @@ export function createPanel(state, panel, config) {
     panel.innerHTML = html; // the server escaped every text and sanitised the report
     localiseTimes(panel);
     shows = runId;
+    // Its live status is drawn with the tree, in the next frame: drawn now, from a state the
+    // tree has not drawn yet, it could say "working" beside a node that still says "queued".
+    state.redraw();
     panel.removeAttribute("aria-busy");
     panel.querySelectorAll("details[data-key]").forEach((details) => {
       if (open.has(details.dataset.key)) details.open = open.get(details.dataset.key);
@@ -73,6 +77,30 @@ export function createPanel(state, panel, config) {
     reveal = false;
   }
 
+  function badge(className, text) {
+    const span = document.createElement("span");
+    span.className = `badge ${className}`;
+    span.textContent = text;
+    return span;
+  }
+
+  // The panel's status and steps follow the state at every render, as the tree's nodes do;
+  // the rest of it (timeline, transcript, report) is the server's, loaded again after a burst.
+  function renderLive() {
+    const run = state.runs.get(shows);
+    const badges = panel.querySelector('[data-live="badges"]');
+    if (!run || !badges || Number(badges.dataset.runId) !== run.id) return;
+    let shown;
+    if (!run.active) shown = [badge(`ending-${run.ending}`, endingWord(run))];
+    else if (run.status === "paused") shown = [badge("status-paused", "waiting for you")];
+    else shown = [badge(`state-${run.state}`, run.state), " ", badge(`status-${run.status}`, run.status)];
+    badges.replaceChildren(...shown);
+    badges.dataset.status = run.status;
+    badges.dataset.ending = run.active ? "" : run.ending;
+    const steps = panel.querySelector('[data-live="steps"]');
+    if (steps) steps.textContent = stepsText(run);
+  }
+
   function showError(text) {
     panel.removeAttribute("aria-busy");
     const alert = document.createElement("p");
@@ -84,6 +112,7 @@ export function createPanel(state, panel, config) {
 
   return {
     load,
+    render: renderLive,
     /** The analyst chose another agent: show it from its top, in view. */
     switchTo() {
       panel.setAttribute("aria-busy", "true");

@@ -181,6 +181,10 @@ export function createState(config) {
     subscribe(listener) {
       listeners.push(listener);
     },
+    /** Draw every part again at the next frame, together (a panel that just loaded). */
+    redraw() {
+      changed({ type: "redraw" });
+    },
     setPlan(plan) {
       state.plan = plan;
       changed({ type: "plan" });

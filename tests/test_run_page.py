@@ -45,8 +45,8 @@ new MutationObserver(() => {
 
 # After every change of the page (one render of the state, once per frame), the header's
 # figures must tell what the tree and the agents list show (how many agents, how many work,
-# how many ended), and the panel's status the selected agent's. A disagreement is recorded
-# with what it read.
+# how many ended), the panel's status the selected agent's, and a plan item's status its
+# agents'. A disagreement is recorded with what it read.
 AGREEMENT_LOG = """
 window.__agreement = {checks: 0, problems: []};
 const agreementCheck = () => {
@@ -70,6 +70,20 @@ const agreementCheck = () => {
   if (!tally || +tally[1] !== agents.length || (tally[2] !== undefined && +tally[2] !== working))
     problems.push("agents tile");
   if (nodes.length && rows.length && nodes.length !== rows.length) problems.push("tree and list");
+  const named = (name) => agents.find((a) =>
+    (a.querySelector(".node-name, .agent-row-name") || {}).textContent === name);
+  for (const row of document.querySelectorAll("#plan-items .plan-item[data-status]")) {
+    const names = ((row.querySelector(".plan-agents") || {}).textContent || "")
+      .replace(/^\\s*by /, "").split(",").map((name) => name.trim()).filter(Boolean);
+    const runs = names.filter((name) => name !== "lead").map(named).filter(Boolean);
+    if (!runs.length) continue;
+    const status = row.dataset.status;
+    if (status === "working" && !runs.some((a) => !a.dataset.ending)) problems.push("plan working");
+    if (status === "covered" && !runs.some((a) => a.dataset.ending === "done"))
+      problems.push("plan covered");
+    const working = runs.some((a) => !a.dataset.ending && a.dataset.status !== "paused");
+    if (status !== "working" && working) problems.push(`plan ${status} while ${names} works`);
+  }
   const live = document.querySelector('#panel [data-live="badges"][data-status]');
   if (live) {
     const shown = agents.find((a) => a.dataset.runId === live.dataset.runId);

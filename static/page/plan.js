@@ -28,7 +28,23 @@ export function createPlan(state, page, config, announce) {
     }
   }
 
-  function item(entry) {
+  // An item's status follows its sub-agents as the tree shows them, in the same frame (the
+  // rule of research/selectors/plans.py item_status). An item no sub-agent took keeps the
+  // server's word: only the server knows whether the lead researched it itself.
+  function live(entry) {
+    const root = state.rootRun();
+    const covering = state.list().filter((run) => run.parent_id !== null && run.plan_item === entry.text);
+    if (!covering.length) return entry;
+    let status;
+    if (covering.some((run) => run.active)) status = "working";
+    else if (covering.some((run) => run.ending === "done")) status = "covered";
+    else status = root && !root.active ? "gap" : "failed";
+    const agents = covering.map((run) => ({ id: run.id, name: run.name, status: run.status }));
+    return { ...entry, status, agents };
+  }
+
+  function item(planned) {
+    const entry = live(planned);
     const li = document.createElement("li");
     li.className = "plan-item";
     li.dataset.status = entry.status;

@@ -40,6 +40,7 @@ const page = {
   planItems: byId("plan-items"),
   planReview: byId("plan-review"),
   planEditor: byId("plan-editor"),
+  planChanges: byId("plan-changes"),
   planError: byId("plan-error"),
   planApprove: byId("plan-approve"),
   noteCard: byId("note-card"),

@@ -469,3 +469,36 @@ def test_a_narrow_phone_never_scrolls_sideways_on_a_finished_research(
         shot(page, tmp_path, "8-narrow-done")
     finally:
         context.close()
+
+
+def test_a_lead_that_revises_the_approved_plan_shows_the_analyst_what_changed(
+    sized,
+    server,
+    scripted_llm,
+    alice,
+    tmp_path,  # noqa: F811
+):
+    page = sized
+    topic = f"Puffins ({page.size_name}): burrows and fish"
+    scripted_llm.script(
+        topic,
+        call("write_plan", items=["Burrows", "Fish"]),
+        call("write_plan", items=["Burrows", "Fish", "Predators"]),
+        reply("the puffin report"),
+    )
+    log_in(page, server, "alice")
+    start(page, topic, review=True)
+    page.get_by_role("button", name="Approve plan").click()
+
+    # The revision waits for the analyst again, saying what it changes.
+    changes = page.locator("#plan-changes")
+    expect(changes).to_have_text(
+        "The lead revised the plan you approved (version 1): it adds “Predators”."
+    )
+    expect(page.locator("#run-status")).to_have_text("waiting for you")
+    no_sideways_scroll(page, "revised")
+    shot(page, tmp_path, "9-revised")
+    page.get_by_role("button", name="Approve plan").click()
+    expect(page.locator("#run-status")).to_have_text("done")
+    expect(changes).to_be_hidden()
+    assert_figures_agreed(page)

@@ -13,6 +13,16 @@ export function planLines(text) {
     .filter(Boolean);
 }
 
+/** A revision of the plan the analyst approved, in words: what it adds and removes. */
+export function changesText(changes) {
+  const quoted = (items) => items.map((item) => `“${item}”`).join(", ");
+  const parts = [];
+  if (changes.added.length) parts.push(`adds ${quoted(changes.added)}`);
+  if (changes.removed.length) parts.push(`removes ${quoted(changes.removed)}`);
+  const what = parts.length ? parts.join(" and ") : "rewords it";
+  return `The lead revised the plan you approved (version ${changes.since_version}): it ${what}.`;
+}
+
 export function createPlan(state, page, config, announce) {
   let timer = null;
   let edited = null; // the version whose items are in the review editor
@@ -75,6 +85,8 @@ export function createPlan(state, page, config, announce) {
     page.planVersion.textContent = `version ${plan.version}${plan.approved ? " · approved" : ""}`;
     page.planItems.replaceChildren(...plan.items.map(item));
     page.planReview.hidden = !plan.awaiting_review;
+    page.planChanges.hidden = !plan.changes;
+    page.planChanges.textContent = plan.changes ? changesText(plan.changes) : "";
     page.planCard.classList.toggle("awaiting", Boolean(plan.awaiting_review));
     // The editor is filled once per version, so an analyst's edits survive refreshes.
     if (plan.awaiting_review && edited !== plan.version) {

@@ -9,6 +9,7 @@ import json
 import logging
 import time
 from contextlib import AbstractContextManager, nullcontext
+from functools import partial
 from typing import Any
 
 import jsonschema
@@ -344,11 +345,10 @@ class Agent:
         if item.tool is None:
             return f"error: {item.error}", True
         try:
-            # A tool's writes are transactions: one cut off by a lost connection left nothing,
-            # and runs again on a fresh one.
-            return resilience.retrying(
-                f"running {item.call.name}", lambda: item.tool.handler(self.ctx, item.arguments)
-            ), False
+            run = partial(item.tool.handler, self.ctx, item.arguments)
+            if item.tool.parallel:  # reads retry on a fresh connection; acts never run twice
+                return resilience.retrying(f"running {item.call.name}", run), False
+            return run(), False
         except ToolError as error:
             return f"error: {error}", True
         except (Cancelled, Paused):

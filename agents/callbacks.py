@@ -24,7 +24,8 @@ import httpx
 from django.conf import settings
 from django.db import close_old_connections, connections
 
-from agents.tools.pages import IPAddress, Unresolvable, host_allowed, not_public, resolve
+from agents.tools.pages import IPAddress, Unresolvable, host_allowed, resolve
+from research import outbound
 from research.errors import InvalidInput
 from research.models import Callback
 from research.serializers import RunOutputSerializer
@@ -145,15 +146,8 @@ def _refusal(url: httpx.URL, addresses: list[IPAddress]) -> str | None:
     """Why read_page's guard refuses these addresses, worded for a callback, or None."""
     if host_allowed(url):
         return None
-    for address in addresses:
-        if kind := not_public(address):
-            where = (
-                f"{address} is a {kind} address"
-                if url.host == str(address)
-                else f"{url.host} resolves to {address}, a {kind} address"
-            )
-            return f"{where}; a callback is only posted to a public address."
-    return None
+    where = outbound.refused_address(url.host, addresses)
+    return f"{where}; a callback is only posted to a public address." if where else None
 
 
 def _give_up(callback: Callback, reason: str) -> None:

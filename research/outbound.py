@@ -53,6 +53,18 @@ def not_public(ip: IPAddress) -> str | None:
     return None
 
 
+def refused_address(host: str, addresses: list[IPAddress]) -> str | None:
+    """Where the first non-public address of `host` is, in neutral words each caller frames
+    for its audience ("example.org resolves to 10.0.0.1, a private address"); None when every
+    address is public."""
+    for address in addresses:
+        if kind := not_public(address):
+            if host == str(address):
+                return f"{address} is a {kind} address"
+            return f"{host} resolves to {address}, a {kind} address"
+    return None
+
+
 def literal_address(host: str) -> IPAddress | None:
     """The address a host names when it is an address literal, else None (a name).
 

@@ -16,9 +16,9 @@ from django.db import transaction
 from agents import callbacks
 from agents.callbacks import CallbackSender
 from agents.llm.scripted import reply
-from agents.tools.pages import not_public
 from research import services
 from research.models import Callback, Run
+from research.outbound import not_public
 from research.services.callbacks import signing_key
 from tests.conftest import wait_finished, wait_for
 

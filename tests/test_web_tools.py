@@ -16,9 +16,10 @@ from django.contrib.auth.models import User
 
 from agents.runtime.context import AgentContext, CancelToken
 from agents.tools.base import ToolError
-from agents.tools.pages import READ_PAGE, not_public
+from agents.tools.pages import READ_PAGE
 from agents.tools.web import WEB_SEARCH
 from research.models import Source
+from research.outbound import not_public
 from research.services import run_start
 from tests import fakeweb
 from tests.fakeweb import FakeWeb

@@ -25,7 +25,7 @@ from agents.tools.base import ToolError, truncate
 from agents.tools.tool import tool
 from research import outbound
 from research.models import Source
-from research.outbound import IPAddress, not_public
+from research.outbound import IPAddress
 from research.services.sources import source_record
 from research.text import UnreadableFile, declared_charset, decode, html_text, pdf_text
 
@@ -89,17 +89,11 @@ def checked_addresses(url: httpx.URL, *, redirected_from: str = "") -> list[IPAd
     addresses = resolve(url)
     if host_allowed(url):
         return addresses
-    for address in addresses:
-        if kind := not_public(address):
-            what = f"the redirect from {redirected_from} to {url}" if redirected_from else url
-            where = (
-                f"{address} is a {kind} address"
-                if url.host == str(address)
-                else f"{url.host} resolves to {address}, a {kind} address"
-            )
-            raise ToolError(
-                f"read_page: refused {what}: {where}. read_page only reads public web pages."
-            )
+    if where := outbound.refused_address(url.host, addresses):
+        what = f"the redirect from {redirected_from} to {url}" if redirected_from else url
+        raise ToolError(
+            f"read_page: refused {what}: {where}. read_page only reads public web pages."
+        )
     return addresses
 
 

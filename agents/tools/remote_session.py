@@ -20,7 +20,6 @@ from agents.runtime.context import Cancelled
 from agents.tools.base import ToolError
 from research import outbound
 from research.models import RemoteServer
-from research.outbound import not_public
 
 if TYPE_CHECKING:
     from agents.runtime.context import AgentContext
@@ -98,18 +97,12 @@ def guarded(server: RemoteServer) -> tuple[httpx2.URL, str]:
         {ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos},
         key=lambda address: (address.version, str(address)),
     )
-    if not outbound.host_allowed(url.host, port, allowed=settings.REMOTE_MCP_ALLOWED_HOSTS):
-        for address in addresses:
-            if kind := not_public(address):
-                where = (
-                    f"{address} is a {kind} address"
-                    if url.host == str(address)
-                    else f"{url.host} resolves to {address}, a {kind} address"
-                )
-                raise ToolError(
-                    f"refused the MCP server {server.name}: {where}; an operator may allow "
-                    "its host (REMOTE_MCP_ALLOWED_HOSTS)."
-                )
+    allowed = outbound.host_allowed(url.host, port, allowed=settings.REMOTE_MCP_ALLOWED_HOSTS)
+    if not allowed and (where := outbound.refused_address(url.host, addresses)):
+        raise ToolError(
+            f"refused the MCP server {server.name}: {where}; an operator may allow its host "
+            "(REMOTE_MCP_ALLOWED_HOSTS)."
+        )
     return url, str(addresses[0])
 
 

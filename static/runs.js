@@ -2,20 +2,14 @@
 // worked, refreshed every few seconds until none is working. When one changes status (it
 // pauses for review, resumes, ends), its row is read again from the REST API, whose `ending`
 // says how it ended: a cancelled research reads cancelled, not failed.
-import { duration } from "./page/format.js";
+import { duration, endingWord } from "./page/format.js";
 
 (function () {
   "use strict";
 
   const POLL_MS = 3000;
-  // How an ended research reads, and its badge's colour (frontend/library.py ENDING_LABELS).
-  const ENDINGS = {
-    done: ["done", "done"],
-    cancelled: ["cancelled", "cancelled"],
-    interrupted: ["interrupted", "failed"],
-    out_of_time: ["out of time", "failed"],
-    failed: ["failed", "failed"],
-  };
+  // Its badge's colour: cancelled reads apart from failed (frontend/library.py ENDING_LABELS).
+  const TONES = { done: "done", cancelled: "cancelled" };
 
   // The one wording of durations (static/page/format.js, frontend/rendering.py duration_text).
   function durationText(seconds) {
@@ -85,8 +79,7 @@ import { duration } from "./page/format.js";
         }
         return;
       }
-      const [label, tone] = ENDINGS[run.ending] || ENDINGS.failed;
-      badge(row, label, tone);
+      badge(row, endingWord(run), TONES[run.ending] || "failed");
       if (state) state.remove();
       delete cell.dataset.active;
       const time = durationText(run.worked_seconds);

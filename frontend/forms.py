@@ -153,6 +153,7 @@ class RunSearchForm(forms.Form):
     status = forms.ChoiceField(label="Status", required=False, choices=STANDINGS)
     since = forms.DateField(label="From", required=False, widget=DateInput)
     until = forms.DateField(label="To", required=False, widget=DateInput)
+    starred = forms.BooleanField(label="Starred only", required=False)
 
     def clean(self) -> dict:
         data = super().clean()

@@ -1,5 +1,5 @@
 """The research library: the runs list's search, filters and keyset pages, how each research
-reads in it, and its actions (delete with confirmation, run again).
+reads in it, and its actions (star, delete with confirmation, run again).
 
 Every query is scoped to the signed-in user; another user's research is a 404.
 """
@@ -95,7 +95,7 @@ def listing(request: HttpRequest) -> dict:
 
 
 def _filters(data: dict) -> dict:
-    filters = {key: data[key] for key in ("q", "since", "until") if data.get(key)}
+    filters = {key: data[key] for key in ("q", "since", "until", "starred") if data.get(key)}
     return {**filters, **STANDING_FILTERS.get(data.get("status") or "", {})}
 
 
@@ -156,6 +156,15 @@ def _back(request: HttpRequest) -> HttpResponse:
     ):
         return redirect(wanted)
     return redirect("runs")
+
+
+@login_required
+@require_POST
+def run_star(request: HttpRequest, run_id: int) -> HttpResponse:
+    """Star a research, or take its star off (`starred` is "true" or "false")."""
+    run = _root_or_404(request, run_id)
+    services.run_star(run=run, starred=request.POST.get("starred") == "true")
+    return _back(request)
 
 
 @login_required

@@ -11,6 +11,7 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("runs/<int:run_id>/", views.run, name="run"),
     path("runs/progress", progress.runs_progress, name="runs-progress"),
+    path("runs/<int:run_id>/star", library.run_star, name="run-star"),
     path("runs/<int:run_id>/delete", library.run_delete, name="run-delete"),
     path("runs/<int:run_id>/again", library.run_again, name="run-again"),
     path(

@@ -30,6 +30,7 @@ from research.serializers import (
     PlanApproveSerializer,
     PlanSerializer,
     ReportSerializer,
+    RunChangeSerializer,
     RunInTreeSerializer,
     RunListFilterSerializer,
     RunOutputSerializer,
@@ -134,13 +135,20 @@ def run_start(request: Request) -> Response:
 
 
 @extend_schema(methods=["GET"], responses=RunOutputSerializer)
+@extend_schema(methods=["PATCH"], request=RunChangeSerializer, responses=RunOutputSerializer)
 @extend_schema(methods=["DELETE"], responses={204: None})
-@api_view(["GET", "DELETE"])
+@api_view(["GET", "PATCH", "DELETE"])
 def run_detail(request: Request, run_id: int) -> Response:
+    """GET: the run. PATCH: star its research or take the star off (`starred`). DELETE: the
+    research and everything under it."""
     run = _run(request, run_id)
     if request.method == "DELETE":
         services.run_delete(run=run)
         return Response(status=status.HTTP_204_NO_CONTENT)
+    if request.method == "PATCH":
+        run = services.run_star(
+            run=run, starred=checked(RunChangeSerializer, request.data)["starred"]
+        )
     return Response(RunOutputSerializer(run).data)
 
 

@@ -67,6 +67,8 @@ class Run(models.Model):
     plan_item = models.CharField(max_length=200, blank=True, default="")
     # A root that pauses after its first plan until the analyst approves it.
     review_plan = models.BooleanField(default=False)
+    # A root its analyst starred in the library (the list can show only the starred).
+    starred = models.BooleanField(default=False)
     # Claims of the final report the verifier could not support (a root, issue 14).
     flagged_claims = models.JSONField(default=list, blank=True)
     # An analyst's note waits for this agent; read by the pool's watch with the cancel flag.

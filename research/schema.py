@@ -47,6 +47,7 @@ OPERATION_IDS = {
     ("research", "GET"): "research_list",
     ("research", "POST"): "research_start",
     ("research/{run_id}", "GET"): "research_get",
+    ("research/{run_id}", "PATCH"): "research_star",
     ("research/{run_id}", "DELETE"): "research_delete",
     ("research/{run_id}/cancel", "POST"): "research_cancel",
     ("research/{run_id}/tree", "GET"): "research_tree",

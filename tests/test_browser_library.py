@@ -182,3 +182,26 @@ def test_a_research_cancelled_while_the_list_is_open_turns_grey(
     expect(listed.locator("[data-status]")).to_have_class(re.compile("status-cancelled"))
     expect(listed.locator("[data-progress]")).to_contain_text("took ")
     shot(page, "cancelled-live", full_page=False)
+
+
+def test_a_star_marks_a_research_and_starred_only_lists_it(page, server, alice, library):  # noqa: F811
+    log_in(page, server, "alice")
+    lynx = row(page, library["done"])
+    star = lynx.get_by_role("button", name=re.compile("^Star: Where did the lynx"))
+    expect(star).to_have_attribute("aria-pressed", "false")
+
+    star.click()
+    star = row(page, library["done"]).get_by_role("button", name=re.compile("^Star: "))
+    expect(star).to_have_attribute("aria-pressed", "true")
+    expect(star).to_have_text("★")
+    # The star sits before its topic, on the topic's line, on a phone too.
+    topic = row(page, library["done"]).get_by_role("link", name="Where did the lynx come back?")
+    assert abs(star.bounding_box()["y"] - topic.bounding_box()["y"]) < 12
+    assert page.evaluate("document.documentElement.scrollWidth") <= page.viewport_size["width"]
+
+    page.get_by_label("Starred only").check()
+    page.get_by_role("button", name="Search", exact=True).click()
+    expect(page.locator("tr[data-run-id]")).to_have_count(1)
+    expect(row(page, library["done"])).to_be_visible()
+    shot(page, "starred")
+    assert Run.objects.get(pk=library["done"].pk).starred is True

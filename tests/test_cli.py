@@ -360,6 +360,20 @@ def _demo_run(run_factory) -> Run:
     return run
 
 
+def test_star_marks_a_research_that_list_starred_then_shows_alone(db, alice, run_factory):
+    otters = run_factory(topic="Otters")
+    run_factory(topic="Beavers")
+
+    said = research("star", str(otters.pk), "--user", "alice")
+    starred = research("list", "--starred", "--user", "alice").splitlines()[1:]
+    unstarred = research("star", str(otters.pk), "--off", "--user", "alice")
+
+    assert said.strip() == f"research {otters.pk}: starred."
+    assert [row.split("\t")[0] for row in starred] == [str(otters.pk)]
+    assert unstarred.strip() == f"research {otters.pk}: star taken off."
+    assert research("list", "--starred", "--user", "alice").splitlines()[1:] == []
+
+
 def test_on_a_terminal_show_and_list_say_a_demo_run_is_the_offline_demo_model(
     db, alice, run_factory, monkeypatch
 ):

@@ -329,3 +329,61 @@ def test_the_review_option_is_a_checkbox_beside_its_label(client, alice):
         html,
     )
     assert '<label for="id_review_plan">Review the plan first</label>' in html
+
+
+# --- Stars ------------------------------------------------------------------------------------
+
+
+def test_a_starred_research_is_listed_under_starred_only(api, library):
+    done = library["done"]
+    response = api.patch(f"{URL}/{done.pk}", {"starred": True}, format="json")
+
+    assert response.status_code == 200 and response.json()["starred"] is True
+    assert _ids(api.get(URL, {"starred": "true"})) == {done.pk}
+    assert done.pk not in _ids(api.get(URL, {"starred": "false"}))
+    assert len(_ids(api.get(URL))) == len(library)  # no filter: every research
+    api.patch(f"{URL}/{done.pk}", {"starred": False}, format="json")
+    assert _ids(api.get(URL, {"starred": "true"})) == set()
+
+
+def test_a_star_needs_a_yes_or_no_and_only_a_research_takes_one(api, tree_factory):
+    root = tree_factory(children=("history",), grandchildren=())
+    child = root.children.get()
+
+    missing = api.patch(f"{URL}/{root.pk}", {}, format="json")
+    wrong = api.patch(f"{URL}/{root.pk}", {"starred": "sometimes"}, format="json")
+    sub_agent = api.patch(f"{URL}/{child.pk}", {"starred": True}, format="json")
+
+    assert missing.status_code == 400 and "starred" in missing.json()
+    assert wrong.status_code == 400 and "starred" in wrong.json()
+    assert sub_agent.status_code == 400
+    assert sub_agent.json()["starred"] == [
+        f"run {child.pk} is a sub-agent: star its research (run {root.pk}) instead."
+    ]
+
+
+def test_another_users_research_cannot_be_starred(api_for, client, bob, tree_factory):
+    root = tree_factory(children=())
+
+    assert (
+        api_for(bob).patch(f"{URL}/{root.pk}", {"starred": True}, format="json").status_code == 404
+    )
+    client.force_login(bob)
+    assert client.post(f"/runs/{root.pk}/star", {"starred": "true"}).status_code == 404
+    root.refresh_from_db()
+    assert root.starred is False
+
+
+def test_the_page_stars_a_research_and_filters_on_stars(client, alice, library):
+    client.force_login(alice)
+    lynx = library["done"]
+
+    response = client.post(f"/runs/{lynx.pk}/star", {"starred": "true", "next": "/?q=lynx"})
+    starred_only = client.get("/", {"starred": "on"}).content.decode()
+
+    assert response.status_code == 302 and response["Location"] == "/?q=lynx"
+    assert re.findall(r'<tr data-run-id="(\d+)"', starred_only) == [str(lynx.pk)]
+    assert 'aria-pressed="true"' in starred_only
+    client.post(f"/runs/{lynx.pk}/star", {"starred": "false"})
+    lynx.refresh_from_db()
+    assert lynx.starred is False

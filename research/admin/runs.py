@@ -213,7 +213,7 @@ class RunAdmin(admin.ModelAdmin):
         "created_at",
     ]
     list_display_links = ["id", "label"]
-    list_filter = ["status", "state", ModelFilter, DepthFilter, "owner"]
+    list_filter = ["status", "state", ModelFilter, DepthFilter, "starred", "owner"]
     search_fields = ["topic", "name", "report"]
     list_select_related = ["owner"]
     # One count a page, not two: at 100,000 runs each is a scan of the table.

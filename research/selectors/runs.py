@@ -41,10 +41,12 @@ def run_list(
     since: date | None = None,
     until: date | None = None,
     roots_only: bool = False,
+    starred: bool | None = None,
 ) -> QuerySet[Run]:
     """The owner's runs: of a `status` (stored) or an `ending` (how they ended, as the run's
     JSON says it), whose topic or report matches `q`, started from `since` to `until`
-    (whole days, the server's time zone). Ordering and paging are the caller's."""
+    (whole days, the server's time zone), starred or not. Ordering and paging are the
+    caller's."""
     runs = runs_for(owner=owner)
     if parent_id is not None:
         runs = runs.filter(parent_id=parent_id)
@@ -61,6 +63,8 @@ def run_list(
         runs = runs.filter(created_at__lt=_day_start(until + timedelta(days=1)))
     if roots_only:
         runs = runs.filter(parent__isnull=True)
+    if starred is not None:
+        runs = runs.filter(starred=starred)
     return text_matching(runs, q) if q else runs
 
 

@@ -85,6 +85,10 @@ class RunStartSerializer(serializers.Serializer):
     callback_url = serializers.CharField(required=False, allow_blank=True, max_length=2000)
 
 
+class RunChangeSerializer(serializers.Serializer):
+    starred = serializers.BooleanField(help_text="star the research in the library, or not")
+
+
 class PlanItemsField(serializers.ListField):
     """A list of plan items whose errors are one flat list naming the item, as every field
     error of the API is (DRF's own would be an object keyed by index)."""
@@ -178,6 +182,10 @@ class RunListFilterSerializer(serializers.Serializer):
     )
     since = serializers.DateField(required=False, help_text="started on or after this day")
     until = serializers.DateField(required=False, help_text="started on or before this day")
+    # allow_null: left out of a query string it is None (no filter), not False.
+    starred = serializers.BooleanField(
+        required=False, allow_null=True, help_text="only the starred researches (or unstarred)"
+    )
 
     def validate(self, data: dict) -> dict:
         if "since" in data and "until" in data and data["since"] > data["until"]:

@@ -13,6 +13,7 @@ from research.services.datasets import (
     file_size_check,
 )
 from research.services.launch import Launch
+from research.services.library import run_star
 from research.services.messages import (
     message_publish,
     message_record,
@@ -97,6 +98,7 @@ __all__ = [
     "run_cancel",
     "run_claim",
     "run_delete",
+    "run_star",
     "run_finish",
     "run_set_state",
     "run_start",

@@ -88,6 +88,7 @@ class Command(BaseCommand):
         listing.add_argument("--status", choices=Status.values)
         listing.add_argument("--parent", type=int, help="list the sub-agents of this run")
         listing.add_argument("--all", action="store_true", help="include sub-agents")
+        listing.add_argument("--starred", action="store_true", help="only the starred researches")
         listing.add_argument(
             "--limit", type=int, default=50, help="at most this many, newest first (50)"
         )
@@ -101,6 +102,10 @@ class Command(BaseCommand):
         tail = self._action(actions, "tail", "follow a tree's events until it ends")
         tail.add_argument("id", type=int)
         tail.add_argument("--after", type=int, default=0, help="skip events up to this seq")
+
+        star = self._action(actions, "star", "star a research in the library (--off: unstar)")
+        star.add_argument("id", type=int)
+        star.add_argument("--off", action="store_true", help="take the star off")
 
         cancel = self._action(actions, "cancel", "cancel a run and its sub-agents")
         cancel.add_argument("id", type=int)
@@ -217,6 +222,7 @@ class Command(BaseCommand):
             parent_id=parent_id,
             status=options["status"],
             roots_only=parent_id is None and not options["all"],
+            starred=True if options["starred"] else None,
         )
         if options["before"] is not None:
             after = selectors.run_get(owner=user, run_id=options["before"])
@@ -231,7 +237,7 @@ class Command(BaseCommand):
             # On stderr: the listing on stdout stays one table a script can read.
             same = "".join(
                 f" --{name} {options[name]}" for name in ("status", "parent") if options[name]
-            ) + (" --all" if options["all"] else "")
+            ) + "".join(f" --{flag}" for flag in ("all", "starred") if options[flag])
             if options["limit"] != 50:
                 same += f" --limit {options['limit']}"
             self.stderr.write(
@@ -253,6 +259,11 @@ class Command(BaseCommand):
         status = self.watch(run, types=None, after=options["after"])
         run.refresh_from_db()
         self.exit_with(run, status)
+
+    def do_star(self, user: AbstractBaseUser, options: dict) -> None:
+        run = selectors.run_get(owner=user, run_id=options["id"])
+        run = services.run_star(run=run, starred=not options["off"])
+        self.write(f"research {run.pk}: {'starred' if run.starred else 'star taken off'}.")
 
     def do_cancel(self, user: AbstractBaseUser, options: dict) -> None:
         run = selectors.run_get(owner=user, run_id=options["id"])

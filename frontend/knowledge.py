@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -105,6 +105,8 @@ def knowledge_base(request: HttpRequest, dataset_id: int) -> HttpResponse:
         "accept": ",".join(TYPES_BY_EXTENSION),
         "limits": upload_limits_text(),
         "upload_url": reverse("api:dataset-documents", args=[dataset.pk]),
+        "check_url": reverse("knowledge-upload-check", args=[dataset.pk]),
+        "max_bytes": MAX_FILE_BYTES,
         "documents_url": reverse("knowledge-documents", args=[dataset.pk]),
         "start_url": f"{reverse('runs')}?dataset={dataset.pk}",
     }
@@ -117,6 +119,23 @@ def knowledge_documents(request: HttpRequest, dataset_id: int) -> HttpResponse:
     """The documents list alone (HTML), which the page reads again after an upload."""
     dataset = _dataset_or_404(request, dataset_id)
     return render(request, "knowledge_documents.html", _documents_context(dataset))
+
+
+@login_required
+@require_POST
+def upload_check(request: HttpRequest, dataset_id: int) -> HttpResponse:
+    """Whether a file of this name and size may be uploaded, asked before sending one over
+    the limit, so that it is refused in the upload's own words without sending its bytes:
+    204, or 400 with `{"file": [why]}` as the API says it."""
+    _dataset_or_404(request, dataset_id)
+    name, size = request.POST.get("name", ""), request.POST.get("size", "")
+    if not size.isdigit():
+        return JsonResponse({"size": ["size must be a whole number of bytes."]}, status=400)
+    try:
+        services.file_size_check(size=int(size), filename=name)
+    except InvalidInput as error:
+        return JsonResponse({error.field: [error.message]}, status=400)
+    return HttpResponse(status=204)
 
 
 @login_required

@@ -26,6 +26,7 @@ urlpatterns = [
         knowledge.knowledge_documents,
         name="knowledge-documents",
     ),
+    path("kb/<int:dataset_id>/check", knowledge.upload_check, name="knowledge-upload-check"),
     path(
         "kb/<int:dataset_id>/documents/<int:document_id>/delete",
         knowledge.document_delete,

@@ -2,8 +2,9 @@
 // chosen with the picker are uploaded one at a time through the REST API, the same request
 // as `POST /v1/gb/datasets/<id>/documents`: each file shows its progress, then either its
 // passages or, refused, the API's own words (wrong type, too large, empty, unreadable PDF),
-// and a refused file never stops the others. After each file that was added, the documents
-// list is read again from the server.
+// and a refused file never stops the others. A file over the size limit is not sent: the
+// page asks the server whether it may be, and shows its answer in the upload's own words.
+// After each file that was added, the documents list is read again from the server.
 import { csrfToken, firstError, sentence } from "./page/http.js";
 import { plural } from "./page/format.js";
 
@@ -111,6 +112,24 @@ import { plural } from "./page/format.js";
     });
   }
 
+  // A file over the limit the server gave the page: its words, or "" if it may be sent after all.
+  async function tooLarge(file) {
+    if (file.size <= Number(zone.dataset.maxBytes)) return "";
+    const form = new URLSearchParams({ name: file.name, size: String(file.size) });
+    try {
+      const response = await fetch(zone.dataset.checkUrl, {
+        method: "POST",
+        credentials: "same-origin",
+        headers: { "X-CSRFToken": csrfToken(), Accept: "application/json" },
+        body: form,
+      });
+      if (response.ok) return "";
+      return refusal(file, firstError(await response.json()));
+    } catch (error) {
+      return ""; // the upload itself will say what is wrong
+    }
+  }
+
   async function refreshDocuments() {
     try {
       const response = await fetch(zone.dataset.documentsUrl, { credentials: "same-origin" });
@@ -125,7 +144,9 @@ import { plural } from "./page/format.js";
     sending = true;
     while (queue.length) {
       const { file, view } = queue.shift();
-      if (await send(file, view)) await refreshDocuments();
+      const refused = await tooLarge(file);
+      if (refused) show(view, "refused", refused);
+      else if (await send(file, view)) await refreshDocuments();
     }
     sending = false;
   }

@@ -120,3 +120,22 @@ def test_start_a_research_on_it_chooses_it_on_the_form(client, alice, bob, birds
     other = client.get(f"{reverse('runs')}?dataset={bobs.pk}").content.decode()
     assert "Bob&#x27;s" not in other
     assert f'<option value="{birds.pk}" selected>' not in other
+
+
+def test_a_file_over_the_limit_is_refused_before_it_is_sent_in_the_uploads_words(
+    client, alice, bob, birds
+):
+    from research.services.datasets import MAX_FILE_BYTES
+
+    url = reverse("knowledge-upload-check", args=[birds.pk])
+    client.force_login(alice)
+    big = client.post(url, {"name": "huge.txt", "size": str(MAX_FILE_BYTES + 1)})
+    assert big.status_code == 400
+    assert big.json() == {
+        "file": [f"huge.txt is {MAX_FILE_BYTES + 1:,} bytes; the limit is {MAX_FILE_BYTES:,}."]
+    }
+    assert client.post(url, {"name": "ok.txt", "size": str(MAX_FILE_BYTES)}).status_code == 204
+    bad = client.post(url, {"name": "x.txt", "size": "lots"})
+    assert bad.json() == {"size": ["size must be a whole number of bytes."]}
+    client.force_login(bob)
+    assert client.post(url, {"name": "huge.txt", "size": "1"}).status_code == 404

@@ -31,6 +31,20 @@ QUOTE = "The turbines reached an efficiency of 47 percent in March"
 PDF = make_pdf("Quarterly report of the Zephyrine turbine programme.", f"{QUOTE}.")
 NOTES = "# Maintenance\n\nThe blades were inspected every spring by rope access teams.\n"
 
+# Every state each upload goes through, in order, by file name.
+STATES_LOG = """
+window.__uploads = {};
+new MutationObserver((changes) => {
+  for (const change of changes) {
+    const row = change.target;
+    if (!(row instanceof Element) || !row.matches("#uploads .upload")) continue;
+    const name = row.querySelector(".upload-name").textContent;
+    const seen = (window.__uploads[name] = window.__uploads[name] || []);
+    if (seen[seen.length - 1] !== row.dataset.state) seen.push(row.dataset.state);
+  }
+}).observe(document, {subtree: true, attributes: true, attributeFilter: ["data-state"]});
+"""
+
 
 @pytest.fixture(params=list(SIZES))
 def page(request, browser: Browser):
@@ -38,6 +52,7 @@ def page(request, browser: Browser):
     context = browser.new_context(
         viewport={"width": width, "height": height}, has_touch=request.param == "phone"
     )
+    context.add_init_script(STATES_LOG)
     page = context.new_page()
     page.size_name = request.param
     errors: list[str] = []
@@ -91,10 +106,10 @@ def test_an_uploaded_pdf_is_read_and_a_report_cites_its_passage(page, server, sc
     expect(page.get_by_text("No knowledge base yet.")).to_be_visible()
     page.get_by_role("button", name="Create knowledge base").click()
     expect(page.locator(".field-error")).to_have_text("Name must not be empty.")
-    page.get_by_label("Name").fill(f"Turbines ({page.size_name})")
+    page.get_by_label("Name").fill("Turbines")
     page.get_by_label("What it holds").fill("Reports of the Zephyrine programme")
     page.get_by_role("button", name="Create knowledge base").click()
-    expect(page.get_by_role("heading", name=f"Turbines ({page.size_name})")).to_be_visible()
+    expect(page.get_by_role("heading", name="Turbines")).to_be_visible()
     expect(page.get_by_text("No documents yet.")).to_be_visible()
     no_sideways_scroll(page, "empty")
     shot(page, "1-empty", full_page=True)
@@ -123,6 +138,10 @@ def test_an_uploaded_pdf_is_read_and_a_report_cites_its_passage(page, server, sc
         re.compile(r"^scan\.pdf is not a readable PDF \(.+\)\.$")
     )
     expect(page.locator('#uploads .upload[data-state="refused"]')).to_have_count(3)
+    # One at a time, each shown on its way: sent with its progress, read, then added or not.
+    states = page.evaluate("window.__uploads")
+    assert states["turbines.pdf"] == ["uploading", "reading", "added"], states
+    assert states["scan.pdf"] == ["uploading", "reading", "refused"], states
     pdf = Document.objects.get(dataset__owner=alice, title="turbines")
     row = page.locator(f'tr[data-document-id="{pdf.pk}"]')
     expect(row).to_contain_text("PDF")
@@ -141,6 +160,7 @@ def test_an_uploaded_pdf_is_read_and_a_report_cites_its_passage(page, server, sc
     )
     uploads = f"{server.url}/v1/gb/datasets/{pdf.dataset_id}/documents"
     assert posted.count(uploads) == 5, posted  # four from the picker, the notes dropped
+    assert page.evaluate("window.__uploads")["huge.txt"] == ["refused"]
     notes = Document.objects.get(dataset__owner=alice, title="maintenance")
     notes_row = page.locator(f'tr[data-document-id="{notes.pk}"]')
     expect(notes_row).to_contain_text("Markdown")
@@ -157,7 +177,7 @@ def test_an_uploaded_pdf_is_read_and_a_report_cites_its_passage(page, server, sc
 
     # A research on it: the scripted model queries it and cites the PDF's passage.
     kb = f"kb://dataset/{pdf.dataset_id}/document/{pdf.pk}#0"
-    topic = f"Turbines ({page.size_name}): how efficient did they get?"
+    topic = "How efficient did the Zephyrine turbines get?"
     scripted_llm.script(
         topic,
         call("query", question="turbines efficiency"),
@@ -186,6 +206,6 @@ def test_an_uploaded_pdf_is_read_and_a_report_cites_its_passage(page, server, sc
     passage.size_name = page.size_name
     expect(passage.locator("mark.quoted")).to_have_text(QUOTE)
     expect(passage.locator("#passage")).to_contain_text("Zephyrine turbine programme")
-    expect(passage.get_by_role("link", name=f"Turbines ({page.size_name})")).to_be_visible()
+    expect(passage.get_by_role("link", name="Turbines")).to_be_visible()
     no_sideways_scroll(passage, "passage")
     shot(passage, "5-passage")

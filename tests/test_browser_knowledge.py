@@ -106,6 +106,8 @@ def test_an_uploaded_pdf_is_read_and_a_report_cites_its_passage(page, server, sc
     expect(page.get_by_text("No knowledge base yet.")).to_be_visible()
     page.get_by_role("button", name="Create knowledge base").click()
     expect(page.locator(".field-error")).to_have_text("Name must not be empty.")
+    no_sideways_scroll(page, "create")
+    shot(page, "0-create", full_page=True)
     page.get_by_label("Name").fill("Turbines")
     page.get_by_label("What it holds").fill("Reports of the Zephyrine programme")
     page.get_by_role("button", name="Create knowledge base").click()
@@ -161,6 +163,8 @@ def test_an_uploaded_pdf_is_read_and_a_report_cites_its_passage(page, server, sc
     uploads = f"{server.url}/v1/gb/datasets/{pdf.dataset_id}/documents"
     assert posted.count(uploads) == 5, posted  # four from the picker, the notes dropped
     assert page.evaluate("window.__uploads")["huge.txt"] == ["refused"]
+    expect(page.locator("tr[data-document-id]")).to_have_count(2)
+    shot(page, "3-dropped", full_page=True)  # docs/knowledge-base.png at 1440x900
     notes = Document.objects.get(dataset__owner=alice, title="maintenance")
     notes_row = page.locator(f'tr[data-document-id="{notes.pk}"]')
     expect(notes_row).to_contain_text("Markdown")
@@ -169,7 +173,7 @@ def test_an_uploaded_pdf_is_read_and_a_report_cites_its_passage(page, server, sc
     expect(notes_row).to_contain_text("Delete maintenance and its 1 passage?")
     confirm.scroll_into_view_if_needed()
     no_sideways_scroll(page, "confirm")
-    shot(page, "3-confirm")
+    shot(page, "4-confirm")
     confirm.click()
     expect(page.get_by_text("Deleted maintenance and its passages.")).to_be_visible()
     expect(page.locator("tr[data-document-id]")).to_have_count(1)
@@ -197,7 +201,7 @@ def test_an_uploaded_pdf_is_read_and_a_report_cites_its_passage(page, server, sc
     query_result = scripted_llm.requests[-1]["messages"][-1]["content"]
     assert kb in query_result and QUOTE in query_result
     no_sideways_scroll(page, "report")
-    shot(page, "4-report")
+    shot(page, "5-report")
 
     # The citation opens the passage's page in a tab of its own, the quote highlighted.
     with page.context.expect_page() as opened:
@@ -208,4 +212,12 @@ def test_an_uploaded_pdf_is_read_and_a_report_cites_its_passage(page, server, sc
     expect(passage.locator("#passage")).to_contain_text("Zephyrine turbine programme")
     expect(passage.get_by_role("link", name="Turbines")).to_be_visible()
     no_sideways_scroll(passage, "passage")
-    shot(passage, "5-passage")
+    shot(passage, "6-passage")
+
+    # The list counts what is left in it.
+    passage.get_by_role("link", name="Knowledge bases", exact=True).first.click()
+    listed = passage.locator(f'tr[data-dataset-id="{pdf.dataset_id}"]')
+    expect(listed).to_contain_text("Turbines")
+    expect(listed.locator("td.num")).to_have_text(re.compile(r"^1( document)?$"))
+    no_sideways_scroll(passage, "list")
+    shot(passage, "7-list")

@@ -171,6 +171,12 @@ import { plural } from "./page/format.js";
     zone.classList.remove("is-over");
     if (event.dataTransfer && event.dataTransfer.files.length) add(Array.from(event.dataTransfer.files));
   });
+  // Leaving while files are still on their way would drop them: the browser asks first.
+  window.addEventListener("beforeunload", (event) => {
+    if (!sending) return;
+    event.preventDefault();
+    event.returnValue = "";
+  });
   // A file dropped beside the zone would replace the page (and the uploads in progress).
   for (const type of ["dragover", "drop"]) {
     window.addEventListener(type, (event) => {

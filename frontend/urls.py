@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from frontend import exports, library, passages, progress, throttled, views
+from frontend import exports, knowledge, library, passages, progress, throttled, views
 
 urlpatterns = [
     # Beside the REST API it belongs to: the export is drawn by frontend's renderers.
@@ -20,6 +20,19 @@ urlpatterns = [
         name="agent-panel",
     ),
     path("runs/<int:run_id>/report/", views.run_report, name="run-report"),
+    path("kb/", knowledge.knowledge_bases, name="knowledge-bases"),
+    path("kb/<int:dataset_id>/", knowledge.knowledge_base, name="knowledge-base"),
+    path(
+        "kb/<int:dataset_id>/documents/",
+        knowledge.knowledge_documents,
+        name="knowledge-documents",
+    ),
+    path("kb/<int:dataset_id>/check", knowledge.upload_check, name="knowledge-upload-check"),
+    path(
+        "kb/<int:dataset_id>/documents/<int:document_id>/delete",
+        knowledge.document_delete,
+        name="knowledge-document-delete",
+    ),
     path(
         "kb/<int:dataset_id>/documents/<int:document_id>/passages/<int:position>/",
         passages.passage,

@@ -9,7 +9,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 
-from frontend import library
+from frontend import knowledge, library
 from frontend.forms import STARTER, StartResearchForm
 from frontend.rendering import duration_text, sentence, step_line, steps_text
 from frontend.reports import report_parts
@@ -35,7 +35,8 @@ def _run_or_404(request: HttpRequest, run_id: int) -> Run:
 @login_required
 @require_http_methods(["GET", "POST"])
 def runs(request: HttpRequest) -> HttpResponse:
-    form = StartResearchForm(request.POST or None, owner=request.user)
+    initial = knowledge.start_initial(request)
+    form = StartResearchForm(request.POST or None, owner=request.user, initial=initial)
     if request.method == "POST" and form.is_valid():
         run = _start(request, form)
         if run is not None:

@@ -102,6 +102,20 @@ def dataset_documents(request: Request, dataset_id: int) -> Response:
     return paginator.get_paginated_response(DocumentOutputSerializer(page, many=True).data)
 
 
+@extend_schema(methods=["GET"], responses=DocumentOutputSerializer)
+@extend_schema(methods=["DELETE"], responses={204: None})
+@api_view(["GET", "DELETE"])
+def dataset_document(request: Request, dataset_id: int, document_id: int) -> Response:
+    """One document of the dataset; DELETE removes it with its passages."""
+    document = selectors.document_get(
+        dataset=_dataset(request, dataset_id), document_id=document_id
+    )
+    if request.method == "DELETE":
+        services.document_delete(document=document)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+    return Response(DocumentOutputSerializer(document).data)
+
+
 def document_upload(request: Request, dataset: Dataset) -> Response:
     if "file" not in request.FILES:
         raise InvalidInput("upload the document as the multipart field file.", field="file")

@@ -64,6 +64,8 @@ OPERATION_IDS = {
     ("datasets/{dataset_id}", "DELETE"): "dataset_delete",
     ("datasets/{dataset_id}/documents", "GET"): "document_list",
     ("datasets/{dataset_id}/documents", "POST"): "document_upload",
+    ("datasets/{dataset_id}/documents/{document_id}", "GET"): "document_get",
+    ("datasets/{dataset_id}/documents/{document_id}", "DELETE"): "document_delete",
     ("datasets/{dataset_id}/query", "GET"): "dataset_query",
 }
 

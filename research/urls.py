@@ -24,6 +24,11 @@ api_urls = [
         api_datasets.dataset_documents,
         name="dataset-documents",
     ),
+    path(
+        "datasets/<int:dataset_id>/documents/<int:document_id>",
+        api_datasets.dataset_document,
+        name="dataset-document",
+    ),
     path("datasets/<int:dataset_id>/query", api_datasets.dataset_query, name="dataset-query"),
 ]
 

@@ -8,6 +8,7 @@ import pytest
 from playwright.sync_api import expect
 
 from agents.llm.scripted import call, reply
+from research import services
 from tests.test_browser import (  # noqa: F401  (fixtures)
     browser,
     log_in,
@@ -60,12 +61,19 @@ def test_every_page_loads_without_a_csp_violation(browser, server, admin_user, s
         page.locator("g.node").first.click()
         expect(page.locator("#panel")).to_contain_text("Beavers build")
         assert page.evaluate("window.__csp") == []
+        dataset = services.dataset_create(owner=admin_user, name="Beavers")
+        document = services.document_add(
+            dataset=dataset, title="", data=b"Dams slow water.", filename="d.md"
+        )
         pages = [
             "/",
             f"/runs/{root_id}/",
             f"/runs/{root_id}/agents/{root_id}/",
             "/v1/docs",
             "/v1/gb/research",
+            "/kb/",
+            f"/kb/{dataset.pk}/",
+            f"/kb/{dataset.pk}/documents/{document.pk}/passages/0/",
             "/admin/",
             "/admin/research/run/",
             f"/admin/research/run/{root_id}/change/",

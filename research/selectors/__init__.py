@@ -6,6 +6,7 @@ from research.selectors.events import REPLAY_LIMIT, events_after, tree_events
 from research.selectors.knowledge import (
     dataset_get,
     dataset_list,
+    document_get,
     document_list,
     remembered_facts,
 )
@@ -52,6 +53,7 @@ __all__ = [
     "citations_for",
     "dataset_get",
     "dataset_list",
+    "document_get",
     "document_list",
     "events_after",
     "remembered_facts",

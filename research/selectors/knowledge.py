@@ -35,6 +35,14 @@ def document_list(*, dataset: Dataset) -> QuerySet[Document]:
     )
 
 
+def document_get(*, dataset: Dataset, document_id: int) -> Document:
+    """One document of the dataset (read it through `dataset_get`, scoped to its owner)."""
+    document = document_list(dataset=dataset).filter(pk=document_id).first()
+    if document is None:
+        raise NotFound(f"no document with id {document_id} in this dataset.")
+    return document
+
+
 def remembered_facts(*, document_ids: set[int]) -> dict[int, tuple[str, str]]:
     """Which of these documents are facts an agent remembered: id -> (its source, the name
     of the agent that remembered it)."""

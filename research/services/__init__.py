@@ -9,6 +9,7 @@ from research.services.datasets import (
     dataset_create,
     dataset_delete,
     document_add,
+    document_delete,
     fact_remember,
     file_size_check,
 )
@@ -82,6 +83,7 @@ __all__ = [
     "dataset_create",
     "dataset_delete",
     "document_add",
+    "document_delete",
     "fact_remember",
     "file_size_check",
     "message_publish",

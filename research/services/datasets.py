@@ -142,6 +142,12 @@ def document_add(
     )
 
 
+def document_delete(*, document: Document) -> None:
+    """Delete a document with its chunks; runs that cited it keep their sources (the passage
+    page of a deleted document is a 404)."""
+    document.delete()
+
+
 # --- Facts -----------------------------------------------------------------------------------
 
 

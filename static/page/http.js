@@ -7,7 +7,7 @@ export function csrfToken() {
   return match ? decodeURIComponent(match[1]) : "";
 }
 
-function firstError(body) {
+export function firstError(body) {
   if (!body || typeof body !== "object") return "";
   if (body.detail) return body.detail;
   const first = Object.values(body)[0];

@@ -1,0 +1,162 @@
+"""Knowledge-base pages: the user's knowledge bases, and one of them with its documents.
+
+Files are uploaded from the page through the REST API (`POST /v1/gb/datasets/<id>/documents`,
+one request per file), so each file has its own progress and its own error in the API's
+words, with the API's limits and types (research.services.datasets). Creating a knowledge
+base and deleting a document are forms posted here, calling the same services. Every query
+is scoped to the signed-in user: another user's knowledge base is a 404.
+"""
+
+from dataclasses import dataclass
+
+from django import forms
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from frontend.rendering import sentence
+from research import selectors, services
+from research.errors import InvalidInput, NotFound
+from research.models import Dataset, Document
+from research.services.datasets import HTML, MARKDOWN, MAX_FILE_BYTES, PDF, TYPES_BY_EXTENSION
+
+# How a stored type reads in the documents list.
+TYPE_WORDS = {PDF: "PDF", HTML: "HTML", MARKDOWN: "Markdown"}
+
+
+def upload_limits_text() -> str:
+    """What the drop zone says it takes: the service's types and size limit."""
+    return f"PDF, HTML, Markdown or text files, up to {MAX_FILE_BYTES // (1024 * 1024)} MB each."
+
+
+class KnowledgeBaseForm(forms.Form):
+    # Shape only: emptiness, length and uniqueness are the service's, in the API's words.
+    name = forms.CharField(label="Name", required=False, strip=False)
+    description = forms.CharField(
+        label="What it holds",
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="Optional: a line for you, shown in the list.",
+    )
+
+
+def _dataset_or_404(request: HttpRequest, dataset_id: int) -> Dataset:
+    try:
+        return selectors.dataset_get(owner=request.user, dataset_id=dataset_id)
+    except NotFound as error:
+        raise Http404(error.message) from None
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def knowledge_bases(request: HttpRequest) -> HttpResponse:
+    """The user's knowledge bases and the form that creates one."""
+    form = KnowledgeBaseForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        try:
+            dataset = services.dataset_create(
+                owner=request.user,
+                name=form.cleaned_data["name"],
+                description=form.cleaned_data["description"],
+            )
+        except InvalidInput as error:
+            field = error.field if error.field in form.fields else None
+            form.add_error(field, sentence(error.message, field))
+        else:
+            return redirect("knowledge-base", dataset_id=dataset.pk)
+    datasets = selectors.dataset_list(owner=request.user)
+    return render(request, "knowledge_bases.html", {"form": form, "datasets": datasets})
+
+
+@dataclass(frozen=True)
+class DocumentRow:
+    """A document as the list shows it."""
+
+    document: Document
+    kind: str  # its type in words, or "fact" for one an agent remembered
+    passages: int
+    first_passage: str  # the page of its first passage ("" when it has none)
+
+
+def document_rows(dataset: Dataset) -> list[DocumentRow]:
+    rows = []
+    for document in selectors.document_list(dataset=dataset):
+        passages = document.chunk_count
+        kind = "fact" if document.remembered_by_id else TYPE_WORDS.get(document.content_type)
+        first = reverse("passage", args=[dataset.pk, document.pk, 0]) if passages else ""
+        rows.append(DocumentRow(document, kind or "text", passages, first))
+    return rows
+
+
+def _documents_context(dataset: Dataset) -> dict:
+    return {"dataset": dataset, "rows": document_rows(dataset)}
+
+
+@login_required
+@require_GET
+def knowledge_base(request: HttpRequest, dataset_id: int) -> HttpResponse:
+    """One knowledge base: its documents, the upload zone, and a research to start on it."""
+    dataset = _dataset_or_404(request, dataset_id)
+    context = {
+        **_documents_context(dataset),
+        "accept": ",".join(TYPES_BY_EXTENSION),
+        "limits": upload_limits_text(),
+        "upload_url": reverse("api:dataset-documents", args=[dataset.pk]),
+        "check_url": reverse("knowledge-upload-check", args=[dataset.pk]),
+        "max_bytes": MAX_FILE_BYTES,
+        "documents_url": reverse("knowledge-documents", args=[dataset.pk]),
+        "start_url": f"{reverse('runs')}?dataset={dataset.pk}",
+    }
+    return render(request, "knowledge_base.html", context)
+
+
+@login_required
+@require_GET
+def knowledge_documents(request: HttpRequest, dataset_id: int) -> HttpResponse:
+    """The documents list alone (HTML), which the page reads again after an upload."""
+    dataset = _dataset_or_404(request, dataset_id)
+    return render(request, "knowledge_documents.html", _documents_context(dataset))
+
+
+@login_required
+@require_POST
+def upload_check(request: HttpRequest, dataset_id: int) -> HttpResponse:
+    """Whether a file of this name and size may be uploaded, asked before sending one over
+    the limit, so that it is refused in the upload's own words without sending its bytes:
+    204, or 400 with `{"file": [why]}` as the API says it."""
+    _dataset_or_404(request, dataset_id)
+    name, size = request.POST.get("name", ""), request.POST.get("size", "")
+    if not size.isdigit():
+        return JsonResponse({"size": ["size must be a whole number of bytes."]}, status=400)
+    try:
+        services.file_size_check(size=int(size), filename=name)
+    except InvalidInput as error:
+        return JsonResponse({error.field: [error.message]}, status=400)
+    return HttpResponse(status=204)
+
+
+@login_required
+@require_POST
+def document_delete(request: HttpRequest, dataset_id: int, document_id: int) -> HttpResponse:
+    dataset = _dataset_or_404(request, dataset_id)
+    try:
+        document = selectors.document_get(dataset=dataset, document_id=document_id)
+    except NotFound as error:
+        raise Http404(error.message) from None
+    title = document.title
+    services.document_delete(document=document)
+    messages.success(request, f"Deleted {title} and its passages.")
+    return redirect("knowledge-base", dataset_id=dataset.pk)
+
+
+def start_initial(request: HttpRequest) -> dict:
+    """The start form's initial knowledge base, from `?dataset=<id>` (the knowledge-base page's
+    "Start a research" link): only one of the user's own, else the form's default."""
+    wanted = request.GET.get("dataset", "")
+    if not wanted.isdigit():
+        return {}
+    owned = Dataset.objects.filter(owner=request.user, pk=int(wanted)).exists()
+    return {"dataset": wanted} if owned else {}

@@ -1,0 +1,223 @@
+"""The knowledge-base page in Debian's Chromium against a real daphne, at 1440x900 and on a
+phone (390x844): create a knowledge base from the nav, upload several files at once (a PDF
+that is read, and files refused in words: wrong type, empty, unreadable PDF, too large)
+without losing the others, drop a file on the zone, delete a document with its
+confirmation, then start a research on the knowledge base with the scripted model: its report
+cites a passage of the uploaded PDF, and the citation opens the passage's page.
+
+Screenshots go to SCREENSHOTS (default /tmp/shots-h-e) to be looked at.
+"""
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, Page, expect
+
+from agents.llm.scripted import call, reply
+from research.models import Document, Run
+from research.services.datasets import MAX_FILE_BYTES
+from tests.conftest import wait_for
+from tests.test_browser import browser, log_in, server, web  # noqa: F401  (fixtures)
+from tests.test_knowledge import make_pdf
+
+# ruff: noqa: F811  (pytest fixtures imported from tests.test_browser)
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+SCREENSHOTS = Path(os.environ.get("SCREENSHOTS", "/tmp/shots-h-e"))
+SIZES = {"desktop": (1440, 900), "phone": (390, 844)}
+QUOTE = "The turbines reached an efficiency of 47 percent in March"
+PDF = make_pdf("Quarterly report of the Zephyrine turbine programme.", f"{QUOTE}.")
+NOTES = "# Maintenance\n\nThe blades were inspected every spring by rope access teams.\n"
+
+# Every state each upload goes through, in order, by file name.
+STATES_LOG = """
+window.__uploads = {};
+new MutationObserver((changes) => {
+  for (const change of changes) {
+    const row = change.target;
+    if (!(row instanceof Element) || !row.matches("#uploads .upload")) continue;
+    const name = row.querySelector(".upload-name").textContent;
+    const seen = (window.__uploads[name] = window.__uploads[name] || []);
+    if (seen[seen.length - 1] !== row.dataset.state) seen.push(row.dataset.state);
+  }
+}).observe(document, {subtree: true, attributes: true, attributeFilter: ["data-state"]});
+"""
+
+
+@pytest.fixture(params=list(SIZES))
+def page(request, browser: Browser):
+    width, height = SIZES[request.param]
+    context = browser.new_context(
+        viewport={"width": width, "height": height}, has_touch=request.param == "phone"
+    )
+    context.add_init_script(STATES_LOG)
+    page = context.new_page()
+    page.size_name = request.param
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    yield page
+    context.close()
+    assert errors == [], "the page raised JavaScript errors"
+
+
+def shot(page: Page, name: str, *, full_page: bool = False) -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=SCREENSHOTS / f"{page.size_name}-{name}.png", full_page=full_page)
+
+
+def no_sideways_scroll(page: Page, moment: str) -> None:
+    widths = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+    assert widths[0] <= widths[1], f"{moment}: the page scrolls sideways ({widths})"
+
+
+def upload(page: Page, name: str):
+    return page.locator("#uploads .upload").filter(
+        has=page.locator(".upload-name", has_text=re.compile(f"^{re.escape(name)}$"))
+    )
+
+
+def drop(page: Page, files: list[tuple[str, str, int]]) -> None:
+    """Drop files on the zone as a browser does: a drop event carrying them. Each is a name,
+    a text, and a size to pad the text to (made in the page: 25 MB never crosses the wire)."""
+    page.evaluate(
+        """(files) => {
+            const transfer = new DataTransfer();
+            for (const [name, text, size] of files) {
+                const bytes = new Uint8Array(Math.max(size, text.length)).fill(97);
+                bytes.set(new TextEncoder().encode(text));
+                transfer.items.add(new File([bytes], name));
+            }
+            const zone = document.getElementById("upload-zone");
+            zone.dispatchEvent(new DragEvent("dragover", {dataTransfer: transfer, bubbles: true}));
+            zone.dispatchEvent(new DragEvent("drop", {dataTransfer: transfer, bubbles: true}));
+        }""",
+        files,
+    )
+
+
+def test_an_uploaded_pdf_is_read_and_a_report_cites_its_passage(page, server, scripted_llm, alice):
+    posted: list[str] = []
+    page.on("request", lambda r: posted.append(r.url) if r.method == "POST" else None)
+    log_in(page, server, "alice")
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="Knowledge bases").click()
+    expect(page.get_by_role("heading", name="Knowledge bases")).to_be_visible()
+    expect(page.get_by_text("No knowledge base yet.")).to_be_visible()
+    page.get_by_role("button", name="Create knowledge base").click()
+    expect(page.locator(".field-error")).to_have_text("Name must not be empty.")
+    no_sideways_scroll(page, "create")
+    shot(page, "0-create", full_page=True)
+    page.get_by_label("Name").fill("Turbines")
+    page.get_by_label("What it holds").fill("Reports of the Zephyrine programme")
+    page.get_by_role("button", name="Create knowledge base").click()
+    expect(page.get_by_role("heading", name="Turbines")).to_be_visible()
+    expect(page.get_by_text("No documents yet.")).to_be_visible()
+    no_sideways_scroll(page, "empty")
+    shot(page, "1-empty", full_page=True)
+
+    # Four files at once from the picker: one is read, three are refused, each in words.
+    page.locator("#upload-files").set_input_files(
+        [
+            {"name": "turbines.pdf", "mimeType": "application/pdf", "buffer": PDF},
+            {"name": "budget.xlsx", "mimeType": "application/vnd.ms-excel", "buffer": b"PK\x03"},
+            {"name": "empty.txt", "mimeType": "text/plain", "buffer": b""},
+            {"name": "scan.pdf", "mimeType": "application/pdf", "buffer": b"%PDF-1.4 torn"},
+        ]
+    )
+    expect(upload(page, "turbines.pdf").locator(".upload-words")).to_have_text(
+        "Added: 1 passage, ready to search."
+    )
+    expect(upload(page, "budget.xlsx").locator(".upload-words")).to_have_text(
+        "budget.xlsx is not a supported type: upload text (.txt), Markdown (.md), "
+        "HTML (.html) or PDF (.pdf)."
+    )
+    # DRF's words for a file of no bytes, as the API says them.
+    expect(upload(page, "empty.txt").locator(".upload-words")).to_have_text(
+        "The submitted file is empty."
+    )
+    expect(upload(page, "scan.pdf").locator(".upload-words")).to_have_text(
+        re.compile(r"^scan\.pdf is not a readable PDF \(.+\)\.$")
+    )
+    expect(page.locator('#uploads .upload[data-state="refused"]')).to_have_count(3)
+    # One at a time, each shown on its way: sent with its progress, read, then added or not.
+    states = page.evaluate("window.__uploads")
+    assert states["turbines.pdf"] == ["uploading", "reading", "added"], states
+    assert states["scan.pdf"] == ["uploading", "reading", "refused"], states
+    pdf = Document.objects.get(dataset__owner=alice, title="turbines")
+    row = page.locator(f'tr[data-document-id="{pdf.pk}"]')
+    expect(row).to_contain_text("PDF")
+    expect(row.locator("[data-state]")).to_have_text("ready")
+    expect(row.locator("[data-passages]")).to_contain_text("1")
+    no_sideways_scroll(page, "uploaded")
+    shot(page, "2-uploaded", full_page=True)
+
+    # Files dropped on the zone join them. One over the limit is refused without being sent.
+    drop(page, [("huge.txt", "", MAX_FILE_BYTES + 1), ("maintenance.md", NOTES, 0)])
+    expect(upload(page, "huge.txt").locator(".upload-words")).to_have_text(
+        f"huge.txt is {MAX_FILE_BYTES + 1:,} bytes; the limit is {MAX_FILE_BYTES:,}."
+    )
+    expect(upload(page, "maintenance.md").locator(".upload-words")).to_have_text(
+        "Added: 1 passage, ready to search."
+    )
+    uploads = f"{server.url}/v1/gb/datasets/{pdf.dataset_id}/documents"
+    assert posted.count(uploads) == 5, posted  # four from the picker, the notes dropped
+    assert page.evaluate("window.__uploads")["huge.txt"] == ["refused"]
+    expect(page.locator("tr[data-document-id]")).to_have_count(2)
+    shot(page, "3-dropped", full_page=True)  # docs/knowledge-base.png at 1440x900
+    notes = Document.objects.get(dataset__owner=alice, title="maintenance")
+    notes_row = page.locator(f'tr[data-document-id="{notes.pk}"]')
+    expect(notes_row).to_contain_text("Markdown")
+    notes_row.get_by_text("Delete", exact=True).click()
+    confirm = notes_row.get_by_role("button", name="Delete for good")
+    expect(notes_row).to_contain_text("Delete maintenance and its 1 passage?")
+    confirm.scroll_into_view_if_needed()
+    no_sideways_scroll(page, "confirm")
+    shot(page, "4-confirm")
+    confirm.click()
+    expect(page.get_by_text("Deleted maintenance and its passages.")).to_be_visible()
+    expect(page.locator("tr[data-document-id]")).to_have_count(1)
+    assert not Document.objects.filter(pk=notes.pk).exists()
+
+    # A research on it: the scripted model queries it and cites the PDF's passage.
+    kb = f"kb://dataset/{pdf.dataset_id}/document/{pdf.pk}#0"
+    topic = "How efficient did the Zephyrine turbines get?"
+    scripted_llm.script(
+        topic,
+        call("query", question="turbines efficiency"),
+        reply(f"# Efficiency\n\n> {QUOTE}.\n>\n> — [the quarterly report]({kb})\n"),
+    )
+    page.get_by_role("link", name="Start a research on it").click()
+    expect(page.get_by_label("Dataset")).to_have_value(str(pdf.dataset_id))
+    page.get_by_label("What should Canopy research?").fill(topic)
+    page.get_by_role("button", name="Start research").click()
+    page.wait_for_url(re.compile(r"/runs/\d+/$"))
+    root = Run.objects.get(topic=topic)
+    assert root.dataset_id == pdf.dataset_id
+    expect(page.locator("#run-status")).to_have_text("done")
+    wait_for(lambda: Run.objects.get(pk=root.pk).report)
+    link = page.locator("#report a.citation.verified")
+    expect(link).to_have_count(1)
+    query_result = scripted_llm.requests[-1]["messages"][-1]["content"]
+    assert kb in query_result and QUOTE in query_result
+    no_sideways_scroll(page, "report")
+    shot(page, "5-report")
+
+    # The citation opens the passage's page in a tab of its own, the quote highlighted.
+    with page.context.expect_page() as opened:
+        link.click()
+    passage = opened.value
+    passage.size_name = page.size_name
+    expect(passage.locator("mark.quoted")).to_have_text(QUOTE)
+    expect(passage.locator("#passage")).to_contain_text("Zephyrine turbine programme")
+    expect(passage.get_by_role("link", name="Turbines")).to_be_visible()
+    no_sideways_scroll(passage, "passage")
+    shot(passage, "6-passage")
+
+    # The list counts what is left in it.
+    passage.get_by_role("link", name="Knowledge bases", exact=True).first.click()
+    listed = passage.locator(f'tr[data-dataset-id="{pdf.dataset_id}"]')
+    expect(listed).to_contain_text("Turbines")
+    expect(listed.locator("td.num")).to_have_text(re.compile(r"^1( document)?$"))
+    no_sideways_scroll(passage, "list")
+    shot(passage, "7-list")

@@ -17,7 +17,9 @@ import argparse
 import asyncio
 import json
 import os
+import signal
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -55,6 +57,9 @@ def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=5, help="researches measured (5)")
     parser.add_argument("--json", help="write the figures to this file")
+    parser.add_argument(
+        "--py-spy", metavar="FILE", help="sample the web process meanwhile (py-spy, raw format)"
+    )
     return parser.parse_args()
 
 
@@ -122,7 +127,15 @@ def measure(llm: ScriptedLLM, server: Server, options: argparse.Namespace) -> di
     web = os.environ["SEARXNG_URL"]
     pid = server.process.pid
     runs = []
+    sampler = None
     for index in range(options.repeat + 1):  # the first warms the process up and is dropped
+        if index == 1 and options.py_spy:
+            sampler = subprocess.Popen(
+                ["py-spy", "record", "--pid", str(pid), "--rate", "250", "--format", "raw"]
+                + ["--output", options.py_spy, "--nonblocking"],
+                stdout=subprocess.DEVNULL,
+            )
+            time.sleep(1)
         topic = f"research cpu {index} {time.time()}"
         script_research(llm, web, topic)
         calls_before = len(llm.requests)
@@ -135,6 +148,9 @@ def measure(llm: ScriptedLLM, server: Server, options: argparse.Namespace) -> di
             raise SystemExit(f"the research ended {status}; unscripted: {llm.unscripted}")
         runs.append({"cpu_s": cpu, "wall_s": wall, "model_calls": model_calls})
     measured = runs[1:]
+    if sampler is not None:
+        sampler.send_signal(signal.SIGINT)
+        sampler.wait(30)
     idle_before = cpu_seconds(pid)
     time.sleep(2)
     idle_per_second = (cpu_seconds(pid) - idle_before) / 2

@@ -46,6 +46,7 @@ test: install services lint
 # Canopy's own cost, measured against its ideal on this machine; writes the plots of
 # docs/performance.md. About ten minutes.
 bench: install services
+	$(PY) bench/research_cpu.py
 	$(PY) bench/step_cost.py --database sqlite
 	$(PY) bench/step_cost.py --database postgres
 	$(PY) bench/served.py --json bench-results.json

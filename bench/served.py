@@ -78,6 +78,9 @@ def environment(options: argparse.Namespace) -> None:
         OPENAI_API_KEY="bench",
         RESEARCH_MODEL="scripted",
         RESEARCH_MODEL_PRICES='{"scripted": [1.0, 2.0]}',
+        # Every tree is a research started through the API: the bench starts far more than
+        # an analyst may in an hour.
+        THROTTLE_RESEARCH_START="100000/hour",
     )
     os.environ.pop("REDIS_URL", None)
 

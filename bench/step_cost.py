@@ -6,8 +6,11 @@ Canopy's: its writes (states, usage, steps, events), its reads and the loop.
     .venv/bin/python bench/step_cost.py --database postgres --turns 40
 
 The agent runs in this process's main thread, so the query log sees every statement it
-makes. It prints, per step: Canopy's milliseconds (median of --repeat runs), SQL queries and
-transactions.
+makes. It prints, per step (medians of --repeat runs): Canopy's milliseconds, the CPU of
+the agent's thread (the model client included; the scripted model runs in other threads),
+SQL statements and commits (each transaction committed, and each statement run outside
+one, which the database commits on its own), on either database. `--statements` lists the
+statements of the last run, grouped, most frequent first.
 """
 
 import argparse
@@ -16,6 +19,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parent.parent
@@ -23,7 +27,8 @@ sys.path.insert(0, str(PROJECT))
 
 from agents.llm.scripted import ScriptedLLM, call, reply  # noqa: E402  (no Django)
 
-POSTGRES_URL = "postgres://postgres@127.0.0.1:5432/canopy_bench"
+POSTGRES_DATABASE = os.environ.get("BENCH_STEP_DATABASE", "canopy_bench")
+POSTGRES_URL = f"postgres://postgres@127.0.0.1:5432/{POSTGRES_DATABASE}"
 
 
 def main() -> None:
@@ -36,6 +41,8 @@ def main() -> None:
         prepare_database()
         figures = [measure(llm, options, index) for index in range(options.repeat)]
         report(options, figures)
+        if options.statements:
+            print_statements(figures[-1]["statements"], steps=options.turns + 1)
 
 
 def parse_args() -> argparse.Namespace:
@@ -43,6 +50,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--database", choices=["sqlite", "postgres"], default="sqlite")
     parser.add_argument("--turns", type=int, default=40, help="tool-call turns (40)")
     parser.add_argument("--repeat", type=int, default=5, help="runs measured (5)")
+    parser.add_argument("--statements", action="store_true", help="list the statements")
     return parser.parse_args()
 
 
@@ -74,19 +82,39 @@ def create_postgres_database() -> None:
     import psycopg
 
     with psycopg.connect("postgres://postgres@127.0.0.1:5432/postgres", autocommit=True) as db:
-        if not db.execute("SELECT 1 FROM pg_database WHERE datname = 'canopy_bench'").fetchone():
-            db.execute("CREATE DATABASE canopy_bench")
+        exists = "SELECT 1 FROM pg_database WHERE datname = %s"
+        if not db.execute(exists, [POSTGRES_DATABASE]).fetchone():
+            db.execute(f"CREATE DATABASE {POSTGRES_DATABASE}")
 
 
 class QueryCounter:
-    """Counts the statements of this thread's connection."""
+    """Counts the statements of this thread's connection, those run outside a transaction
+    (each its own commit) and the commits of transactions."""
 
-    def __init__(self) -> None:
+    def __init__(self, connection) -> None:
         self.queries = 0
+        self.commits = 0
+        self.statements: Counter[str] = Counter()
+        self.connection = connection
 
     def __call__(self, execute, sql, params, many, context):
         self.queries += 1
+        self.statements[" ".join(sql.split())[:110]] += 1
+        # SQLite's BEGIN of an atomic block runs before the block counts as one.
+        if not self.connection.in_atomic_block and not sql.startswith("BEGIN"):
+            self.commits += 1
         return execute(sql, params, many, context)
+
+    def counting_commits(self):
+        """Count the connection's commits meanwhile (Django's commit of an atomic block)."""
+        commit = self.connection.commit
+
+        def counted() -> None:
+            self.commits += 1
+            commit()
+
+        self.connection.commit = counted
+        return self
 
 
 def measure(llm: ScriptedLLM, options: argparse.Namespace, index: int) -> dict[str, float]:
@@ -107,20 +135,27 @@ def measure(llm: ScriptedLLM, options: argparse.Namespace, index: int) -> dict[s
     )
     run = services.run_start(owner=owner, topic=topic, max_steps=options.turns + 1)
     services.run_claim(run_id=run.pk)
-    counter = QueryCounter()
+    counter = QueryCounter(connection).counting_commits()
     commits_before = _commits(connection)
-    started = time.perf_counter()
-    with connection.execute_wrapper(counter):
-        run_agent(run_id=run.pk, token=CancelToken(run.pk), pool=None)
+    started, cpu_started = time.perf_counter(), time.thread_time()
+    try:
+        with connection.execute_wrapper(counter):
+            run_agent(run_id=run.pk, token=CancelToken(run.pk), pool=None)
+    finally:
+        del connection.commit  # the class's own again
     wall = time.perf_counter() - started
-    commits = _commits(connection) - commits_before
+    cpu = time.thread_time() - cpu_started
+    server_commits = _commits(connection) - commits_before
     model_ms = sum(LLMCall.objects.filter(run=run).values_list("latency_ms", flat=True))
     steps = options.turns + 1
     return {
         "canopy_ms": (wall * 1000 - model_ms) / steps,
         "model_ms": model_ms / steps,
+        "cpu_ms": cpu * 1000 / steps,
         "queries": counter.queries / steps,
-        "commits": commits / steps,
+        "commits": counter.commits / steps,
+        "server_commits": server_commits / steps,
+        "statements": counter.statements,
     }
 
 
@@ -141,11 +176,19 @@ def report(options: argparse.Namespace, figures: list[dict[str, float]]) -> None
 
     runs = f"{options.turns} tool turns + 1 answer, {options.repeat} runs"
     print(f"database: {options.database}, {runs}")
-    print(f"canopy ms per step (median): {median('canopy_ms'):.2f}  (goal < 3)")
+    print(f"canopy ms per step (median): {median('canopy_ms'):.2f}  (goal <= 2)")
     print(f"model ms per step (median): {median('model_ms'):.2f}")
-    print(f"queries per step: {median('queries'):.1f}")
+    print(f"canopy CPU ms per step, model client included (median): {median('cpu_ms'):.2f}")
+    print(f"statements per step: {median('queries'):.1f}")
+    print(f"commits per step: {median('commits'):.1f}")
     if options.database == "postgres":
-        print(f"commits per step (whole server, approx.): {median('commits'):.1f}")
+        print(f"commits per step (whole server, approx.): {median('server_commits'):.1f}")
+
+
+def print_statements(statements: Counter[str], *, steps: int) -> None:
+    print("statements per step, by statement:")
+    for sql, count in statements.most_common():
+        print(f"{count / steps:6.2f}  {sql}")
 
 
 if __name__ == "__main__":

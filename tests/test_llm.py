@@ -233,9 +233,11 @@ def test_slow_answer_past_the_timeout_says_how_long_it_waited(llm):
 class NoChoicesHandler(BaseHTTPRequestHandler):
     """A broken proxy: a 200 whose completion has no choices."""
 
+    body = b'{"id": "x", "object": "chat.completion", "choices": []}'
+
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers["Content-Length"]))
-        body = b'{"id": "x", "object": "chat.completion", "choices": []}'
+        body = self.body
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -246,8 +248,15 @@ class NoChoicesHandler(BaseHTTPRequestHandler):
         pass
 
 
-def test_answer_without_choices_is_an_llm_error():
-    server = ThreadingHTTPServer(("127.0.0.1", 0), NoChoicesHandler)
+class NotJSONHandler(NoChoicesHandler):
+    """A proxy's error page sent with a 200 and a JSON content type."""
+
+    body = b"<html><body>Bad gateway</body></html>"
+
+
+@pytest.mark.parametrize("handler", [NoChoicesHandler, NotJSONHandler])
+def test_answer_without_choices_is_an_llm_error(handler):
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     host = f"127.0.0.1:{server.server_address[1]}"
     try:

@@ -105,8 +105,8 @@ def test_a_model_call_and_a_tool_call_cost_a_fixed_number_of_statements(working_
             next_state=NextState("thinking"),
         )
 
-    # Seqs, ledger row, run counters, lineage roll-up, step, state, state
-    # row, events; then seqs, step, state, state row, event. (pytest-django's test
+    # Seqs, ledger row, the run's counters and state with the lineage roll-up (one UPDATE),
+    # step, state row, events; then seqs, step, state, state row, event. (pytest-django's test
     # transaction makes each `atomic` a savepoint: two statements more each.)
-    assert len(model_call) == 8 + 2
+    assert len(model_call) == 6 + 2
     assert len(tool_call) == 5 + 2

@@ -5,12 +5,12 @@ Retries and timeouts are the client's own (exponential backoff on connection err
 LLMError whose message an analyst can act on, e.g. "llm: 503 from api.example.com after 3 tries".
 """
 
+import json
 from typing import Any
 
 import httpx
 import openai
 from django.conf import settings
-from openai.types.chat import ChatCompletion
 
 from agents.llm.base import ChatResponse, LLMError, ToolCall
 from research.clean import cut
@@ -45,15 +45,16 @@ class OpenAIChat:
         request: dict[str, Any] = {"model": model, "messages": messages}
         if tools:
             request["tools"] = tools
+        # The lean call: the client's create() walks the whole conversation to transform it
+        # and builds pydantic models of the answer, on every call, and the conversation only
+        # grows. The body goes as bytes serialised once, and the answer comes back as the raw
+        # response, parsed once; the client still does the retries, timeouts and errors.
+        body = json.dumps(request, ensure_ascii=False, separators=(",", ":")).encode()
         try:
-            # The client's own create() walks the whole conversation to transform it, on
-            # every call, and it only grows: the endpoint takes the body as it is.
-            completion = self._client.post(
-                "/chat/completions", body=request, cast_to=ChatCompletion
-            )
+            response = self._client.post("/chat/completions", content=body, cast_to=httpx.Response)
         except openai.APIError as error:
             raise LLMError(self._describe(error)) from error
-        return _chat_response(completion, host=_host(self._client.base_url))
+        return _chat_response(_parsed(response), host=_host(self._client.base_url))
 
     def _describe(self, error: openai.APIError) -> str:
         host = _host(error.request.url)
@@ -85,32 +86,43 @@ def _error_detail(error: openai.APIStatusError) -> str:
     return error.response.reason_phrase or "no detail"
 
 
+def _parsed(response: httpx.Response) -> Any:
+    """The answer's JSON, or None when it is not JSON (a proxy's HTML page)."""
+    try:
+        return json.loads(response.content)
+    except ValueError:
+        return None
+
+
 def _chat_response(completion: Any, *, host: str) -> ChatResponse:
-    # The client does not validate the body, so a proxy's `{}` or an error without a status
-    # arrives here as a completion with no choices.
-    choices = getattr(completion, "choices", None)
-    if not choices:
+    # Nothing validates the body, so a proxy's `{}`, a page that is not JSON or an error
+    # without a status arrives here as a completion with no choices.
+    choices = completion.get("choices") if isinstance(completion, dict) else None
+    if not choices or not isinstance(choices, list) or not isinstance(choices[0], dict):
         raise LLMError(f"llm: answer from {host} has no choices")
-    message = choices[0].message
-    usage = getattr(completion, "usage", None)
+    message = choices[0].get("message") or {}
+    usage = completion.get("usage") or {}
     return ChatResponse(
         content=cut(
-            message.content or "",
+            message.get("content") or "",
             settings.RESEARCH_REPORT_MAX_CHARS,
             what="model's answer",
             setting="RESEARCH_REPORT_MAX_CHARS",
         ),
-        tool_calls=[_tool_call(call, host=host) for call in message.tool_calls or []],
-        input_tokens=(usage.prompt_tokens or 0) if usage else 0,
-        output_tokens=(usage.completion_tokens or 0) if usage else 0,
+        tool_calls=[_tool_call(call, host=host) for call in message.get("tool_calls") or []],
+        input_tokens=usage.get("prompt_tokens") or 0,
+        output_tokens=usage.get("completion_tokens") or 0,
     )
 
 
-def _tool_call(call: Any, *, host: str) -> ToolCall:
-    function = getattr(call, "function", None)
+def _tool_call(call: dict[str, Any], *, host: str) -> ToolCall:
+    function = call.get("function")
     if function is None:
-        raise LLMError(f"llm: answer from {host} has a {call.type!r} tool call, not a function")
-    return ToolCall(id=call.id, name=function.name, arguments=function.arguments or "")
+        kind = call.get("type")
+        raise LLMError(f"llm: answer from {host} has a {kind!r} tool call, not a function")
+    return ToolCall(
+        id=call.get("id"), name=function.get("name"), arguments=function.get("arguments") or ""
+    )
 
 
 def _host(url: httpx.URL) -> str:

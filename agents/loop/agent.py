@@ -79,14 +79,15 @@ def run_agent(*, run_id: int, token: CancelToken, pool) -> None:
         # The report is in: the agent checks what it cites against what the tree saw.
         resilience.cleanup(
             f"checking the citations of run {run_id}",
-            lambda: resilience.retrying("checking citations", lambda: _check(run_id, report)),
+            lambda: resilience.retrying("checking citations", lambda: _check(run, report)),
         )
     resilience.record_end(run_id=run_id, report=report, error=error)
 
 
-def _check(run_id: int, report: str) -> None:
-    services.run_set_state(run_id=run_id, state=State.WRITING, detail="checking citations")
-    services.citations_record(run_id=run_id, report=report)
+def _check(run: Run, report: str) -> None:
+    state = {"state": State.WRITING, "detail": "checking citations"}  # facts: no re-read
+    services.run_set_state(run_id=run.pk, facts=selectors.run_facts(run=run), **state)
+    services.citations_record(run_id=run.pk, report=report)
 
 
 class Agent:

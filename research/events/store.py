@@ -7,7 +7,7 @@ browser that missed something asks for the events after the last number it saw.
 from collections.abc import Sequence
 from functools import cache
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from research.events.payloads import Payload, envelope
@@ -20,9 +20,14 @@ _ALLOCATE = (
 )
 
 
+_ROOT_OF = f"SELECT root_id FROM {Run._meta.db_table} WHERE id = %s"
+
+
 def root_id_of(run_id: int) -> int | None:
-    """The root of a run's tree; None when the run is gone."""
-    return Run.objects.filter(pk=run_id).values_list("root_id", flat=True).first()
+    """The root of a run's tree; None when the run is gone. Every finish and many writes
+    read it: the statement is built once, not by the ORM."""
+    row = one(_ROOT_OF, [run_id])
+    return None if row is None else row[0]
 
 
 def tree_lock(*, root_id: int) -> None:
@@ -38,7 +43,17 @@ def tree_lock(*, root_id: int) -> None:
     A service that publishes first (`allocate_seqs` as its first statement) needs no other
     lock: that UPDATE is the same lock.
     """
-    Run.objects.select_for_update(no_key=True).filter(pk=root_id).values_list("pk").first()
+    one(_tree_lock_sql(), [root_id])
+
+
+@cache
+def _tree_lock_sql() -> str:
+    # What select_for_update(no_key=True) sends, built once; SQLite has no row locks (its
+    # transactions take the database's write lock, BEGIN IMMEDIATE) and Django sends none.
+    lock = " FOR NO KEY UPDATE" if connection.features.has_select_for_no_key_update else ""
+    if not connection.features.has_select_for_update:
+        lock = ""
+    return f"SELECT id FROM {Run._meta.db_table} WHERE id = %s{lock}"
 
 
 def allocate_seqs(*, root_id: int, count: int) -> int:

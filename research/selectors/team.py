@@ -5,7 +5,9 @@ the fields the team tools show.
 """
 
 from decimal import Decimal
+from functools import cache
 
+from django.db import connection
 from django.db.models import QuerySet
 
 from research.models import ACTIVE_STATUSES, Message, Profile, Run, Step
@@ -26,6 +28,23 @@ def working_children_ids(*, run_id: int, among: list[int] | None = None) -> list
     if among is not None:
         children = children.filter(pk__in=among)
     return list(children.values_list("pk", flat=True))
+
+
+def working_children_tasks(*, run_id: int) -> list[tuple[int, str, str]]:
+    """(id, name, topic) of the run's working sub-agents, oldest first. Every spawn reads
+    it (the duplicate-task check), so the statement is built once, not by the ORM."""
+    with connection.cursor() as cursor:
+        cursor.execute(_working_children_sql(), [run_id, *ACTIVE_STATUSES])
+        return cursor.fetchall()
+
+
+@cache
+def _working_children_sql() -> str:
+    statuses = ", ".join(["%s"] * len(ACTIVE_STATUSES))
+    return (
+        f"SELECT id, name, topic FROM {Run._meta.db_table} "
+        f"WHERE parent_id = %s AND status IN ({statuses}) ORDER BY id"
+    )
 
 
 def runs_by_ids(*, run_ids: list[int]) -> list[Run]:

@@ -23,6 +23,7 @@ from research.events import (
     tree_lock,
 )
 from research.events.payloads import iso
+from research.events.store import allocate_seqs, publish_all
 from research.models import ACTIVE_STATUSES, Dataset, Run, RunState, State, Status, Step
 from research.pricing import DEMO_MODEL
 from research.selectors.runs import RunFacts, run_facts
@@ -290,7 +291,8 @@ def run_finish(*, run_id: int, report: str = "", error: str = "") -> None:
     if root_id is None:
         return
     tree_lock(root_id=root_id)
-    run = Run.objects.select_for_update(no_key=True).filter(pk=run_id).first()
+    # No first(): its ORDER BY is compiled for nothing on a primary key.
+    run = next(iter(Run.objects.select_for_update(no_key=True).filter(pk=run_id)), None)
     if run is None or run.status not in ACTIVE_STATUSES:
         return
     now = timezone.now()
@@ -316,24 +318,23 @@ def run_finish(*, run_id: int, report: str = "", error: str = "") -> None:
         ]
     )
     RunState.objects.create(run=run, state=State.ENDED, detail=error[:500])
-    if report:
-        publish(root_id=run.root_id, run_id=run.pk, payload=RunReport(report=report))
+    events = [(run.pk, RunReport(report=report))] if report else []
     duration = run.worked_seconds()
-    publish(
-        root_id=run.root_id,
-        run_id=run.pk,
-        payload=RunFinished(
-            status=run.status,
-            ending=ending_of(status=run.status, error=error),
-            state=run.state,
-            error=error,
-            finished_at=iso(now),
-            duration_seconds=None if duration is None else round(duration, 3),
-            tool_calls=Step.objects.filter(run_id=run.pk, kind=Step.Kind.TOOL).count(),
-            input_tokens=run.input_tokens,
-            output_tokens=run.output_tokens,
-        ),
+    finished = RunFinished(
+        status=run.status,
+        ending=ending_of(status=run.status, error=error),
+        state=run.state,
+        error=error,
+        finished_at=iso(now),
+        duration_seconds=None if duration is None else round(duration, 3),
+        tool_calls=Step.objects.filter(run_id=run.pk, kind=Step.Kind.TOOL).count(),
+        input_tokens=run.input_tokens,
+        output_tokens=run.output_tokens,
     )
+    events.append((run.pk, finished))
+    # The report and the finish: numbers reserved and rows stored in one statement each.
+    first = allocate_seqs(root_id=run.root_id, count=len(events))
+    publish_all(root_id=run.root_id, events=events, first_seq=first)
 
 
 def report_flags_set(*, run_id: int, claims: list[dict[str, str]]) -> None:

@@ -6,10 +6,10 @@ goes on to (the first tool's, say) and their events. A tool call writes its step
 state. Each transaction starts by taking its events' sequence numbers from the root row,
 which is the tree's lock (see events.tree_lock), and the run's fixed facts (root, lineage,
 model) come from the caller, read once per agent: no write reads them again. The statements
-are built once (research.sql): eight for a model call, five for a tool call.
+are built once (research.sql): six for a model call (the run's counters, its state and the
+roll-up are one UPDATE), five for a tool call.
 """
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from decimal import Decimal
 from functools import cache
@@ -68,17 +68,22 @@ def _inserts() -> dict[str, Insert]:
 
 
 def _set_state(facts: RunFacts, next_state: NextState) -> Payload:
-    # A detail often echoes what the model wrote (a query, a name): no escape reaches a
-    # terminal or the admin from it.
-    detail = strip_controls(next_state.detail)[:500]
     row = one(
         f"UPDATE {_RUNS} SET state = %s WHERE id = %s AND status IN ({_ACTIVE}) RETURNING status",
         [next_state.state, facts.run_id, *ACTIVE_STATUSES],
     )
     if row is None:
         raise _RunEnded
+    return _state_row(facts, next_state, status=row[0])
+
+
+def _state_row(facts: RunFacts, next_state: NextState, *, status: str) -> Payload:
+    """The timeline row of a state the run's row already has, and its event."""
+    # A detail often echoes what the model wrote (a query, a name): no escape reaches a
+    # terminal or the admin from it.
+    detail = strip_controls(next_state.detail)[:500]
     _inserts()["state"].row(facts.run_id, next_state.state, detail, timezone.now())
-    return RunStateChanged(status=row[0], state=next_state.state, detail=detail)
+    return RunStateChanged(status=status, state=next_state.state, detail=detail)
 
 
 def state_record(*, facts: RunFacts, state: str, detail: str = "") -> None:
@@ -113,52 +118,64 @@ def _insert_step(
     _inserts()["step"].row(*values)
 
 
-def _add_usage(facts: RunFacts, cost: Decimal, input_tokens: int, output_tokens: int) -> Payload:
-    """Count the call on the run and roll it up the lineage; the usage event from the rows
-    the two UPDATEs return."""
+def _add_usage(
+    facts: RunFacts,
+    cost: Decimal,
+    input_tokens: int,
+    output_tokens: int,
+    next_state: NextState | None,
+) -> tuple[Payload, Payload | None]:
+    """Count the call on the run, roll it up the lineage and move the run to `next_state`,
+    in one UPDATE; the usage event (and the state's) from the rows it returns."""
     money_param = _money_param(cost)
-    steps, own_in, own_out, own_cost = one(
-        f"UPDATE {_RUNS} SET steps = steps + 1, input_tokens = input_tokens + %s, "
-        "output_tokens = output_tokens + %s, cost_usd = cost_usd + %s "
-        "WHERE id = %s RETURNING steps, input_tokens, output_tokens, cost_usd",
-        [input_tokens, output_tokens, money_param, facts.run_id],
-    )
-    totals = _roll_up(facts.lineage, money_param, input_tokens, output_tokens)
-    root_cost, root_in, root_out = totals[facts.root_id]
-    return RunUsage(
+    run_id = facts.run_id
+    params = [money_param, input_tokens, output_tokens, run_id, run_id, input_tokens]
+    params += [run_id, output_tokens, run_id, money_param]
+    if next_state is not None:
+        params += [run_id, *ACTIVE_STATUSES, next_state.state]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _usage_sql(len(facts.lineage), next_state is not None), params + [*facts.lineage]
+        )
+        rows = {pk: rest for pk, *rest in cursor.fetchall()}
+    steps, own_in, own_out, own_cost, status = rows[run_id][3:]
+    if next_state is not None and status not in ACTIVE_STATUSES:
+        raise _RunEnded
+    root_cost, root_in, root_out = rows[facts.root_id][:3]
+    usage = RunUsage(
         steps=steps,
         input_tokens=own_in,
         output_tokens=own_out,
         cost_usd=money(as_decimal(own_cost)),
-        tree_cost_usd=money(totals[facts.run_id][0]),
-        root_tree_cost_usd=money(root_cost),
+        tree_cost_usd=money(as_decimal(rows[run_id][0])),
+        root_tree_cost_usd=money(as_decimal(root_cost)),
         root_tree_input_tokens=root_in,
         root_tree_output_tokens=root_out,
     )
+    state = None if next_state is None else _state_row(facts, next_state, status=status)
+    return usage, state
 
 
 def _money_param(value: Decimal) -> Any:
     return _COST.get_db_prep_save(value, connection)
 
 
-def _roll_up(
-    lineage: Sequence[int], money_param: Any, input_tokens: int, output_tokens: int
-) -> dict[int, tuple[Decimal, int, int]]:
-    """Add a call to the tree totals of the run and its ancestors: id -> (cost, in, out)."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            _roll_up_sql(len(lineage)), [money_param, input_tokens, output_tokens, *lineage]
-        )
-        return {pk: (as_decimal(cost), tin, tout) for pk, cost, tin, tout in cursor.fetchall()}
-
-
 @cache
-def _roll_up_sql(generations: int) -> str:
+def _usage_sql(generations: int, with_state: bool) -> str:
+    """The call added to the tree totals of the run and its ancestors, and to the run's own
+    counters (and state): one statement where there were three."""
     ids = ", ".join(["%s"] * generations)
+    state = f", state = CASE WHEN id = %s AND status IN ({_ACTIVE}) THEN %s ELSE state END"
     return (
         f"UPDATE {_RUNS} SET tree_cost_usd = tree_cost_usd + %s, "
-        "tree_input_tokens = tree_input_tokens + %s, tree_output_tokens = tree_output_tokens + %s "
-        f"WHERE id IN ({ids}) RETURNING id, tree_cost_usd, tree_input_tokens, tree_output_tokens"
+        "tree_input_tokens = tree_input_tokens + %s, tree_output_tokens = tree_output_tokens + %s, "
+        "steps = CASE WHEN id = %s THEN steps + 1 ELSE steps END, "
+        "input_tokens = CASE WHEN id = %s THEN input_tokens + %s ELSE input_tokens END, "
+        "output_tokens = CASE WHEN id = %s THEN output_tokens + %s ELSE output_tokens END, "
+        "cost_usd = CASE WHEN id = %s THEN cost_usd + %s ELSE cost_usd END"
+        + (state if with_state else "")
+        + f" WHERE id IN ({ids}) RETURNING id, tree_cost_usd, tree_input_tokens, "
+        "tree_output_tokens, steps, input_tokens, output_tokens, cost_usd, status"
     )
 
 
@@ -189,11 +206,12 @@ def model_call_record(
                 latency_ms,
                 timezone.now(),
             )
-            events = [(facts.run_id, _add_usage(facts, cost, input_tokens, output_tokens))]
+            usage, state = _add_usage(facts, cost, input_tokens, output_tokens, next_state)
+            events = [(facts.run_id, usage)]
             if step is not None:
                 _insert_step(facts.run_id, **step)
-            if next_state is not None:
-                events.append((facts.run_id, _set_state(facts, next_state)))
+            if state is not None:
+                events.append((facts.run_id, state))
             publish_all(root_id=facts.root_id, events=events, first_seq=first)
     except _RunEnded:
         # The usage is real all the same: record it without the state.

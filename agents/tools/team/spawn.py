@@ -5,7 +5,7 @@ import re
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass, replace
-from functools import partial
+from functools import lru_cache, partial
 from typing import Annotated, Any
 
 from django.conf import settings
@@ -23,7 +23,7 @@ from agents.tools.plan import plan_item_text
 from agents.tools.tool import Tool, reshaped, tool
 from research import endings, services
 from research.errors import ResearchError
-from research.models import ACTIVE_STATUSES, Run, State
+from research.models import Run, State
 from research.selectors import team as team_reads
 from research.text import content_words
 
@@ -266,18 +266,25 @@ def _refuse_repeated_task(ctx: AgentContext, task: str, batch: list[services.Lau
     sub-agents and the entries of the same batch before it.
     """
     threshold = settings.RESEARCH_DUPLICATE_TASK_SIMILARITY
-    words = content_words(task)
-    working = team_reads.children_of(run_id=ctx.run_id).filter(status__in=ACTIVE_STATUSES)
-    others = [(f'working sub-agent "{run.name}" (run {run.pk})', run.topic) for run in working]
+    words = _task_words(task)
+    working = team_reads.working_children_tasks(run_id=ctx.run_id)
+    others = [(f'working sub-agent "{name}" (run {pk})', topic) for pk, name, topic in working]
     others += [(f'entry "{launch.name}" of this batch', launch.task) for launch in batch]
     for label, other_task in others:
-        other = content_words(other_task)
+        other = _task_words(other_task)
         similarity = len(words & other) / len(words | other) if words | other else 1.0
         if similarity >= threshold:
             raise ToolError(
                 f"refused: this task nearly repeats the task of your {label}. "
                 "Wait for its report, or give a different task."
             )
+
+
+@lru_cache(maxsize=256)
+def _task_words(task: str) -> frozenset[str]:
+    # A parent compares each new task with all its working sub-agents' tasks: each task's
+    # words are found once, not at every spawn.
+    return frozenset(content_words(task))
 
 
 def kinds_section(catalog: kinds.Catalog, *, model: str) -> str:

@@ -1,0 +1,152 @@
+"""How many of the web process's threads are awake while many agents work, and what it costs.
+
+    .venv/bin/python bench/gil.py                       # 120 and 200 agents at 200 ms a call
+    .venv/bin/python bench/gil.py --slots 2 4 --agents 120
+
+The trees of bench/served.py (a root and 5 children, 9 model calls on the critical path)
+start at once in daphne with the agents in its process (in-memory channel layer), the
+scripted model answering after 200 ms. Meanwhile this process reads /proc every 5 ms: how
+many of daphne's threads are runnable (state R: running or waiting for a core, most of them
+for the GIL), and, over the whole run, the CPU and the context switches of the process per
+model call. `--slots` sets RESEARCH_AGENT_CPU_SLOTS, the gate on agents running Python at
+once (default 2 per core).
+"""
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import threading
+from pathlib import Path
+
+PROJECT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(PROJECT))
+sys.path.insert(0, str(PROJECT / "bench"))
+
+import served  # noqa: E402
+from served import CHILDREN, CRITICAL_PATH_CALLS, Client, Server, many_trees  # noqa: E402
+
+from agents.llm.scripted import ScriptedLLM  # noqa: E402
+
+DATABASE = os.environ.get("BENCH_GIL_DATABASE", "canopy_bench_gil")
+DELAY = 0.2
+
+
+def main() -> None:
+    options = parse_args()
+    served.DATABASE = DATABASE
+    served.DATABASE_URL = f"postgres://postgres@127.0.0.1:5432/{DATABASE}"
+    served.environment(options)
+    import django
+
+    django.setup()
+    served.fresh_database()
+    print("| agents | CPU slots | ratio to ideal | runnable threads p50 / p95 / max | "
+          "CPU ms per model call | context switches per model call |")  # fmt: skip
+    print("| --- | --- | --- | --- | --- | --- |")
+    with ScriptedLLM() as llm:
+        for slots in options.slots:
+            os.environ["RESEARCH_AGENT_CPU_SLOTS"] = str(slots)
+            with Server(llm, layer="memory") as server:
+                client = Client(server, "bench")
+                asyncio.run(many_trees(llm, client, server, 1, 0.0, "warm"))
+                for agents in options.agents:
+                    row = measure(llm, client, server, agents)
+                    print(
+                        f"| {row['agents']} | {slots} | {row['ratio']:.0%} | "
+                        f"{row['runnable'][0]} / {row['runnable'][1]} / {row['runnable'][2]} | "
+                        f"{row['cpu_ms']:.1f} | {row['switches']:.1f} |",
+                        flush=True,
+                    )
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--agents", type=int, nargs="*", default=[120, 200])
+    parser.add_argument("--slots", type=int, nargs="*", default=[2 * (os.cpu_count() or 1)])
+    parser.add_argument("--quick", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--json", help=argparse.SUPPRESS)
+    return parser.parse_args()
+
+
+class Sampler(threading.Thread):
+    """Counts the runnable threads of a process every 5 ms, and every 50 ms the context
+    switches of each thread (the last count seen of each, so threads that end count too)."""
+
+    def __init__(self, pid: int):
+        super().__init__(daemon=True)
+        self.pid = pid
+        self.samples: list[int] = []
+        self.stopped = threading.Event()
+        self.before = thread_switches(pid)
+        self.seen: dict[str, int] = dict(self.before)
+
+    def run(self) -> None:
+        tasks = Path(f"/proc/{self.pid}/task")
+        tick = 0
+        while not self.stopped.wait(0.005):
+            running = 0
+            for task in tasks.iterdir():
+                try:
+                    stat = (task / "stat").read_text()
+                except OSError:
+                    continue  # the thread ended meanwhile
+                running += stat.rsplit(")", 1)[1].split()[0] == "R"
+            self.samples.append(running)
+            tick += 1
+            if tick % 10 == 0:
+                self.seen.update(thread_switches(self.pid))
+
+    def switches(self) -> int:
+        self.seen.update(thread_switches(self.pid))
+        return sum(count - self.before.get(tid, 0) for tid, count in self.seen.items())
+
+
+def thread_switches(pid: int) -> dict[str, int]:
+    """Context switches (voluntary and not) of each thread of the process so far."""
+    counts = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            status = (task / "status").read_text()
+        except OSError:
+            continue
+        counts[task.name] = sum(
+            int(line.split()[1]) for line in status.splitlines() if "ctxt_switches" in line
+        )
+    return counts
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measure(llm: ScriptedLLM, client: Client, server: Server, agents: int) -> dict:
+    pid = server.process.pid
+    trees = agents // (CHILDREN + 1)
+    calls_before = len(llm.requests)
+    cpu_before = cpu_seconds(pid)
+    sampler = Sampler(pid)
+    sampler.start()
+    figures = asyncio.run(many_trees(llm, client, server, trees, DELAY, "gil"))
+    sampler.stopped.set()
+    sampler.join()
+    cpu_after = cpu_seconds(pid)
+    calls = len(llm.requests) - calls_before
+    ordered = sorted(sampler.samples) or [0]
+    return {
+        "agents": trees * (CHILDREN + 1),
+        "ratio": CRITICAL_PATH_CALLS * DELAY / figures["wall"],
+        "runnable": (
+            int(statistics.median(ordered)),
+            ordered[int(0.95 * (len(ordered) - 1))],
+            ordered[-1],
+        ),
+        "cpu_ms": (cpu_after - cpu_before) * 1000 / calls,
+        "switches": sampler.switches() / calls,
+    }
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,198 @@
+"""Canopy's CPU per model call for a whole default research, measured on the web process.
+
+    .venv/bin/python bench/research_cpu.py              # 5 researches measured (make bench)
+    .venv/bin/python bench/research_cpu.py --repeat 10
+
+A research of the demo's shape: a root spawns 4 sub-agents in one turn, waits and writes its
+draft; three sub-agents each search the web once and read two pages, one lists its siblings
+and messages one; the verifier Canopy starts checks the draft in one call. 5 agents and the
+verifier, 16 model calls, 3 searches, 6 page reads. daphne serves the app on
+PostgreSQL with the agents in its process and the in-memory channel layer; the scripted model
+(latency 0 ms), the SearXNG-style search and the pages (tests/fakeweb.py) run in this process,
+so the CPU counted, the web process's user + system time from /proc, is Canopy's alone. The
+research is started through the REST API and followed on its websocket, as the page does.
+"""
+
+import argparse
+import asyncio
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+PROJECT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(PROJECT))
+sys.path.insert(0, str(PROJECT / "bench"))
+
+from served import Client, Server, watch  # noqa: E402
+
+from agents.llm.scripted import ScriptedLLM, call, calls, reply  # noqa: E402
+from tests.fakeweb import FakeWeb  # noqa: E402
+
+DATABASE = os.environ.get("BENCH_CPU_DATABASE", "canopy_bench_cpu")
+SECRET_KEY = "bench-only-secret-key-not-for-anything-else-0123456789"
+FACETS = ("history", "chemistry", "economics")
+
+
+def main() -> None:
+    options = parse_args()
+    with ScriptedLLM() as llm, FakeWeb() as web:
+        environment(web)
+        import django
+
+        django.setup()
+        fresh_database()
+        with Server(llm, layer="memory") as server:
+            figures = measure(llm, server, options)
+    report(figures)
+    if options.json:
+        Path(options.json).write_text(json.dumps(figures, indent=2))
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeat", type=int, default=5, help="researches measured (5)")
+    parser.add_argument("--json", help="write the figures to this file")
+    parser.add_argument(
+        "--py-spy", metavar="FILE", help="sample the web process meanwhile (py-spy, raw format)"
+    )
+    return parser.parse_args()
+
+
+def environment(web: FakeWeb) -> None:
+    os.environ.update(
+        DJANGO_SETTINGS_MODULE="research.settings",
+        DATABASE_URL=f"postgres://postgres@127.0.0.1:5432/{DATABASE}",
+        SECRET_KEY=SECRET_KEY,
+        RESEARCH_AGENTS_IN_WEB="false",  # this process runs no agents; daphne does
+        OPENAI_API_KEY="bench",
+        RESEARCH_MODEL="scripted",
+        RESEARCH_MODEL_PRICES='{"scripted": [1.0, 2.0]}',
+        SEARCH_PROVIDER="searxng",
+        SEARXNG_URL=web.url,
+        READ_PAGE_ALLOWED_HOSTS=web.host,
+    )
+    os.environ.pop("REDIS_URL", None)
+
+
+def fresh_database() -> None:
+    import psycopg
+    from django.core.management import call_command
+
+    with psycopg.connect("postgres://postgres@127.0.0.1:5432/postgres", autocommit=True) as db:
+        db.execute(f"DROP DATABASE IF EXISTS {DATABASE} WITH (FORCE)")
+        db.execute(f"CREATE DATABASE {DATABASE}")
+    call_command("migrate", verbosity=0)
+
+
+def script_research(llm: ScriptedLLM, web: str, topic: str) -> None:
+    tasks = [f"{topic}: the {facet} side, with sources" for facet in FACETS]
+    tasks.append(f"{topic}: ask the others what they found")
+    spawns = [
+        call("spawn_subagent", name=f"part{index}", reason="one part of the topic", task=task)
+        for index, task in enumerate(tasks)
+    ]
+    llm.script(topic, calls(*spawns), call("wait_subagents"), reply("the research's report"))
+    for facet, task in zip(FACETS, tasks, strict=False):
+        llm.script(
+            task,
+            call("web_search", query=f"otter {facet}"),
+            calls(
+                call("read_page", url=f"{web}/article"), call("read_page", url=f"{web}/notes.txt")
+            ),
+            reply(f"the {facet} report"),
+        )
+    llm.script(
+        tasks[-1],
+        call("list_siblings"),
+        call("send_message", to="part0", text="what did the history side find?"),
+        reply("the messenger's report"),
+    )
+    # The root's draft goes to a verifier (RESEARCH_VERIFY_REPORTS), as in every research.
+    llm.script("# Draft\n\nthe research's report", reply("Every claim is supported."))
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process so far, all its threads."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def measure(llm: ScriptedLLM, server: Server, options: argparse.Namespace) -> dict:
+    client = Client(server, "bench")
+    web = os.environ["SEARXNG_URL"]
+    pid = server.process.pid
+    runs = []
+    sampler = None
+    for index in range(options.repeat + 1):  # the first warms the process up and is dropped
+        if index == 1 and options.py_spy:
+            sampler = subprocess.Popen(
+                ["py-spy", "record", "--pid", str(pid), "--rate", "250", "--format", "raw"]
+                + ["--output", options.py_spy, "--nonblocking"],
+                stdout=subprocess.DEVNULL,
+            )
+            time.sleep(1)
+        topic = f"research cpu {index} {time.time()}"
+        script_research(llm, web, topic)
+        calls_before = len(llm.requests)
+        before, started = cpu_seconds(pid), time.monotonic()
+        status = asyncio.run(one_research(client, topic))
+        wall = time.monotonic() - started
+        cpu = cpu_seconds(pid) - before
+        model_calls = len(llm.requests) - calls_before
+        if status != "done" or llm.unscripted:
+            raise SystemExit(f"the research ended {status}; unscripted: {llm.unscripted}")
+        runs.append({"cpu_s": cpu, "wall_s": wall, "model_calls": model_calls})
+    measured = runs[1:]
+    if sampler is not None:
+        sampler.send_signal(signal.SIGINT)
+        sampler.wait(30)
+    idle_before = cpu_seconds(pid)
+    time.sleep(2)
+    idle_per_second = (cpu_seconds(pid) - idle_before) / 2
+    cpu = statistics.median(run["cpu_s"] for run in measured)
+    model_calls = measured[0]["model_calls"]
+    return {
+        "researches": len(measured),
+        "model_calls": model_calls,
+        "cpu_s_per_research": cpu,
+        "cpu_ms_per_model_call": cpu * 1000 / model_calls,
+        "wall_s_per_research": statistics.median(run["wall_s"] for run in measured),
+        "first_research_cpu_s": runs[0]["cpu_s"],
+        "idle_cpu_ms_per_second": idle_per_second * 1000,
+        "runs": runs,
+    }
+
+
+async def one_research(client: Client, topic: str) -> str:
+    async with client.api() as api:
+        response = await api.post("/research", json={"topic": topic, "max_steps": 10})
+        response.raise_for_status()
+        root_id = response.json()["id"]
+        await asyncio.wait_for(watch(client, root_id, []), 120)
+        return (await api.get(f"/research/{root_id}")).json()["status"]
+
+
+def report(figures: dict) -> None:
+    print(
+        f"one default research (5 agents + verifier, {figures['model_calls']} model calls, "
+        f"3 searches, 6 page reads), agents in the web process, model at 0 ms, "
+        f"median of {figures['researches']}:"
+    )
+    print(
+        f"canopy CPU per research: {figures['cpu_s_per_research']:.3f} s; "
+        f"per model call: {figures['cpu_ms_per_model_call']:.1f} ms  (goal <= 5)"
+    )
+    print(
+        f"wall per research: {figures['wall_s_per_research']:.2f} s; first research after "
+        f"start: {figures['first_research_cpu_s']:.2f} s of CPU; idle process: "
+        f"{figures['idle_cpu_ms_per_second']:.1f} ms of CPU a second"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -15,7 +15,7 @@ class ClarificationSerializer(serializers.Serializer):
     answers = serializers.ListField(
         child=serializers.CharField(allow_blank=True),
         allow_null=True,
-        help_text="one per question (\"\" for one left blank); null while the research waits",
+        help_text='one per question ("" for one left blank); null while the research waits',
     )
     skipped = serializers.BooleanField(help_text="the analyst skipped the questions")
 
@@ -26,7 +26,7 @@ class ClarifyAnswerSerializer(serializers.Serializer):
         child=serializers.CharField(allow_blank=True, trim_whitespace=False),
         required=False,
         allow_null=True,
-        help_text="one answer per question, in order; \"\" leaves one unanswered",
+        help_text='one answer per question, in order; "" leaves one unanswered',
     )
     skip = serializers.BooleanField(
         required=False, default=False, help_text="start without answering the questions"

@@ -44,7 +44,7 @@ export function createClarify(state, byId, config, announce) {
       term.textContent = question;
       const answer = document.createElement("dd");
       const text = (clarification.answers || [])[index] || "";
-      answer.textContent = text || "(not answered)";
+      answer.textContent = text || (clarification.skipped ? "(skipped)" : "(not answered)");
       if (!text) answer.className = "muted";
       rows.push(term, answer);
     });
@@ -60,9 +60,9 @@ export function createClarify(state, byId, config, announce) {
     card.classList.toggle("awaiting", waiting);
     form.hidden = !waiting;
     if (waiting) boxes(clarification.questions);
-    answered.hidden = waiting || clarification.skipped;
+    answered.hidden = waiting;
     skipped.hidden = !clarification.skipped;
-    if (!waiting && !clarification.skipped) answers(clarification);
+    if (!waiting) answers(clarification);
   }
 
   async function reply(body, words) {

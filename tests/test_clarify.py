@@ -9,6 +9,7 @@ import pytest
 
 from agents.llm.demo import DemoModel
 from agents.llm.scripted import call, reply
+from research import services
 from research.models import Run, RunState
 from research.services.clarify import ANSWERS_HEAD
 from tests.conftest import wait_finished, wait_for
@@ -204,3 +205,17 @@ def test_the_demo_model_asks_when_the_topic_has_fewer_than_five_words():
     assert len(questions) == 3
     assert all(call.name != "ask_clarifying_questions" for call in long.tool_calls)
     assert all(call.name != "ask_clarifying_questions" for call in no_tool.tool_calls)
+
+
+def test_offline_the_demo_lead_asks_on_a_short_topic_and_its_report_follows_the_answer(
+    agent_pool, alice
+):
+    root = services.run_start(owner=alice, topic="Python decorators", model="demo", clarify=True)
+    wait_for(lambda: Run.objects.get(pk=root.pk).state == "clarifying", timeout=30)
+    asked = Run.objects.get(pk=root.pk).clarification["questions"]
+
+    services.clarify_answer(run=root, answers=["the with statement"])
+
+    root = wait_finished(root, timeout=60)
+    assert len(asked) == 3 and asked[0].startswith("Which part of “Python decorators”")
+    assert root.status == "done" and "the with statement" in root.report

@@ -26,6 +26,8 @@ RUN_FIELDS = {
     "tier",
     "plan_item",
     "review_plan",
+    "clarify",
+    "clarification",
     "topic",
     "model",
     "active",

@@ -18,7 +18,7 @@ from rich.console import Console
 
 from frontend.exports import FORMATS, ExportError, export_run
 from frontend.terminal import render
-from frontend.terminal.clarify import question_lines
+from frontend.terminal.clarify import ANSWER_HELP, add_answer_arguments, answer_lines
 from frontend.terminal.export import export_json
 from frontend.terminal.runner import LOCAL_STOPPED, TreeRunner
 from frontend.terminal.tree import TreeModel
@@ -122,15 +122,7 @@ class Command(BaseCommand):
             help="the plan as you edit it, one --item per item, in order (default: as it is)",
         )
 
-        answer = self._action(actions, "answer", "answer the questions a research asks first")
-        answer.add_argument("id", type=int)
-        answer.add_argument(
-            "answers",
-            nargs="*",
-            metavar="TEXT",
-            help="one answer per question, in order ('' leaves one blank); none: print them",
-        )
-        answer.add_argument("--skip", action="store_true", help="start without answering")
+        add_answer_arguments(self._action(actions, "answer", ANSWER_HELP))
 
         note = self._action(actions, "note", "send a note to a working agent")
         note.add_argument("id", type=int, help="the research (its lead) or a sub-agent")
@@ -311,13 +303,7 @@ class Command(BaseCommand):
         )
 
     def do_answer(self, user: AbstractBaseUser, options: dict) -> None:
-        run = selectors.run_get(owner=user, run_id=options["id"])
-        if options["answers"] or options["skip"]:
-            services.clarify_answer(run=run, answers=options["answers"], skip=options["skip"])
-            done = "skipped" if options["skip"] else "answered"
-            self.write(f"research {run.pk}: questions {done}; the research starts.")
-            return
-        for line in question_lines(run):
+        for line in answer_lines(user, options):
             self.write(line)
 
     def do_note(self, user: AbstractBaseUser, options: dict) -> None:

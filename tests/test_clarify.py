@@ -211,7 +211,7 @@ def test_offline_the_demo_lead_asks_on_a_short_topic_and_its_report_follows_the_
     agent_pool, alice
 ):
     root = services.run_start(owner=alice, topic="Python decorators", model="demo", clarify=True)
-    wait_for(lambda: Run.objects.get(pk=root.pk).state == "clarifying", timeout=30)
+    wait_for(lambda: Run.objects.get(pk=root.pk).status == "paused", timeout=30)
     asked = Run.objects.get(pk=root.pk).clarification["questions"]
 
     services.clarify_answer(run=root, answers=["the with statement"])

@@ -70,7 +70,7 @@ def test_the_command_line_prints_the_questions_and_skips_them(agent_pool, script
         reply("Vole report."),
     )
     run_id = int(research("start", topic, "--clarify", "--no-wait"))
-    wait_for(lambda: Run.objects.get(pk=run_id).state == "clarifying")
+    wait_for(lambda: Run.objects.get(pk=run_id).status == "paused")
 
     printed = research("answer", str(run_id))
     skipped = research("answer", str(run_id), "--skip")

@@ -55,11 +55,13 @@ def test_every_event_type_reaches_a_viewer_whose_socket_stays_open_across_the_tw
         assert started.status_code == 201, started.text
         root_id = started.json()["id"]
         with watch(daphne_server, root_id, after=0) as socket:
-            wait_for(lambda: client.get(f"/research/{root_id}").json()["state"] == "clarifying")
+            # Its state is clarifying while the lead asks; paused once the questions wait.
+            wait_for(lambda: client.get(f"/research/{root_id}").json()["status"] == "paused")
             asked = drain(socket)
             answered = client.post(f"/research/{root_id}/clarify", json={"answers": ["Grey"]})
             assert answered.status_code == 200, answered.text
             wait_for(lambda: client.get(f"/research/{root_id}").json()["state"] == "reviewing")
+            wait_for(lambda: client.get(f"/research/{root_id}").json()["status"] == "paused")
             before_approval = asked + drain(socket)
             approved = client.post(f"/research/{root_id}/plan/approve", json={})
             assert approved.status_code == 200, approved.text

@@ -17,6 +17,8 @@ from docx.shared import Pt, RGBColor
 from docx.text.paragraph import Paragraph
 from markdown_it.token import Token
 
+from frontend.clarify_export import HEADING as CLARIFY_HEADING
+from frontend.clarify_export import asked
 from frontend.rendering import _linkify, _markdown
 from frontend.terminal.export import _provenance
 from frontend.terminal.render import money, one_line
@@ -39,6 +41,13 @@ def export_docx(run: Run) -> bytes:
     if not run.report.lstrip().startswith("#"):
         document.add_heading(one_line(run.topic)[:200], level=1)
     _Writer(document, citations).write(run.report)
+    if (shown := asked(run)) is not None:
+        document.add_heading(CLARIFY_HEADING, level=2)
+        document.add_paragraph(shown.intro)
+        for number, (question, answer) in enumerate(shown.pairs, start=1):
+            paragraph = document.add_paragraph(f"{number}. ", style=NUMBERED[0])
+            paragraph.add_run(question).bold = True
+            paragraph.add_run(f" {answer}")
     if citations:
         document.add_heading(SOURCES_HEADING, level=2)
         for number, citation in enumerate(citations, start=1):

@@ -30,6 +30,8 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.views import APIView
 
+from frontend.clarify_export import HEADING as CLARIFY_HEADING
+from frontend.clarify_export import asked
 from frontend.export_docx import export_docx
 from frontend.passages import passage_href
 from frontend.rendering import render_report
@@ -163,6 +165,8 @@ def print_html(run: Run, *, site: str = "") -> str:
             "run": run,
             "report_html": report_html,
             "citations": citations,
+            "asked": asked(run),
+            "asked_heading": CLARIFY_HEADING,
             "agents": len(selectors.subtree_runs(run=run)),
             "printed_at": timezone.now(),
         },

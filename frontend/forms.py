@@ -75,6 +75,12 @@ class StartResearchForm(forms.Form):
         required=False,
         help_text="A knowledge base the agents may query and add to.",
     )
+    clarify = forms.BooleanField(
+        label="Clarify before starting",
+        required=False,
+        initial=True,
+        help_text="The lead may first ask you up to three short questions; you answer or skip.",
+    )
     review_plan = forms.BooleanField(
         label="Review the plan first",
         required=False,

@@ -18,7 +18,7 @@ from frontend.rendering import duration_text
 from research import selectors, services
 from research.endings import Ending, ending_of
 from research.errors import InvalidInput, NotFound, TooManyRuns
-from research.models import Run, Status
+from research.models import Run, State, Status
 from research.selectors.progress import TreeProgress, trees_progress
 from research.services.runs import run_rerun
 
@@ -57,7 +57,8 @@ class Row:
     @classmethod
     def of(cls, run: Run, progress: TreeProgress | None) -> "Row":
         if run.status == Status.PAUSED:
-            label, tone = "needs your review", "paused"
+            asks = run.state == State.CLARIFYING  # the lead's questions, not its plan
+            label, tone = "needs your answers" if asks else "needs your review", "paused"
         elif run.is_active:
             label, tone = run.status, run.status
         else:

@@ -61,6 +61,7 @@ def _start(request: HttpRequest, form: StartResearchForm) -> Run | None:
             max_steps=data["max_steps"],
             dataset_id=_dataset_id(request, data),
             review_plan=data["review_plan"],
+            clarify=data["clarify"],
         )
     except TooManyRuns as error:
         form.add_error(None, error.message)
@@ -96,6 +97,7 @@ def run(request: HttpRequest, run_id: int) -> HttpResponse:
         "cancel": reverse("api:run-cancel", args=[0]),
         "plan": reverse("api:run-plan", args=[run.pk]),
         "approve": reverse("api:run-plan-approve", args=[run.pk]),
+        "clarify": reverse("api:run-clarify", args=[run.pk]),
         "notes": reverse("api:run-notes", args=[0]),
         "events": reverse("api:run-events", args=[run.pk]),
         "report": reverse("run-report", args=[run.pk]),

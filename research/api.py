@@ -129,6 +129,7 @@ def run_start(request: Request) -> Response:
         model=data.get("model") or None,
         dataset_id=data.get("dataset"),
         review_plan=data.get("review_plan", False),
+        clarify=data.get("clarify", False),
         callback_url=data.get("callback_url") or "",
     )
     return Response(RunOutputSerializer(run).data, status=status.HTTP_201_CREATED)

@@ -26,6 +26,7 @@ ACTIVE_STATUSES = (Status.QUEUED, Status.WORKING, Status.PAUSED)
 class State(models.TextChoices):
     QUEUED = "queued"
     PLANNING = "planning"
+    CLARIFYING = "clarifying"
     REVIEWING = "reviewing"
     THINKING = "thinking"
     SEARCHING = "searching"
@@ -69,6 +70,10 @@ class Run(models.Model):
     review_plan = models.BooleanField(default=False)
     # A root its analyst starred in the library (the list can show only the starred).
     starred = models.BooleanField(default=False)
+    # A root whose lead may ask the analyst up to three questions before it starts; what it
+    # asked and was answered (research.services.clarify): null until it asks.
+    clarify = models.BooleanField(default=False)
+    clarification = models.JSONField(null=True, blank=True)
     # Claims of the final report the verifier could not support (a root, issue 14).
     flagged_claims = models.JSONField(default=list, blank=True)
     # An analyst's note waits for this agent; read by the pool's watch with the cancel flag.

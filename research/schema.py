@@ -57,6 +57,7 @@ OPERATION_IDS = {
     ("research/{run_id}/plan", "GET"): "plan_get",
     ("research/{run_id}/plan/approve", "POST"): "plan_approve",
     ("research/{run_id}/notes", "POST"): "note_send",
+    ("research/{run_id}/clarify", "POST"): "research_clarify",
     ("research/{run_id}/events", "GET"): "events_list",
     ("datasets", "GET"): "dataset_list",
     ("datasets", "POST"): "dataset_create",

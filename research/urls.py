@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
-from research import api, api_datasets
+from research import api, api_clarify, api_datasets
 from research.ops import health, metrics
 
 api_urls = [
@@ -17,6 +17,7 @@ api_urls = [
     path("research/<int:run_id>/plan", api.run_plan, name="run-plan"),
     path("research/<int:run_id>/plan/approve", api.run_plan_approve, name="run-plan-approve"),
     path("research/<int:run_id>/notes", api.run_notes, name="run-notes"),
+    path("research/<int:run_id>/clarify", api_clarify.run_clarify, name="run-clarify"),
     path("datasets", api_datasets.datasets, name="datasets"),
     path("datasets/<int:dataset_id>", api_datasets.dataset_detail, name="dataset-detail"),
     path(

@@ -1,5 +1,7 @@
 """Take screenshots of a finished run page, its report on stage: docs/run-page.png and, at
-390x844, docs/run-page-phone.png (beside it, `-phone` added to its name).
+390x844, docs/run-page-phone.png (beside it, `-phone` added to its name); and beside them
+docs/clarify.png: a research on a short topic waiting for the analyst to answer the demo
+lead's questions before it starts (the demo asks when a topic has fewer than five words).
 
 Starts everything it needs in a temporary folder and needs no network and no key: a SQLite
 database with the starter dataset, daphne with the agent pool (the embedded default), and the
@@ -27,6 +29,7 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-sync"]
 USERNAME = "analyst"
 TOPIC = "How do Python's context managers, generators and exceptions interact?"
+SHORT_TOPIC = "Python decorators"
 DATASET = "Python reference"
 ATTEMPTS = 3
 
@@ -104,6 +107,21 @@ def run_research(page: Page, url: str) -> None:
     page.wait_for_timeout(800)  # let the last node settle (its appear animation)
 
 
+def shoot_clarify(page: Page, url: str, out: Path) -> None:
+    """The clarify step: the lead's questions on the page, the first one being answered."""
+    page.set_viewport_size({"width": 1440, "height": 900})
+    page.goto(f"{url}/")
+    page.get_by_label("What should Canopy research?").fill(SHORT_TOPIC)
+    page.get_by_label("Dataset").select_option(label=DATASET)
+    page.get_by_role("button", name="Start research").click()
+    page.wait_for_url(re.compile(r"/runs/\d+/"))
+    expect(page.locator("#clarify-form")).to_be_visible(timeout=60_000)
+    page.locator("#clarify-answer-1").fill("How they wrap functions, and functools.wraps")
+    page.wait_for_timeout(500)  # the panel beside it loads
+    page.screenshot(path=str(out.with_name("clarify.png")))
+    page.get_by_role("button", name="Skip and start").click()  # it ends with the server
+
+
 def shoot(url: str, password: str, out: Path, width: int, height: int) -> None:
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
@@ -125,6 +143,7 @@ def shoot(url: str, password: str, out: Path, width: int, height: int) -> None:
         expect(small.locator("#report")).to_be_visible(timeout=10_000)
         small.evaluate("document.getElementById('run-tabs').scrollIntoView()")
         small.screenshot(path=str(out.with_name(f"{out.stem}-phone{out.suffix}")))
+        shoot_clarify(page, url, out)
         browser.close()
 
 

@@ -5,6 +5,7 @@
 // the socket for the events after the last sequence number it applied. Every part of the page
 // renders from the one state (state.js), once per animation frame.
 import { createActions } from "./page/actions.js";
+import { createClarify } from "./page/clarify.js";
 import { createFeed } from "./page/feed.js";
 import { agentName, endingWord } from "./page/format.js";
 import { createAgentList } from "./page/list.js";
@@ -98,6 +99,7 @@ const plan = createPlan(state, page, config, announce);
 const tiles = createTiles(state, page);
 const actions = createActions(state, page, config, announce);
 const stage = createReportStage(state, page, config);
+const clarify = createClarify(state, byId, config, announce);
 
 // The tree or the list: the list is the default on a narrow screen, where the tree's text
 // would shrink below reading size.
@@ -139,6 +141,7 @@ function render() {
   list.render();
   feed.render();
   plan.render();
+  clarify.render();
   actions.render();
   stage.render();
   panel.render();

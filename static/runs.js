@@ -72,7 +72,7 @@ import { duration, endingWord } from "./page/format.js";
       const state = row.querySelector("[data-state]");
       if (run.active) {
         if (run.status === "paused") {
-          badge(row, "needs your review", "paused");
+          badge(row, run.state === "clarifying" ? "needs your answers" : "needs your review", "paused");
           if (state) state.remove();
         } else {
           badge(row, run.status, run.status);

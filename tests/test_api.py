@@ -27,6 +27,8 @@ RUN_FIELDS = {
     "plan_item",
     "review_plan",
     "starred",
+    "clarify",
+    "clarification",
     "topic",
     "model",
     "active",

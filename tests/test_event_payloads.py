@@ -7,7 +7,7 @@ import pytest
 
 from research import selectors, services
 from research.events.payloads import EVENT_TYPES, schema
-from research.models import Event
+from research.models import Event, Run
 
 URL = "/v1/gb/research"
 
@@ -26,6 +26,9 @@ def busy_tree(tree_factory):
     services.plan_write(root_id=root.pk, items=["Tides", "The moon"])
     services.run_finish(run_id=a.pk, report="Tides follow the moon.")
     services.run_finish(run_id=b.pk, error="cancelled by the user")
+    Run.objects.filter(pk=root.pk).update(clarify=True)
+    services.clarify_ask(root_id=root.pk, questions=["Spring or neap tides?"])
+    services.clarify_answer(run=root, answers=["Spring tides"])
     return root
 
 

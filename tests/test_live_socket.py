@@ -26,12 +26,15 @@ def spawn(name: str, task: str, item: int):
     return call("spawn_subagent", name=name, reason=f"{name} covers it", task=task, plan_item=item)
 
 
-def test_every_event_type_reaches_a_viewer_whose_socket_stays_open_across_plan_review(
+def test_every_event_type_reaches_a_viewer_whose_socket_stays_open_across_the_two_pauses(
     daphne_server, scripted_llm, alice
 ):
+    """The lead asks its questions (run.clarify), then its plan waits for review: one socket
+    sees both pauses and everything after them."""
     topic = "Herons: wading and nesting"
     scripted_llm.script(
         topic,
+        call("ask_clarifying_questions", questions=["Grey herons or all herons?"]),
         call("write_plan", items=["How herons wade", "Where herons nest"]),
         calls(spawn("wading", "how herons wade", 1), spawn("nesting", "where herons nest", 2)),
         call("wait_subagents"),
@@ -46,18 +49,33 @@ def test_every_event_type_reaches_a_viewer_whose_socket_stays_open_across_plan_r
         "where herons nest", call("read_messages", wait_seconds=10), reply("nesting done")
     )
     with api_client(daphne_server, alice) as client:
-        started = client.post("/research", json={"topic": topic, "review_plan": True})
+        started = client.post(
+            "/research", json={"topic": topic, "review_plan": True, "clarify": True}
+        )
         assert started.status_code == 201, started.text
         root_id = started.json()["id"]
         with watch(daphne_server, root_id, after=0) as socket:
+            # Its state is clarifying while the lead asks; paused once the questions wait.
             wait_for(lambda: client.get(f"/research/{root_id}").json()["status"] == "paused")
-            before_approval = drain(socket)
+            asked = drain(socket)
+            answered = client.post(f"/research/{root_id}/clarify", json={"answers": ["Grey"]})
+            assert answered.status_code == 200, answered.text
+            wait_for(lambda: client.get(f"/research/{root_id}").json()["state"] == "reviewing")
+            wait_for(lambda: client.get(f"/research/{root_id}").json()["status"] == "paused")
+            before_approval = asked + drain(socket)
             approved = client.post(f"/research/{root_id}/plan/approve", json={})
             assert approved.status_code == 200, approved.text
             after_approval = receive_until_root_finished(socket, root_id)
 
     received = before_approval + after_approval
     assert {event["type"] for event in received} == set(EVENT_TYPES)
+    clarify = [event for event in received if event["type"] == "run.clarify"]
+    assert [(event["answers"], event["skipped"]) for event in clarify] == [
+        (None, False),
+        (["Grey"], False),
+    ]
+    assert clarify[0]["questions"] == ["Grey herons or all herons?"]
+    assert clarify[0] in asked  # the question came live, while the lead waited
     # The approval's own plan event came live, and the socket carried on past it.
     assert "run.plan" in [event["type"] for event in after_approval]
     assert after_approval[-1]["type"] != "run.plan"

@@ -14,6 +14,7 @@ from typing import Any
 
 from agents.llm.base import ChatResponse, ToolCall
 from agents.loop.calls import SPAWNS
+from research.services.clarify import ANSWERS_HEAD
 from research.text import STOP_WORDS
 
 _ids = count(1)
@@ -21,6 +22,11 @@ URL = re.compile(r"(?:https?|kb)://[^\s)\]>\"']+")
 QUESTION_WORDS = re.compile(
     r"^(?:(?:how|what|why|when|where|which|who|do|does|did|is|are|can|should)\b\s*)+", re.I
 )
+
+
+CLARIFIED = ANSWERS_HEAD  # where a lead's task lists the analyst's answers
+# The demo's rule for asking before it starts: a topic of fewer than five words is ambiguous.
+CLARIFY_UNDER_WORDS = 5
 
 
 class DemoModel:
@@ -42,8 +48,11 @@ class Conversation:
 
     def __init__(self, messages: list[dict[str, Any]]):
         task = next(m["content"] for m in messages if m["role"] == "user")
-        # A sub-agent's task ends with its step budget (agents.loop.instructions.task_message).
-        self.task = task.split("\n\nYour step budget:")[0]
+        # A sub-agent's task ends with its step budget (agents.loop.instructions.task_message);
+        # a lead's, with the analyst's answers to its questions, which then narrow its topic.
+        task, _, answered = task.split("\n\nYour step budget:")[0].partition(CLARIFIED)
+        answers = re.findall(r"^  Answer: (.+)$", answered, re.M)
+        self.task = f"{task} ({'; '.join(answers)})" if answers else task
         self.system = next((m["content"] for m in messages if m["role"] == "system"), "")
         self.calls: list[tuple[str, dict]] = []
         self.results: dict[str, list[str]] = {}
@@ -94,6 +103,7 @@ class Policy:
         if self.c.is_verifier:
             return ChatResponse(content=verify_draft(self.c.task))
         for step in (
+            self._clarify,
             self._plan,
             self._spawn,
             self._query,
@@ -107,6 +117,21 @@ class Policy:
         return ChatResponse(content=self._report())
 
     # Each step returns a turn, or None when it does not apply (any more).
+
+    def _clarify(self) -> ChatResponse | None:
+        """Offered the question tool (a research started with `clarify`), the lead asks when
+        the topic has fewer than five words: too short to tell what the analyst wants."""
+        if "ask_clarifying_questions" not in self.tools or self.c.calls:
+            return None
+        if len(re.findall(r"\w+", self.c.task)) >= CLARIFY_UNDER_WORDS:
+            return None
+        topic = self.c.task.strip().rstrip("?.!")[:120]
+        questions = [
+            f"Which part of “{topic}” should the research cover?",
+            "Who is the report for, and what will they use it for?",
+            "Is there a period, place or kind of source to focus on?",
+        ]
+        return _calls(("ask_clarifying_questions", {"questions": questions}))
 
     def _plan(self) -> ChatResponse | None:
         """The lead writes its plan first: one item per facet of the topic (seed 001)."""

@@ -5,6 +5,7 @@ from agents import kinds, prompts
 from agents.runtime.context import AgentContext
 from agents.tools import Tool
 from research.models import Run
+from research.services.clarify import clarified_task
 
 
 def system_prompt(ctx: AgentContext, run: Run, tools: dict[str, Tool]) -> str:
@@ -24,9 +25,10 @@ def system_prompt(ctx: AgentContext, run: Run, tools: dict[str, Tool]) -> str:
 
 def task_message(ctx: AgentContext, run: Run) -> str:
     """The agent's task; a sub-agent's ends with the step budget it got, as one line (seed
-    001: the clipped number is the one it relies on)."""
+    001: the clipped number is the one it relies on); a root's, with the analyst's answers to
+    its clarifying questions."""
     if ctx.is_root:
-        return run.topic
+        return clarified_task(topic=run.topic, clarification=run.clarification)
     return (
         f"{run.topic}\n\nYour step budget: {run.max_steps} model calls; the last one writes "
         "your report."

@@ -10,6 +10,7 @@ __all__ = ["Tool", "ToolError", "tool", "toolset"]
 
 def toolset(ctx: AgentContext) -> list[Tool]:
     from agents.tools import team
+    from agents.tools.clarify import ask_clarifying_questions
     from agents.tools.knowledge import query, remember
     from agents.tools.pages import read_page
     from agents.tools.plan import write_plan
@@ -20,6 +21,7 @@ def toolset(ctx: AgentContext) -> list[Tool]:
     if ctx.allowed_tools is not None:  # a sub-agent: its kind's tools that its parent has
         tools = [tool for tool in tools if tool.name in ctx.allowed_tools]
     ctx.research_tools = frozenset(tool.name for tool in tools)
+    tools += offered(ctx, [ask_clarifying_questions])  # before it starts (issue 27)
     tools += offered(ctx, [write_plan])  # the lead's plan (seed 001)
     tools += team.tools_for(ctx)
     tools += remote_tools(ctx)  # enable_remote_tool, when an admin connected MCP servers

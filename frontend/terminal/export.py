@@ -10,6 +10,7 @@ import json
 from django.utils import timezone
 from rest_framework import serializers
 
+from frontend.clarify_export import markdown_section
 from frontend.terminal.render import money, one_line
 from research import selectors
 from research.models import Run
@@ -72,6 +73,8 @@ def export_markdown(run: Run, *, passage_link=None) -> str:
     if not run.report.lstrip().startswith("#"):
         parts.append(f"# {one_line(run.topic)[:200]}")
     parts.append(run.report.strip())
+    if clarified := markdown_section(run):
+        parts.append(clarified)
     citations = selectors.subtree_citations(run=run, subtree=False)
     if citations:
         sources = [

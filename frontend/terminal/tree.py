@@ -213,6 +213,8 @@ def _describe(payload: dict, tree: TreeModel) -> str:
         items = "; ".join(str(item) for item in payload.get("items", []))
         state = "approved" if payload.get("approved") else f"by the {payload.get('author', '')}"
         return one_line(f"plan v{payload.get('version')} ({state}): {items}")
+    if kind == "run.clarify":
+        return _clarify_line(payload)
     if kind == "run.report":
         return f"report: {len(payload.get('report', ''))} characters"
     if kind == "run.finished":
@@ -225,3 +227,16 @@ def _describe(payload: dict, tree: TreeModel) -> str:
         )
         return one_line(f"{payload.get('status', '')}{stats}{': ' + error if error else ''}")
     return ""
+
+
+def _clarify_line(payload: dict) -> str:
+    questions = " | ".join(str(question) for question in payload.get("questions", []))
+    if payload.get("skipped"):
+        return one_line(f"questions skipped: {questions}")
+    if payload.get("answers") is None:
+        return one_line(
+            f"asks you before it starts: {questions} (answer: manage.py research answer "
+            f"{payload.get('run')} TEXT ..., or --skip)"
+        )
+    answers = " | ".join(str(answer) or "-" for answer in payload.get("answers", []))
+    return one_line(f"questions answered: {answers}")

@@ -25,8 +25,9 @@ from research.models import Run, Status
 POLL_SECONDS = 0.3
 BATCH = 500
 DONE, FAILED, INTERRUPTED = 0, 1, 130
-# What `start --wait` shows as it happens; `tail` shows every event.
-HIGHLIGHTS = frozenset({"run.created", "run.message", "run.finished"})
+# What `start --wait` shows as it happens (the lead's questions: the research waits for you);
+# `tail` shows every event.
+HIGHLIGHTS = frozenset({"run.created", "run.message", "run.clarify", "run.finished"})
 
 
 class Sink(Protocol):

@@ -114,6 +114,8 @@ RUN_FIXED_FIELDS = [
     "tools",
     "plan_item",
     "review_plan",
+    "clarify",
+    "clarification",
     "topic",
     "model",
     "dataset",
@@ -221,7 +223,15 @@ class RunAdmin(admin.ModelAdmin):
     readonly_fields = [*RUN_FIXED_FIELDS, *RUN_AGENT_FIELDS, "records", "ending", "report_shown"]
     fieldsets = [
         (None, {"fields": ["owner", "name", "reason", "topic", "dataset", "max_steps"]}),
-        ("Delegation", {"fields": ["kind", "tier", "model", "tools", "plan_item", "review_plan"]}),
+        (
+            "Delegation",
+            {
+                "fields": [
+                    *["kind", "tier", "model", "tools", "plan_item"],
+                    *["review_plan", "clarify", "clarification"],
+                ]
+            },
+        ),
         ("Tree", {"fields": ["parent", "root", "depth", "worker", "records"]}),
         (
             "Progress",

@@ -4,6 +4,7 @@ browsers after commit (`transport`)."""
 from research.events.payloads import (
     EVENT_TYPES,
     Payload,
+    RunClarify,
     RunCreated,
     RunFinished,
     RunMessage,
@@ -18,6 +19,7 @@ from research.events.transport import flush, group_name
 __all__ = [
     "EVENT_TYPES",
     "Payload",
+    "RunClarify",
     "RunCreated",
     "RunFinished",
     "RunMessage",

@@ -46,6 +46,8 @@ RUN_FIELDS = (
     "plan_item",
     "review_plan",
     "starred",
+    "clarify",
+    "clarification",
     "topic",
     "model",
     "status",
@@ -100,6 +102,8 @@ def run_fields(run: Run, *, whole_topic: bool = True) -> dict[str, Any]:
         "plan_item": run.plan_item,
         "review_plan": run.review_plan,
         "starred": run.starred,
+        "clarify": run.clarify,
+        "clarification": run.clarification,
         "topic": run.topic if whole_topic else listed_topic(run),
         "model": run.model,
         "status": run.status,
@@ -227,6 +231,17 @@ class RunPlan(Payload):
 
 
 @dataclass(frozen=True)
+class RunClarify(Payload):
+    """A root's lead asked the analyst questions before it started (`answers` null), or the
+    analyst answered them (`answers`, "" for one left blank) or skipped them (`skipped`)."""
+
+    type: ClassVar[str] = "run.clarify"
+    questions: list
+    answers: list | None
+    skipped: bool
+
+
+@dataclass(frozen=True)
 class RunFinished(Payload):
     """A run's end, with what its delegation cost (seed 002's delegation_end): how long it
     worked (null when it never started), its tool calls and its own tokens."""
@@ -259,6 +274,7 @@ PAYLOADS: dict[str, type[Payload]] = {
         RunFinished,
         RunReport,
         RunPlan,
+        RunClarify,
     )
 }
 EVENT_TYPES = tuple(PAYLOADS)

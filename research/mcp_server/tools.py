@@ -43,6 +43,7 @@ from research.mcp_server.answers import (
     throttle,
     validation_text,
 )
+from research.mcp_server.clarify import ClarifyTools
 from research.mcp_server.plans import PlanTools
 from research.mcp_server.threads import run_sync
 from research.models import ACTIVE_STATUSES, Status
@@ -118,6 +119,7 @@ def register(server: MCPServer, tools: "Tools") -> None:
     cancels = ToolAnnotations(destructive_hint=True, idempotent_hint=True)
     server.add_tool(tools.cancel_research, name="cancel_research", annotations=cancels)
     PlanTools(call=tools.call, on_started=tools.on_started).register(server, reads=reads)
+    ClarifyTools(call=tools.call, on_started=tools.on_started).register(server)
 
 
 class Tools:
@@ -166,6 +168,13 @@ class Tools:
                 "(approve_plan, or the user in Canopy). Default false."
             ),
         ] = False,
+        clarify: Annotated[
+            bool,
+            Field(
+                description="Let the lead agent first ask up to three short questions; the "
+                "research waits for the answers (answer_questions). Default false."
+            ),
+        ] = False,
         callback_url: Annotated[
             str,
             Field(
@@ -187,6 +196,7 @@ class Tools:
                 max_steps=max_steps,
                 dataset_id=dataset,
                 review_plan=review_plan,
+                clarify=clarify,
                 callback_url=callback_url,
             )
             if self.on_started is not None:
@@ -272,7 +282,9 @@ class Tools:
         Returns what get_research returns, with `finished`: false when the wait timed out
         first. A research started with review_plan returns as soon as it waits for the user
         to approve its plan (status "paused", `awaiting_review`: true): show it with get_plan,
-        approve it with approve_plan once the user agrees, then follow it again."""
+        approve it with approve_plan once the user agrees, then follow it again. One started
+        with clarify returns likewise when its lead asks (state "clarifying", the questions in
+        `clarification`): ask the user, answer with answer_questions, follow it again."""
         if not 1 <= timeout_seconds <= FOLLOW_MAX_SECONDS:
             return error_result(
                 f"timeout_seconds must be from 1 to {FOLLOW_MAX_SECONDS}, not {timeout_seconds}."

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('research', '0011_run_text_search_index'),
+        ('research', '0013_clarify'),
     ]
 
     operations = [

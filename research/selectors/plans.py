@@ -11,7 +11,7 @@ a gap otherwise.
 from typing import Any
 
 from research.events.payloads import iso
-from research.models import ACTIVE_STATUSES, Plan, Run, Status, Step
+from research.models import ACTIVE_STATUSES, Plan, Run, State, Status, Step
 
 # An item's status, from the sub-agents that name it (seed 001: coverage and gaps).
 OPEN, WORKING, COVERED, FAILED, GAP = "open", "working", "covered", "failed", "gap"
@@ -102,7 +102,8 @@ def plan_view(*, root: Run) -> dict[str, Any]:
     return {
         "research": root.pk,
         "review_plan": root.review_plan,
-        "awaiting_review": root.status == Status.PAUSED,
+        # Paused for its plan, not for the answers to its lead's questions (the clarify step).
+        "awaiting_review": root.status == Status.PAUSED and root.state != State.CLARIFYING,
         "changes": _changes(versions),
         "version": latest.version if latest else None,
         "approved": bool(latest and latest.approved_at),

@@ -5,6 +5,7 @@ from rest_framework import serializers
 from research.endings import Ending
 from research.events.payloads import ANALYST, RUN_FIELDS, run_fields
 from research.models import Citation, Event, Message, Run, RunState
+from research.serializers.clarify import ClarificationSerializer
 
 
 class RunOutputSerializer(serializers.ModelSerializer):
@@ -23,6 +24,11 @@ class RunOutputSerializer(serializers.ModelSerializer):
     )
     clock_running = serializers.BooleanField(
         read_only=True, help_text="whether worked_seconds grows: started, not paused, not ended"
+    )
+    clarification = ClarificationSerializer(
+        read_only=True,
+        allow_null=True,
+        help_text="what the lead asked before it started, and the answers; null: it did not ask",
     )
     ending = serializers.ChoiceField(
         choices=[("", "working"), *Ending.choices],
@@ -81,6 +87,12 @@ class RunStartSerializer(serializers.Serializer):
         required=False,
         default=False,
         help_text="pause after the lead's first plan until the analyst approves it",
+    )
+    clarify = serializers.BooleanField(
+        required=False,
+        default=False,
+        help_text="let the lead ask up to three short questions before it starts; the "
+        "research waits for the answers (POST .../clarify)",
     )
     callback_url = serializers.CharField(required=False, allow_blank=True, max_length=2000)
 

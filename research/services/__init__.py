@@ -5,6 +5,7 @@ Callers import from here; each name lives in the module of its entity. Domain er
 """
 
 from research.services.citations import citations_record, cited_sources
+from research.services.clarify import clarify_answer, clarify_ask, clarify_wanted
 from research.services.datasets import (
     dataset_create,
     dataset_delete,
@@ -67,6 +68,9 @@ from research.services.workers import (
 )
 
 __all__ = [
+    "clarify_answer",
+    "clarify_ask",
+    "clarify_wanted",
     "current_plan",
     "note_send",
     "notes_take",

@@ -92,15 +92,16 @@ def plan_needs_review(*, root_id: int) -> bool:
 
 
 @transaction.atomic
-def plan_pause(*, root_id: int) -> bool:
+def plan_pause(*, root_id: int, state: str = State.REVIEWING, detail: str = REVIEW_DETAIL) -> bool:
     """The root waits for the analyst: paused, no worker, no thread (the caller's ends).
-    False when it cannot pause: it ended, or a cancel came first (the caller must stop)."""
+    False when it cannot pause: it ended, or a cancel came first (the caller must stop).
+    `state` says what it waits for: its plan's review, or answers to its questions."""
     tree_lock(root_id=root_id)
     paused = Run.objects.filter(pk=root_id, status=Status.WORKING, cancel_requested=False).update(
-        status=Status.PAUSED, state=State.REVIEWING, worker=None, paused_at=timezone.now()
+        status=Status.PAUSED, state=state, worker=None, paused_at=timezone.now()
     )
     if paused:
-        RunState.objects.create(run_id=root_id, state=State.REVIEWING, detail=REVIEW_DETAIL)
+        RunState.objects.create(run_id=root_id, state=state, detail=detail)
         run = Run.objects.only("started_at", "finished_at", "paused_at", "paused_seconds").get(
             pk=root_id
         )
@@ -109,8 +110,8 @@ def plan_pause(*, root_id: int) -> bool:
             run_id=root_id,
             payload=RunStateChanged(
                 status=Status.PAUSED,
-                state=State.REVIEWING,
-                detail=REVIEW_DETAIL,
+                state=state,
+                detail=detail,
                 worked_seconds=round(run.worked_seconds() or 0, 3),
             ),
         )
@@ -121,11 +122,9 @@ def plan_pause(*, root_id: int) -> bool:
 def plan_approve(*, run: Run, items: object = None) -> Plan:
     """Approve the paused root's plan as it is, or as the analyst edited it (a new version),
     and queue the root again: any agent pool resumes it from the approved plan."""
-    from research.services.runs import root_queued
-
     tree_lock(root_id=run.root_id)
-    run.refresh_from_db(fields=["status"])
-    if not run.is_root or run.status != Status.PAUSED:
+    run.refresh_from_db(fields=["status", "state"])
+    if not run.is_root or run.status != Status.PAUSED or run.state == State.CLARIFYING:
         raise InvalidInput(
             f"research {run.pk} is not waiting for a plan review (it is {run.status}).",
             field="status",
@@ -136,6 +135,15 @@ def plan_approve(*, run: Run, items: object = None) -> Plan:
     plan.approved_at = timezone.now()
     plan.save(update_fields=["approved_at"])
     _publish(plan)
+    root_resume(run=run, detail="plan approved")
+    return plan
+
+
+def root_resume(*, run: Run, detail: str) -> None:
+    """Queue a paused root again (the caller holds the tree lock): any agent pool resumes it.
+    The time it waited for the analyst is left out of its worked time."""
+    from research.services.runs import root_queued
+
     run.refresh_from_db(fields=["started_at", "finished_at", "paused_at", "paused_seconds"])
     worked = run.worked_seconds()  # up to the pause: the time waiting for the analyst is left out
     resumed = timezone.now()
@@ -147,19 +155,18 @@ def plan_approve(*, run: Run, items: object = None) -> Plan:
         paused_at=None,
         paused_seconds=F("paused_seconds") + paused_for,
     )
-    RunState.objects.create(run_id=run.pk, state=State.QUEUED, detail="plan approved")
+    RunState.objects.create(run_id=run.pk, state=State.QUEUED, detail=detail)
     publish(
         root_id=run.pk,
         run_id=run.pk,
         payload=RunStateChanged(
             status=Status.QUEUED,
             state=State.QUEUED,
-            detail="plan approved",
+            detail=detail,
             worked_seconds=None if worked is None else round(worked, 3),
         ),
     )
     root_queued(run.pk)
-    return plan
 
 
 # --- notes from the analyst -----------------------------------------------------------------

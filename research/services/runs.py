@@ -97,10 +97,12 @@ def run_start(
     model: str | None = None,
     dataset_id: int | None = None,
     review_plan: bool = False,
+    clarify: bool = False,
     callback_url: str = "",
 ) -> Run:
     """Create a root run, queued; the agent runtime picks it up after commit. With
-    `review_plan`, it pauses after its first plan until the analyst approves it; with a
+    `review_plan`, it pauses after its first plan until the analyst approves it; with `clarify`,
+    its lead may first ask the analyst questions (research.services.clarify); with a
     `callback_url`, its end is posted there (research.services.callbacks).
 
     Every edge starts a research here (the API, the page, MCP, the CLI): the checks, the
@@ -143,6 +145,7 @@ def run_start(
         max_steps=max_steps,
         dataset=dataset,
         review_plan=bool(review_plan),
+        clarify=bool(clarify),
     )
     run.root = run
     run.save(update_fields=["root"])
@@ -168,6 +171,7 @@ def run_rerun(*, owner: AbstractBaseUser, run: Run) -> Run:
         max_steps=run.max_steps,
         dataset_id=run.dataset_id,
         review_plan=run.review_plan,
+        clarify=run.clarify,
     )
 
 

@@ -151,6 +151,9 @@ export function createState(config) {
           from_analyst: Boolean(event.from_analyst),
         });
         break;
+      case "run.clarify":
+        update(event.run, { clarification: { questions: event.questions, answers: event.answers, skipped: event.skipped } });
+        break;
       case "run.report":
         update(event.run, { report: event.report });
         break;
@@ -183,6 +186,11 @@ export function createState(config) {
     },
     /** Draw every part again at the next frame, together (a panel that just loaded). */
     redraw() {
+      changed({ type: "redraw" });
+    },
+    /** Fields of a run the page learned from an answer of its own, drawn at the next frame. */
+    patch(runId, fields) {
+      update(runId, fields);
       changed({ type: "redraw" });
     },
     setPlan(plan) {

@@ -70,7 +70,8 @@ export function createTiles(state, page) {
     if (paused) document.title = `⏸ Waiting for you · ${baseTitle}`;
     else if (!root.active) document.title = `${TITLE_MARKS[root.ending] || endingWord(root)} · ${baseTitle}`;
     else document.title = baseTitle;
-    if (paused && !wasPaused) notify("Plan waiting for your review", root, "-plan");
+    const asks = root.state === "clarifying";
+    if (paused && !wasPaused) notify(asks ? "Questions waiting for your answers" : "Plan waiting for your review", root, asks ? "-clarify" : "-plan");
     if (wasActive === true && !root.active) notify(`Research ${endingWord(root)}`, root, "");
     wasPaused = paused;
     wasActive = root.active;

@@ -1,5 +1,5 @@
 """`manage.py research ...`: start, list, show, follow, cancel and export researches; read
-and approve a research's plan; send a note to a working agent.
+and approve a research's plan; answer the questions it asks first; send a note to an agent.
 
 The same owner scoping and validation as the REST API: every read goes through
 research.selectors, every write through research.services, as one user (see --user).
@@ -18,6 +18,7 @@ from rich.console import Console
 
 from frontend.exports import FORMATS, ExportError, export_run
 from frontend.terminal import render
+from frontend.terminal.clarify import ANSWER_HELP, add_answer_arguments, answer_lines
 from frontend.terminal.export import export_json
 from frontend.terminal.runner import LOCAL_STOPPED, TreeRunner
 from frontend.terminal.tree import TreeModel
@@ -44,6 +45,7 @@ OPTION_OF_FIELD = {
     "model": "--model",
     "dataset": "--dataset",
     "items": "--item",
+    "answers": "TEXT",
     "text": "text",
     "run": "id",
     "status": "id",
@@ -70,6 +72,8 @@ class Command(BaseCommand):
             action="store_true",
             help="pause after the lead's first plan until you approve it (research approve)",
         )
+        clarify = "let the lead first ask you up to three questions (research answer)"
+        start.add_argument("--clarify", action="store_true", help=clarify)
         start.add_argument(
             "--callback-url",
             default="",
@@ -122,6 +126,8 @@ class Command(BaseCommand):
             metavar="TEXT",
             help="the plan as you edit it, one --item per item, in order (default: as it is)",
         )
+
+        add_answer_arguments(self._action(actions, "answer", ANSWER_HELP))
 
         note = self._action(actions, "note", "send a note to a working agent")
         note.add_argument("id", type=int, help="the research (its lead) or a sub-agent")
@@ -208,6 +214,7 @@ class Command(BaseCommand):
             model=options["model"],
             dataset_id=options["dataset"],
             review_plan=options["review_plan"],
+            clarify=options["clarify"],
             callback_url=options["callback_url"],
         )
 
@@ -305,6 +312,10 @@ class Command(BaseCommand):
         self.write(
             f"research {run.pk}: plan version {plan.version} approved; the research resumes."
         )
+
+    def do_answer(self, user: AbstractBaseUser, options: dict) -> None:
+        for line in answer_lines(user, options):
+            self.write(line)
 
     def do_note(self, user: AbstractBaseUser, options: dict) -> None:
         run = selectors.run_get(owner=user, run_id=options["id"])

@@ -129,6 +129,7 @@ def run_start(request: Request) -> Response:
         dataset_id=data.get("dataset"),
         review_plan=data.get("review_plan", False),
         callback_url=data.get("callback_url") or "",
+        follows_id=data.get("follows"),
     )
     return Response(RunOutputSerializer(run).data, status=status.HTTP_201_CREATED)
 

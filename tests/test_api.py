@@ -26,6 +26,7 @@ RUN_FIELDS = {
     "tier",
     "plan_item",
     "review_plan",
+    "follows_id",
     "topic",
     "model",
     "active",

@@ -5,6 +5,7 @@ from agents import kinds, prompts
 from agents.runtime.context import AgentContext
 from agents.tools import Tool
 from research.models import Run
+from research.selectors.followups import followup_context
 
 
 def system_prompt(ctx: AgentContext, run: Run, tools: dict[str, Tool]) -> str:
@@ -24,9 +25,11 @@ def system_prompt(ctx: AgentContext, run: Run, tools: dict[str, Tool]) -> str:
 
 def task_message(ctx: AgentContext, run: Run) -> str:
     """The agent's task; a sub-agent's ends with the step budget it got, as one line (seed
-    001: the clipped number is the one it relies on)."""
+    001: the clipped number is the one it relies on); a follow-up's lead gets the research it
+    follows after its question (research.selectors.followups)."""
     if ctx.is_root:
-        return run.topic
+        context = followup_context(run)
+        return f"{run.topic}\n\n{context}" if context else run.topic
     return (
         f"{run.topic}\n\nYour step budget: {run.max_steps} model calls; the last one writes "
         "your report."

@@ -71,6 +71,12 @@ class Command(BaseCommand):
             help="pause after the lead's first plan until you approve it (research approve)",
         )
         start.add_argument(
+            "--follows",
+            type=int,
+            metavar="ID",
+            help="follow up this done research: start from its report, plan and sources",
+        )
+        start.add_argument(
             "--callback-url",
             default="",
             help="an https URL that gets a signed POST when the research ends",
@@ -204,6 +210,7 @@ class Command(BaseCommand):
             dataset_id=options["dataset"],
             review_plan=options["review_plan"],
             callback_url=options["callback_url"],
+            follows_id=options["follows"],
         )
 
     def do_list(self, user: AbstractBaseUser, options: dict) -> None:

@@ -7,8 +7,10 @@ from agents.llm.scripted import call, reply
 from research import services
 from research.models import Citation, Run, Source
 from research.selectors.followups import thread_of
+from research.services.datasets import dataset_create, document_add
 from tests.conftest import wait_finished
 from tests.fakeweb import FakeWeb
+from tests.test_demo import CHEMISTRY, MARKET
 from tests.test_mcp_server import in_process
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -149,3 +151,39 @@ def test_the_cli_and_mcp_start_a_followup(alice, settings, capsys):
     started, refused = in_process(alice, work)
     assert Run.objects.get(pk=started["id"]).follows_id == earlier.pk
     assert refused == "no research with id 999999."
+
+
+def test_the_demo_model_answers_a_followup_from_the_earlier_sources_offline(agent_pool, alice):
+    chemistry = dataset_create(owner=alice, name="EV chemistry")
+    document_add(dataset=chemistry, title="Chemistries", data=CHEMISTRY, filename="chem.md")
+    market = dataset_create(owner=alice, name="EV market")
+    document_add(dataset=market, title="Market", data=MARKET, filename="market.md")
+    earlier = services.run_start(
+        owner=alice, topic="Why LFP cells last longer", model="demo", dataset_id=chemistry.pk
+    )
+    earlier = wait_finished(earlier, timeout=30)
+    assert earlier.status == "done", earlier.error
+    carried = set(Citation.objects.filter(run=earlier, verified=True).values_list("url", flat=True))
+    assert carried
+
+    # On the market notes only: what it knows of chemistry comes from the earlier research.
+    followup = services.run_start(
+        owner=alice,
+        topic="Who makes the most LFP batteries?",
+        model="demo",
+        dataset_id=market.pk,
+        follows_id=earlier.pk,
+    )
+    followup = wait_finished(followup, timeout=30)
+
+    assert followup.status == "done", followup.error
+    report = followup.report
+    assert report.startswith("# Who makes the most LFP batteries?")
+    assert "CATL is the largest maker" in report  # its own finding, from the knowledge base
+    earlier_part = report.split("## From the earlier research")[1].split("## Sources")[0]
+    assert f"This follows up research {earlier.pk}, “Why LFP cells last longer”" in earlier_part
+    assert "Lithium iron phosphate (LFP) cells now power most new electric cars" in earlier_part
+    quoted = {url for url in carried if f"]({url})" in earlier_part}
+    assert quoted, earlier_part
+    verified = dict(Citation.objects.filter(run=followup).values_list("url", "verified"))
+    assert all(verified[url] for url in quoted), verified

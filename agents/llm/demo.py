@@ -13,6 +13,7 @@ from itertools import count
 from typing import Any
 
 from agents.llm.base import ChatResponse, ToolCall
+from agents.llm.demo_followup import earlier_section, split_task
 from agents.loop.calls import SPAWNS
 from research.text import STOP_WORDS
 
@@ -42,8 +43,9 @@ class Conversation:
 
     def __init__(self, messages: list[dict[str, Any]]):
         task = next(m["content"] for m in messages if m["role"] == "user")
-        # A sub-agent's task ends with its step budget (agents.loop.instructions.task_message).
-        self.task = task.split("\n\nYour step budget:")[0]
+        # A sub-agent's task ends with its step budget (agents.loop.instructions.task_message);
+        # a follow-up's lead's, with the research it follows.
+        self.task, self.earlier = split_task(task.split("\n\nYour step budget:")[0])
         self.system = next((m["content"] for m in messages if m["role"] == "system"), "")
         self.calls: list[tuple[str, dict]] = []
         self.results: dict[str, list[str]] = {}
@@ -283,6 +285,9 @@ def extractive_report(c: Conversation) -> str:
             found = FINDINGS.search(report)
             body = found.group(1).strip() if found else "(nothing found)"
             lines += [f"### {name} ({status})", "", body, ""]
+    if c.earlier:
+        quoted = {url for _, url in CITED.findall("\n".join(lines))}
+        lines += earlier_section(c.earlier, c.task, quoted=quoted)
     messages = [m for m in c.results.get("read_messages", []) if m != "No new messages."]
     if messages:
         lines += ["", "## Messages from siblings", ""] + [f"> {m}" for m in messages]

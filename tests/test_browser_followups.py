@@ -55,7 +55,11 @@ def fits_the_width(page: Page) -> None:
 
 
 def test_asking_a_followup_from_a_done_report_starts_a_thread(
-    page, server, scripted_llm, web, alice
+    page,
+    server,
+    scripted_llm,
+    web,
+    alice,  # noqa: F811
 ):
     article = f"{web.url}/article"
     scripted_llm.script(

@@ -54,13 +54,7 @@ def fits_the_width(page: Page) -> None:
     assert overflow <= 1, f"the page is {overflow}px wider than the {page.size_name} screen"
 
 
-def test_asking_a_followup_from_a_done_report_starts_a_thread(
-    page,
-    server,
-    scripted_llm,
-    web,
-    alice,  # noqa: F811
-):
+def test_a_followup_asked_on_the_page_starts_a_thread(page, server, web, scripted_llm, alice):  # noqa: F811
     article = f"{web.url}/article"
     scripted_llm.script(
         EARLIER,

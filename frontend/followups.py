@@ -2,6 +2,7 @@
 starts a new research in its thread, on the same model, step budget and dataset, through the
 one start service. A refusal is said beside the question, which is kept."""
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect
@@ -36,6 +37,9 @@ def run_followup(request: HttpRequest, run_id: int) -> HttpResponse:
     except TooManyRuns as error:
         return run_page(request, run, followup=_said(question, error.message), status=429)
     except InvalidInput as error:
+        if error.field == "follows":  # not done (any more): the page shows no form to say it
+            messages.error(request, sentence(error.message))
+            return redirect("run", run_id=run.pk)
         words = sentence(error.message, error.field)
         if error.field == "topic":
             words = sentence(QUESTION + error.message[len("topic") :])

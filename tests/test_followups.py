@@ -2,6 +2,8 @@
 
 import pytest
 from django.core.management import call_command
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from agents.llm.scripted import call, reply
 from research import services
@@ -187,3 +189,34 @@ def test_the_demo_model_answers_a_followup_from_the_earlier_sources_offline(agen
     assert quoted, earlier_part
     verified = dict(Citation.objects.filter(run=followup).values_list("url", "verified"))
     assert all(verified[url] for url in quoted), verified
+
+
+def test_the_page_refuses_a_followup_of_a_working_or_someone_elses_research(client, alice, bob):
+    working = services.run_start(owner=alice, topic="Still at it")
+    client.force_login(alice)
+
+    response = client.post(f"/runs/{working.pk}/follow-up", {"question": "And then?"}, follow=True)
+
+    assert f"Research {working.pk} is still working: only a done research" in response.text
+    assert not Run.objects.filter(follows=working).exists()
+    client.force_login(bob)
+    assert client.post(f"/runs/{working.pk}/follow-up", {"question": "Mine?"}).status_code == 404
+
+
+def test_the_runs_list_shows_threads_in_the_same_queries_however_many(client, alice, settings):
+    settings.RESEARCH_MAX_WORKING_ROOTS = 50
+    earlier = services.run_start(owner=alice, topic="The first question")
+    services.run_finish(run_id=earlier.pk, report="# First")
+    services.run_start(owner=alice, topic="A second question", follows_id=earlier.pk)
+    client.force_login(alice)
+    with CaptureQueriesContext(connection) as before:
+        page = client.get("/").text
+    assert "Follows up" in page and "1 follow-up" in page
+    for number in range(5):
+        services.run_start(owner=alice, topic=f"Question {number}", follows_id=earlier.pk)
+
+    with CaptureQueriesContext(connection) as after:
+        page = client.get("/").text
+
+    assert "6 follow-ups" in page and page.count("Follows up") == 6
+    assert len(after) == len(before), [query["sql"] for query in after]

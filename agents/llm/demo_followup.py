@@ -37,8 +37,11 @@ def earlier_section(context: str, question: str, *, quoted: set[str]) -> list[st
     for order, source in enumerate(SOURCE.finditer(context)):
         if source.group("url") in quoted:
             continue
-        text = source.group("text")
-        sentences = SENTENCE.findall(text) or [text[:200]]
+        # A heading's underline (reStructuredText's ****) ends its title, as a full stop.
+        text = re.sub(r"[*=~^-]{3,}", ". ", source.group("text"))
+        sentences = SENTENCE.findall(text)
+        if not sentences:  # a title or code: nothing to quote
+            continue
         best = max(sentences, key=lambda sentence: len(wanted & _words(sentence)))
         scored.append((-len(wanted & _words(best)), order, best.strip(), source))
     lines = [

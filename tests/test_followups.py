@@ -1,7 +1,7 @@
 """Follow-ups (issue 27): a research that continues a done one, in a thread, from every edge."""
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
@@ -142,6 +142,8 @@ def test_the_cli_and_mcp_start_a_followup(alice, settings, capsys):
     cli = Run.objects.get(topic="Why two a day?")
     assert cli.follows_id == earlier.pk
     assert str(cli.pk) in capsys.readouterr().out
+    with pytest.raises(CommandError, match=f"research {cli.pk} is still working"):
+        call_command("research", "start", "And?", "--follows", str(cli.pk), "--no-wait")
 
     async def work(client) -> tuple:
         started = await client.call_tool(

@@ -122,6 +122,7 @@ RUN_FIXED_FIELDS = [
     "root",
     "depth",
     "worker",
+    "follows",
 ]
 # Written by the services and the agents, never typed in by hand.
 RUN_AGENT_FIELDS = [
@@ -222,7 +223,7 @@ class RunAdmin(admin.ModelAdmin):
     fieldsets = [
         (None, {"fields": ["owner", "name", "reason", "topic", "dataset", "max_steps"]}),
         ("Delegation", {"fields": ["kind", "tier", "model", "tools", "plan_item", "review_plan"]}),
-        ("Tree", {"fields": ["parent", "root", "depth", "worker", "records"]}),
+        ("Tree", {"fields": ["parent", "root", "follows", "depth", "worker", "records"]}),
         (
             "Progress",
             {

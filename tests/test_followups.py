@@ -10,6 +10,7 @@ from research import services
 from research.models import Citation, Run, Source
 from research.selectors.followups import thread_of
 from research.services.datasets import dataset_create, document_add
+from research.services.sources import source_record
 from tests.conftest import wait_finished
 from tests.fakeweb import FakeWeb
 from tests.test_demo import CHEMISTRY, MARKET
@@ -222,3 +223,23 @@ def test_the_runs_list_shows_threads_in_the_same_queries_however_many(client, al
 
     assert "6 follow-ups" in page and page.count("Follows up") == 6
     assert len(after) == len(before), [query["sql"] for query in after]
+
+
+def test_a_followups_markdown_export_says_what_it_follows_and_where_a_source_came_from(
+    alice, api_for
+):
+    earlier = services.run_start(owner=alice, topic="Tides")
+    source_record(run_id=earlier.pk, kind="page", url="https://tides.example/moon", title="Moon")
+    report = "# Tides\n\nThey follow the moon (https://tides.example/moon)."
+    services.citations_record(run_id=earlier.pk, report=report)
+    services.run_finish(run_id=earlier.pk, report=report)
+    followup = services.run_start(owner=alice, topic="Why two a day?", follows_id=earlier.pk)
+    again = "# Two a day\n\nThe moon pulls both sides (https://tides.example/moon)."
+    services.citations_record(run_id=followup.pk, report=again)
+    services.run_finish(run_id=followup.pk, report=again)
+
+    markdown = api_for(alice).get(f"/v1/gb/research/{followup.pk}/export?format=md")
+
+    text = markdown.content.decode()
+    assert "1. [Moon](https://tides.example/moon): verified, seen by the research this one" in text
+    assert f"*Canopy research {followup.pk}, a follow-up of research {earlier.pk}," in text

@@ -5,7 +5,7 @@ from agents import kinds, prompts
 from agents.runtime.context import AgentContext
 from agents.tools import Tool
 from research.models import Run
-from research.selectors.followups import followup_context
+from research.selectors.followups import followup_of
 
 
 def system_prompt(ctx: AgentContext, run: Run, tools: dict[str, Tool]) -> str:
@@ -28,8 +28,13 @@ def task_message(ctx: AgentContext, run: Run) -> str:
     001: the clipped number is the one it relies on); a follow-up's lead gets the research it
     follows after its question (research.selectors.followups)."""
     if ctx.is_root:
-        context = followup_context(run)
-        return f"{run.topic}\n\n{context}" if context else run.topic
+        followup = followup_of(run)
+        if followup is None:
+            return run.topic
+        intro = prompts.render(
+            "followup", id=str(followup.earlier_id), topic=followup.earlier_topic
+        )
+        return prompts.join(run.topic, followup.text(intro))
     return (
         f"{run.topic}\n\nYour step budget: {run.max_steps} model calls; the last one writes "
         "your report."

@@ -18,37 +18,50 @@ SOURCES_MAX = 30
 THREAD_MAX = 20
 HEADING = "# The research this follows up"
 
-INTRO = (
-    'This question follows up an earlier research of the analyst (run {id}): "{topic}". '
-    "Build on it rather than repeat it: its plan, its report and its verified sources are "
-    "below. Those sources were read by that research and carried into this one: cite them by "
-    "their URLs exactly as given; they count as verified, so there is no need to read or "
-    "search for them again. Research only what the follow-up needs beyond them, and answer "
-    "the follow-up in a report of its own."
-)
+
+@dataclass(frozen=True)
+class Followup:
+    """What a follow-up's lead is told of the research it follows, after its question."""
+
+    earlier_id: int
+    earlier_topic: str
+    plan: list[str]
+    report: str
+    sources: list[str]  # each as the `query` tool lists a passage
+
+    def text(self, intro: str) -> str:
+        """The section the lead reads, with `intro` (prompts/followup.md) saying what it is."""
+        parts = [HEADING, intro]
+        if self.plan:
+            parts += [
+                "## Its plan",
+                "\n".join(f"{n}. {item}" for n, item in enumerate(self.plan, 1)),
+            ]
+        parts += ["## Its report", self.report]
+        parts += ["## Its verified sources", "\n\n".join(self.sources) or "(it cited none)"]
+        return "\n\n".join(parts)
 
 
-def followup_context(run: Run) -> str:
-    """The earlier research's question, plan, report and carried sources, to follow the
-    lead's task; "" for a research that follows none (or whose earlier one was deleted)."""
+def followup_of(run: Run) -> Followup | None:
+    """The earlier research's question, plan, report (cut to REPORT_CHARS) and the sources
+    carried from it; None for a research that follows none (or whose earlier one is gone)."""
     if run.follows_id is None:
-        return ""
+        return None
     earlier = Run.objects.filter(pk=run.follows_id).only("pk", "topic", "report").first()
     if earlier is None:
-        return ""
+        return None
     plan = Plan.objects.filter(root_id=earlier.pk).order_by("-version").first()
     sources = Source.objects.filter(root_id=run.root_id, carried=True).order_by("id")
-    parts = [HEADING, INTRO.format(id=earlier.pk, topic=earlier.topic[:300])]
-    if plan is not None and plan.items:
-        items = "\n".join(f"{number}. {item}" for number, item in enumerate(plan.items, 1))
-        parts += ["## Its plan", items]
     report = earlier.report
     if len(report) > REPORT_CHARS:
         report = report[:REPORT_CHARS].rstrip() + "\n\n[the rest of the report is left out]"
-    parts += ["## Its report", report]
-    listed = [_source_block(number, s) for number, s in enumerate(sources[:SOURCES_MAX], 1)]
-    parts += ["## Its verified sources", "\n\n".join(listed) or "(it cited none)"]
-    return "\n\n".join(parts)
+    return Followup(
+        earlier_id=earlier.pk,
+        earlier_topic=earlier.topic[:300],
+        plan=list(plan.items) if plan is not None else [],
+        report=report,
+        sources=[_source_block(n, source) for n, source in enumerate(sources[:SOURCES_MAX], 1)],
+    )
 
 
 def _source_block(number: int, source: Source) -> str:

@@ -31,16 +31,23 @@ EARLIER = "When did the river otters come back to the valley?"
 FOLLOWUP = "Follow-up: which fish do the otters that came back eat in winter?"
 
 
-@pytest.fixture(params=list(SIZES))
-def page(request, browser: Browser):  # noqa: F811
-    width, height = SIZES[request.param]
-    context = browser.new_context(viewport={"width": width, "height": height})
-    page = context.new_page()
-    page.size_name = request.param
-    errors: list[str] = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    yield page
-    context.close()
+@pytest.fixture
+def pages(browser: Browser):  # noqa: F811
+    """A page at each size, in contexts of their own; JavaScript errors fail the test."""
+    contexts, errors = [], []
+
+    def open_page(size: str) -> Page:
+        width, height = SIZES[size]
+        context = browser.new_context(viewport={"width": width, "height": height})
+        contexts.append(context)
+        page = context.new_page()
+        page.size_name = size
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        return page
+
+    yield open_page
+    for context in contexts:
+        context.close()
     assert errors == [], "the page raised JavaScript errors"
 
 
@@ -54,7 +61,7 @@ def fits_the_width(page: Page) -> None:
     assert overflow <= 1, f"the page is {overflow}px wider than the {page.size_name} screen"
 
 
-def test_a_followup_asked_on_the_page_starts_a_thread(page, server, web, scripted_llm, alice):  # noqa: F811
+def test_a_followup_asked_on_the_page_starts_a_thread(pages, server, web, scripted_llm, alice):  # noqa: F811
     article = f"{web.url}/article"
     scripted_llm.script(
         EARLIER,
@@ -62,29 +69,37 @@ def test_a_followup_asked_on_the_page_starts_a_thread(page, server, web, scripte
         call("read_page", url=article),
         reply(f"# Otters\n\nThe otters came back in 2019 ([the article]({article})).\n"),
     )
-    scripted_llm.script(
-        FOLLOWUP,
-        reply(
-            "# What the otters eat\n\nTrout, mostly, by the valley's own count, which the "
-            f"earlier research read ([the article]({article}))."
-        ),
-    )
     earlier = wait_finished(services.run_start(owner=alice, topic=EARLIER), timeout=30)
     assert earlier.status == "done", earlier.error
-    log_in(page, server, "alice")
+    # One server for both sizes: each asks its own follow-up of the same research.
+    for number, size in enumerate(SIZES, start=1):
+        question = f"{FOLLOWUP} (asked on the {size})"
+        scripted_llm.script(
+            question,
+            reply(
+                "# What the otters eat\n\nTrout, mostly, by the valley's own count, which the "
+                f"earlier research read ([the article]({article}))."
+            ),
+        )
+        ask_a_followup(pages(size), server, earlier, question, number)
 
-    page.goto(f"{server.url}/runs/{earlier.pk}/")
+
+def ask_a_followup(page: Page, web_server, earlier: Run, question: str, number: int) -> None:
+    """Ask `question` under the earlier report at the page's size: the `number`th follow-up."""
+    url = web_server.url
+    log_in(page, web_server, "alice")
+    page.goto(f"{url}/runs/{earlier.pk}/")
     form = page.get_by_role("region", name="Ask a follow-up")
     expect(form).to_be_visible()
     form.get_by_role("button", name="Ask a follow-up").click()  # no question yet
     expect(form.get_by_role("alert")).to_have_text("The follow-up question must not be empty.")
-    assert Run.objects.filter(follows=earlier).count() == 0
+    assert Run.objects.filter(follows=earlier).count() == number - 1
     form.scroll_into_view_if_needed()
     shot(page, "followup-refused", full_page=False)
     fits_the_width(page)
-    form.get_by_label("Your follow-up question").fill(FOLLOWUP)
+    form.get_by_label("Your follow-up question").fill(question)
     page.wait_for_timeout(300)  # the page must not draw the stage again over the question
-    expect(form.get_by_label("Your follow-up question")).to_have_value(FOLLOWUP)
+    expect(form.get_by_label("Your follow-up question")).to_have_value(question)
     form.get_by_role("button", name="Ask a follow-up").click()
 
     page.wait_for_url(re.compile(r"/runs/\d+/$"))
@@ -92,9 +107,8 @@ def test_a_followup_asked_on_the_page_starts_a_thread(page, server, web, scripte
     assert Run.objects.get(pk=followup_id).follows_id == earlier.pk
     thread = page.get_by_role("navigation", name="In this thread")
     expect(thread.get_by_role("link", name=EARLIER)).to_be_visible()
-    expect(thread.locator("[aria-current=page]")).to_contain_text(FOLLOWUP)
-    report = page.locator("#report")
-    expect(report).to_contain_text("Trout, mostly", timeout=30_000)
+    expect(thread.locator("[aria-current=page]")).to_contain_text(question)
+    expect(page.locator("#report")).to_contain_text("Trout, mostly", timeout=30_000)
     sources = page.get_by_role("region", name="Sources cited")
     expect(sources.locator(".citation-item.verified")).to_contain_text(
         "Otters return to the valley"
@@ -104,15 +118,16 @@ def test_a_followup_asked_on_the_page_starts_a_thread(page, server, web, scripte
     shot(page, "followup-report")
     fits_the_width(page)
 
-    page.goto(f"{server.url}/runs/{earlier.pk}/")
-    expect(
-        page.get_by_role("navigation", name="In this thread").get_by_role("link", name=FOLLOWUP)
-    ).to_be_visible()
+    page.goto(f"{url}/runs/{earlier.pk}/")
+    earlier_thread = page.get_by_role("navigation", name="In this thread")
+    expect(earlier_thread.get_by_role("link", name=question)).to_be_visible()
 
-    page.goto(f"{server.url}/")
+    page.goto(f"{url}/")
     rows = page.locator("tr[data-run-id]")
-    later_row = rows.filter(has_text=FOLLOWUP)
-    expect(later_row.locator(".thread-mark")).to_have_text(f"Follows up {EARLIER}")
-    expect(rows.filter(has_text="1 follow-up").locator("td.topic-cell > a")).to_have_text(EARLIER)
+    expect(rows.filter(has_text=question).locator(".thread-mark")).to_have_text(
+        f"Follows up {EARLIER}"
+    )
+    followups = f"{number} follow-up{'s' if number > 1 else ''}"
+    expect(rows.filter(has_text=followups).locator("td.topic-cell > a")).to_have_text(EARLIER)
     shot(page, "followup-list")
     fits_the_width(page)

@@ -60,6 +60,7 @@ soak: install services
 
 screenshot: install services
 	$(PY) scripts/screenshot.py docs/run-page.png
+	$(PY) scripts/screenshot_followup.py docs/follow-up.png
 
 clean:
 	rm -rf $(VENV) staticfiles .pytest_cache

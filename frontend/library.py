@@ -19,6 +19,7 @@ from research import selectors, services
 from research.endings import Ending, ending_of
 from research.errors import InvalidInput, NotFound, TooManyRuns
 from research.models import Run, State, Status
+from research.selectors.followups import ThreadMark, thread_marks
 from research.selectors.progress import TreeProgress, trees_progress
 from research.services.runs import run_rerun
 
@@ -53,9 +54,10 @@ class Row:
     tone: str  # the badge's colour: queued, working, paused, done, cancelled, failed
     worked_seconds: float | None
     progress: TreeProgress | None
+    thread: ThreadMark | None = None  # the research it follows up, and its follow-ups
 
     @classmethod
-    def of(cls, run: Run, progress: TreeProgress | None) -> "Row":
+    def of(cls, run: Run, progress: TreeProgress | None, thread: ThreadMark | None = None) -> "Row":
         if run.status == Status.PAUSED:
             asks = run.state == State.CLARIFYING  # the lead's questions, not its plan
             label, tone = "needs your answers" if asks else "needs your review", "paused"
@@ -63,7 +65,7 @@ class Row:
             label, tone = run.status, run.status
         else:
             label, tone = ENDING_LABELS[ending_of(status=run.status, error=run.error)]
-        return cls(run, label, tone, run.worked_seconds(), progress)
+        return cls(run, label, tone, run.worked_seconds(), progress, thread)
 
     @property
     def duration(self) -> str:
@@ -87,8 +89,9 @@ def listing(request: HttpRequest) -> dict:
     active = [run.pk for run in found if run.is_active]
     progress = trees_progress(owner=request.user, root_ids=active) if active else {}
     kept = _search_query(request)
+    threads = thread_marks(found)
     page = Page(
-        rows=[Row.of(run, progress.get(run.pk)) for run in found],
+        rows=[Row.of(run, progress.get(run.pk), threads.get(run.pk)) for run in found],
         newer=_with(kept, after=found[0].pk) if newer and found else "",
         older=_with(kept, before=found[-1].pk) if older and found else "",
     )

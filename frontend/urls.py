@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from frontend import exports, knowledge, library, passages, progress, throttled, views
+from frontend import exports, followups, knowledge, library, passages, progress, throttled, views
 
 urlpatterns = [
     # Beside the REST API it belongs to: the export is drawn by frontend's renderers.
@@ -14,6 +14,7 @@ urlpatterns = [
     path("runs/<int:run_id>/star", library.run_star, name="run-star"),
     path("runs/<int:run_id>/delete", library.run_delete, name="run-delete"),
     path("runs/<int:run_id>/again", library.run_again, name="run-again"),
+    path("runs/<int:run_id>/follow-up", followups.run_followup, name="run-followup"),
     path(
         "runs/<int:root_id>/agents/<int:run_id>/",
         views.agent_panel,

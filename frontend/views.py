@@ -21,11 +21,12 @@ from research.events.payloads import listed_topic
 from research.models import Run
 from research.ops.throttles import ResearchStartThrottle, page_throttle_wait
 from research.pricing import DEMO_MODEL
+from research.selectors.followups import thread_of
 from research.selectors.progress import tree_progress_of
 from research.services.starter import starter_dataset_load
 
 
-def _run_or_404(request: HttpRequest, run_id: int) -> Run:
+def run_or_404(request: HttpRequest, run_id: int) -> Run:
     try:
         return selectors.run_get(owner=request.user, run_id=run_id)
     except NotFound as error:
@@ -84,9 +85,17 @@ def _dataset_id(request: HttpRequest, data: dict) -> int | None:
 @login_required
 @require_GET
 def run(request: HttpRequest, run_id: int) -> HttpResponse:
-    run = _run_or_404(request, run_id)
+    run = run_or_404(request, run_id)
     if not run.is_root:
         return redirect(f"{reverse('run', args=[run.root_id])}?agent={run.pk}")
+    return run_page(request, run)
+
+
+def run_page(
+    request: HttpRequest, run: Run, *, followup: dict | None = None, status: int = 200
+) -> HttpResponse:
+    """The live page of a root; `followup` is a follow-up question refused, with its error
+    (frontend.followups), shown under the report."""
     snapshot = selectors.tree_snapshot(root=run)
     config = {
         "root": run.pk,
@@ -107,9 +116,11 @@ def run(request: HttpRequest, run_id: int) -> HttpResponse:
         "config": config,
         "demo": run.model == DEMO_MODEL,
         "progress": tree_progress_of(run),
+        "thread": thread_of(run),
+        "followup": followup or {},
         **_stage(run),
     }
-    return render(request, "run.html", context)
+    return render(request, "run.html", context, status=status)
 
 
 def _stage(run: Run) -> dict:
@@ -124,7 +135,7 @@ def _stage(run: Run) -> dict:
 @require_GET
 def run_report(request: HttpRequest, run_id: int) -> HttpResponse:
     """The Report tab of an ended research (HTML), which the page loads when it ends."""
-    run = _run_or_404(request, run_id)
+    run = run_or_404(request, run_id)
     if not run.is_root or run.is_active or not run.report:
         raise Http404("this research has no report yet.")
     return render(request, "report_stage.html", {"run": run, **_stage(run)})
@@ -140,7 +151,7 @@ def _selected(request: HttpRequest, snapshot: dict) -> int:
 @require_GET
 def agent_panel(request: HttpRequest, root_id: int, run_id: int) -> HttpResponse:
     """One agent of a tree: reason, task, timeline, transcript, messages, report (HTML)."""
-    run = _run_or_404(request, run_id)
+    run = run_or_404(request, run_id)
     if run.root_id != root_id:
         raise Http404("no such agent in this research.")
     panel = selectors.agent_panel(run=run)

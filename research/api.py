@@ -131,6 +131,7 @@ def run_start(request: Request) -> Response:
         review_plan=data.get("review_plan", False),
         clarify=data.get("clarify", False),
         callback_url=data.get("callback_url") or "",
+        follows_id=data.get("follows"),
     )
     return Response(RunOutputSerializer(run).data, status=status.HTTP_201_CREATED)
 

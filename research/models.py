@@ -66,6 +66,10 @@ class Run(models.Model):
     # The item of its root's plan a sub-agent covers (its text, so a revision that keeps the
     # item keeps the link); "" when it covers none.
     plan_item = models.CharField(max_length=200, blank=True, default="")
+    # A root that follows up this done research (a thread): its lead starts from that report.
+    follows = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="followups"
+    )
     # A root that pauses after its first plan until the analyst approves it.
     review_plan = models.BooleanField(default=False)
     # A root its analyst starred in the library (the list can show only the starred).
@@ -327,6 +331,8 @@ class Source(models.Model):
     snippet = models.TextField(blank=True, default="")
     text = models.TextField(blank=True, default="")
     sha256 = models.CharField(max_length=64, blank=True, default="")
+    # Carried from the research this tree follows up: seen there, not fetched again here.
+    carried = models.BooleanField(default=False)
     fetched_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

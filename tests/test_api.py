@@ -29,6 +29,7 @@ RUN_FIELDS = {
     "starred",
     "clarify",
     "clarification",
+    "follows_id",
     "topic",
     "model",
     "active",

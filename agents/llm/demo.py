@@ -13,6 +13,7 @@ from itertools import count
 from typing import Any
 
 from agents.llm.base import ChatResponse, ToolCall
+from agents.llm.demo_followup import earlier_section, split_task
 from agents.loop.calls import SPAWNS
 from research.services.clarify import ANSWERS_HEAD
 from research.text import STOP_WORDS
@@ -49,8 +50,10 @@ class Conversation:
     def __init__(self, messages: list[dict[str, Any]]):
         task = next(m["content"] for m in messages if m["role"] == "user")
         # A sub-agent's task ends with its step budget (agents.loop.instructions.task_message);
-        # a lead's, with the analyst's answers to its questions, which then narrow its topic.
-        task, _, answered = task.split("\n\nYour step budget:")[0].partition(CLARIFIED)
+        # a lead's, with the analyst's answers to its questions, which then narrow its topic,
+        # and a follow-up's lead's, with the research it follows.
+        task, self.earlier = split_task(task.split("\n\nYour step budget:")[0])
+        task, _, answered = task.partition(CLARIFIED)
         answers = re.findall(r"^  Answer: (.+)$", answered, re.M)
         self.task = f"{task} ({'; '.join(answers)})" if answers else task
         self.system = next((m["content"] for m in messages if m["role"] == "system"), "")
@@ -308,6 +311,9 @@ def extractive_report(c: Conversation) -> str:
             found = FINDINGS.search(report)
             body = found.group(1).strip() if found else "(nothing found)"
             lines += [f"### {name} ({status})", "", body, ""]
+    if c.earlier:
+        quoted = {url for _, url in CITED.findall("\n".join(lines))}
+        lines += earlier_section(c.earlier, c.task, quoted=quoted)
     messages = [m for m in c.results.get("read_messages", []) if m != "No new messages."]
     if messages:
         lines += ["", "## Messages from siblings", ""] + [f"> {m}" for m in messages]

@@ -5,6 +5,7 @@ from agents import kinds, prompts
 from agents.runtime.context import AgentContext
 from agents.tools import Tool
 from research.models import Run
+from research.selectors.followups import followup_of
 from research.services.clarify import clarified_task
 
 
@@ -26,9 +27,17 @@ def system_prompt(ctx: AgentContext, run: Run, tools: dict[str, Tool]) -> str:
 def task_message(ctx: AgentContext, run: Run) -> str:
     """The agent's task; a sub-agent's ends with the step budget it got, as one line (seed
     001: the clipped number is the one it relies on); a root's, with the analyst's answers to
-    its clarifying questions."""
+    its clarifying questions, and a follow-up's lead's with the research it follows after them
+    (research.selectors.followups)."""
     if ctx.is_root:
-        return clarified_task(topic=run.topic, clarification=run.clarification)
+        task = clarified_task(topic=run.topic, clarification=run.clarification)
+        followup = followup_of(run)
+        if followup is None:
+            return task
+        intro = prompts.render(
+            "followup", id=str(followup.earlier_id), topic=followup.earlier_topic
+        )
+        return prompts.join(task, followup.text(intro))
     return (
         f"{run.topic}\n\nYour step budget: {run.max_steps} model calls; the last one writes "
         "your report."

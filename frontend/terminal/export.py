@@ -85,8 +85,9 @@ def export_markdown(run: Run, *, passage_link=None) -> str:
         parts.append("## Sources checked\n\n" + "\n".join(sources))
     finished = run.finished_at.strftime("%Y-%m-%d %H:%M UTC") if run.finished_at else run.status
     agents = len(selectors.subtree_runs(run=run))
+    followup = f", a follow-up of research {run.follows_id}" if run.follows_id else ""
     parts.append(
-        f"---\n*Canopy research {run.pk}, model {run.model}, {agents} agents, "
+        f"---\n*Canopy research {run.pk}{followup}, model {run.model}, {agents} agents, "
         f"cost {money(run.tree_cost_usd)}, {finished}.*"
     )
     return "\n\n".join(parts) + "\n"
@@ -100,6 +101,8 @@ def _passage(url: str, passage_link) -> str:
 def _provenance(citation) -> str:
     if not citation.verified:
         return "not seen by any agent of this research"
+    if getattr(citation, "carried", False):
+        return "verified, seen by the research this one follows up"
     if not citation.found_by:
         return "verified, seen by the research agent"
     return f"verified, seen by sub-agent {citation.found_by}"

@@ -124,6 +124,7 @@ RUN_FIXED_FIELDS = [
     "root",
     "depth",
     "worker",
+    "follows",
 ]
 # Written by the services and the agents, never typed in by hand.
 RUN_AGENT_FIELDS = [
@@ -232,7 +233,7 @@ class RunAdmin(admin.ModelAdmin):
                 ]
             },
         ),
-        ("Tree", {"fields": ["parent", "root", "depth", "worker", "records"]}),
+        ("Tree", {"fields": ["parent", "root", "follows", "depth", "worker", "records"]}),
         (
             "Progress",
             {

@@ -182,6 +182,14 @@ class Tools:
                 "(see Canopy's docs for the signature). Omit for none."
             ),
         ] = "",
+        follows: Annotated[
+            int | None,
+            Field(
+                description="The id of one of the user's done researches to follow up: the "
+                "new one starts from its report, plan and verified sources (a thread), on its "
+                "dataset unless `dataset` says otherwise. Omit for a new thread."
+            ),
+        ] = None,
     ) -> CallToolResult:
         """Start a new research in the background and return it at once (status "queued").
         The agents then work for minutes: call follow_research with its id to wait for it
@@ -198,6 +206,7 @@ class Tools:
                 review_plan=review_plan,
                 clarify=clarify,
                 callback_url=callback_url,
+                follows_id=follows,
             )
             if self.on_started is not None:
                 self.on_started(run.pk)

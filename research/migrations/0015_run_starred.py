@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('research', '0013_clarify'),
+        ('research', '0014_followups'),
     ]
 
     operations = [

@@ -13,7 +13,8 @@ def citations_for(
 ) -> QuerySet[Citation]:
     """The citations of a run (or of several: `run_ids`, parents first), each in report order
     with its source and `found_by`: the name of the agent whose source verified it ("" for
-    the root agent, None when flagged)."""
+    the root agent, None when flagged); `carried` when that source came from the research
+    this one follows up."""
     citations = (
         Citation.objects.filter(run_id=run_id)
         if run_ids is None
@@ -21,7 +22,11 @@ def citations_for(
     )
     return (
         citations.select_related("source")
-        .annotate(found_by=F("source__run__name"), found_by_id=F("source__run_id"))
+        .annotate(
+            found_by=F("source__run__name"),
+            found_by_id=F("source__run_id"),
+            carried=F("source__carried"),
+        )
         .order_by("run__depth", "run_id", "id")
     )
 

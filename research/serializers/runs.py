@@ -14,6 +14,11 @@ class RunOutputSerializer(serializers.ModelSerializer):
 
     parent_id = serializers.IntegerField(read_only=True, allow_null=True)
     root_id = serializers.IntegerField(read_only=True)
+    follows_id = serializers.IntegerField(
+        read_only=True,
+        allow_null=True,
+        help_text="the done research this one follows up (a thread); null for none",
+    )
     active = serializers.BooleanField(
         read_only=True, help_text="queued, working or paused: not ended (the one definition)"
     )
@@ -95,6 +100,14 @@ class RunStartSerializer(serializers.Serializer):
         "research waits for the answers (POST .../clarify)",
     )
     callback_url = serializers.CharField(required=False, allow_blank=True, max_length=2000)
+    follows = serializers.IntegerField(
+        required=False,
+        allow_null=True,
+        min_value=1,
+        max_value=2**63 - 1,
+        help_text="follow up this done research of yours: the new one starts from its report, "
+        "plan and verified sources (a thread); its dataset unless `dataset` says otherwise",
+    )
 
 
 class RunChangeSerializer(serializers.Serializer):

@@ -28,6 +28,7 @@ from research.models import ACTIVE_STATUSES, Dataset, Run, RunState, State, Stat
 from research.pricing import DEMO_MODEL
 from research.selectors.runs import RunFacts, run_facts
 from research.services.callbacks import callback_register, callback_url_check
+from research.services.followups import followed_research, followup_sources_carry
 from research.services.launch import Launch
 from research.services.starter import starter_dataset_load
 from research.services.steps import state_record
@@ -99,11 +100,13 @@ def run_start(
     review_plan: bool = False,
     clarify: bool = False,
     callback_url: str = "",
+    follows_id: int | None = None,
 ) -> Run:
     """Create a root run, queued; the agent runtime picks it up after commit. With
     `review_plan`, it pauses after its first plan until the analyst approves it; with `clarify`,
     its lead may first ask the analyst questions (research.services.clarify); with a
-    `callback_url`, its end is posted there (research.services.callbacks).
+    `callback_url`, its end is posted there (research.services.callbacks); with `follows_id`,
+    it follows up that done research (research.services.followups), on its dataset by default.
 
     Every edge starts a research here (the API, the page, MCP, the CLI): the checks, the
     working limit and the callback are one transaction, so a research is queued (its agents
@@ -113,6 +116,9 @@ def run_start(
         callback_url = callback_url_check(callback_url)
     max_steps = validate_max_steps(max_steps)
     model = validate_model(model)
+    follows = followed_research(owner=owner, run_id=follows_id)
+    if follows is not None and dataset_id is None:
+        dataset_id = follows.dataset_id
     dataset = None
     if dataset_id is not None:
         dataset = Dataset.objects.filter(owner=owner, pk=dataset_id).first()
@@ -146,10 +152,12 @@ def run_start(
         dataset=dataset,
         review_plan=bool(review_plan),
         clarify=bool(clarify),
+        follows=follows,
     )
     run.root = run
     run.save(update_fields=["root"])
     RunState.objects.create(run=run, state=State.QUEUED)
+    followup_sources_carry(run=run, follows=follows)
     if callback_url:
         callback_register(run_id=run.pk, url=callback_url)
     _publish_created(run)
@@ -172,6 +180,7 @@ def run_rerun(*, owner: AbstractBaseUser, run: Run) -> Run:
         dataset_id=run.dataset_id,
         review_plan=run.review_plan,
         clarify=run.clarify,
+        follows_id=run.follows_id,
     )
 
 

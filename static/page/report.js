@@ -3,8 +3,12 @@
 import { localiseTimes } from "./feed.js";
 
 export function createReportStage(state, page, config) {
-  // The page opened on an ended research: the server drew the report already.
-  let loadedFor = page.reportStage.childElementCount ? (state.rootRun() || {}).report : null;
+  // The page opened on an ended research: the server drew the report already. The state has
+  // no runs yet when the stage is made (the snapshot comes after), so the report it drew is
+  // taken at the first render: fetching it again would replace the stage, and with it a
+  // follow-up question being typed or its error.
+  let serverDrew = page.reportStage.childElementCount > 0;
+  let loadedFor = null;
 
   async function load(root) {
     loadedFor = root.report;
@@ -24,6 +28,10 @@ export function createReportStage(state, page, config) {
   return {
     render() {
       const root = state.rootRun();
+      if (root && serverDrew) {
+        serverDrew = false;
+        if (!root.active) loadedFor = root.report;
+      }
       if (root && !root.active && root.report && loadedFor !== root.report) load(root);
     },
   };

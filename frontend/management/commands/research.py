@@ -75,6 +75,12 @@ class Command(BaseCommand):
         clarify = "let the lead first ask you up to three questions (research answer)"
         start.add_argument("--clarify", action="store_true", help=clarify)
         start.add_argument(
+            "--follows",
+            type=int,
+            metavar="ID",
+            help="follow up this done research: start from its report, plan and sources",
+        )
+        start.add_argument(
             "--callback-url",
             default="",
             help="an https URL that gets a signed POST when the research ends",
@@ -216,6 +222,7 @@ class Command(BaseCommand):
             review_plan=options["review_plan"],
             clarify=options["clarify"],
             callback_url=options["callback_url"],
+            follows_id=options["follows"],
         )
 
     def do_list(self, user: AbstractBaseUser, options: dict) -> None:

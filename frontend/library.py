@@ -21,7 +21,7 @@ from research.errors import InvalidInput, NotFound, TooManyRuns
 from research.models import Run, State, Status
 from research.selectors.followups import ThreadMark, thread_marks
 from research.selectors.progress import TreeProgress, trees_progress
-from research.services.runs import run_rerun
+from research.services.library import run_rerun
 
 RUNS_PER_PAGE = 25
 

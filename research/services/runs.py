@@ -165,25 +165,6 @@ def run_start(
     return run
 
 
-def run_rerun(*, owner: AbstractBaseUser, run: Run) -> Run:
-    """A new research with the settings `run` started with: its topic, model, step budget,
-    dataset (if it still exists) and review option. Started as any other, limits included."""
-    if not run.is_root:
-        raise InvalidInput(
-            f"run {run.pk} is a sub-agent: run its research (run {run.root_id}) again instead."
-        )
-    return run_start(
-        owner=owner,
-        topic=run.topic,
-        model=run.model,
-        max_steps=run.max_steps,
-        dataset_id=run.dataset_id,
-        review_plan=run.review_plan,
-        clarify=run.clarify,
-        follows_id=run.follows_id,
-    )
-
-
 def root_queued(run_id: int) -> None:
     """Tell the agent pools a root waits in the queue, once the transaction commits."""
     for callback in _on_root_queued:

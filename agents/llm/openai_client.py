@@ -7,13 +7,13 @@ LLMError whose message an analyst can act on, e.g. "llm: 503 from api.example.co
 
 from typing import Any
 
-import httpx
 import openai
 from django.conf import settings
 from openai.types.chat import ChatCompletion
 
 from agents.llm.base import ChatResponse, LLMError, ToolCall
 from research.clean import cut
+from research.outbound.sdk import openai_http_client
 
 # The client sends the number of retries it has taken in this header on every try, so the
 # request an error carries tells how many tries were made, including a 401 after a 500.
@@ -37,6 +37,7 @@ class OpenAIChat:
             api_key=api_key or "not-needed",
             timeout=timeout,
             max_retries=max_retries,
+            http_client=openai_http_client("llm"),
         )
 
     def chat(
@@ -113,11 +114,11 @@ def _tool_call(call: Any, *, host: str) -> ToolCall:
     return ToolCall(id=call.id, name=function.name, arguments=function.arguments or "")
 
 
-def _host(url: httpx.URL) -> str:
+def _host(url: Any) -> str:  # the client's URL (httpx2.URL)
     return url.netloc.decode("ascii", "replace")
 
 
-def _tries(request: httpx.Request, *, default: int) -> int:
+def _tries(request: Any, *, default: int) -> int:
     try:
         return int(request.headers[_RETRY_COUNT_HEADER]) + 1
     except (KeyError, ValueError):

@@ -34,7 +34,7 @@ application = serve_on_server_loop(
     )
 )
 
-from agents import callbacks  # noqa: E402
+from research.ops import callbacks  # noqa: E402
 
 callbacks.start_in_web_process()
 

@@ -1,7 +1,7 @@
 """Callbacks: a research may carry an HTTPS URL that gets a signed POST when it ends.
 
 The rows are an outbox: `callback_register` stores the URL with the research; the sender
-(agents/callbacks.py, in each web process) takes the callbacks of ended researches that are
+(research/ops/callbacks.py, in each web process) takes the callbacks of ended researches that are
 due, one process per row at a time, posts, and records the outcome here, retrying with
 exponential backoff until CALLBACK_MAX_ATTEMPTS. A crash between a post and its record
 means one more post, never none: receivers dedupe on the delivery id.

@@ -48,6 +48,7 @@ test: install services lint
 bench: install services
 	$(PY) bench/step_cost.py --database sqlite
 	$(PY) bench/step_cost.py --database postgres
+	$(PY) bench/outbound_cost.py
 	$(PY) bench/served.py --json bench-results.json
 	$(PY) bench/plots.py bench-results.json docs
 

@@ -23,8 +23,8 @@ from research.outbound.guard import URL, GuardedBackend, port_of
 
 GUARDED = {"pages", "callbacks"}
 PURPOSES = GUARDED | {"search"}
-# The settings a client is built from: a test that changes one gets a client built anew.
 T = TypeVar("T")
+# The settings a client is built from: a test that changes one gets a client built anew.
 _BUILT_FROM = {"READ_PAGE_ALLOWED_HOSTS", "CALLBACK_CA_BUNDLE"}
 
 _lock = threading.Lock()

@@ -11,3 +11,9 @@ class FrontendConfig(AppConfig):
         from frontend.throttled import throttle_admin_login
 
         throttle_admin_login(admin.site)
+
+        from frontend import delivery
+        from research.events import delivery as published
+
+        # Every process that loads the apps pushes what its agents and services publish.
+        published.install(delivery)

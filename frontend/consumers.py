@@ -17,9 +17,10 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.db import connection
 
 from frontend import frames
+from frontend.delivery import group_name
 from research import selectors
 from research.errors import NotFound
-from research.events import EVENT_TYPES, group_name
+from research.events import EVENT_TYPES
 from research.models import Run
 from research.ops.metrics import observe_push_lag
 

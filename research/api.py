@@ -191,15 +191,7 @@ def run_messages(request: Request, run_id: int) -> Response:
 def run_report(request: Request, run_id: int) -> Response:
     """The report with each URL it cites, verified (an agent of the tree saw it) or flagged."""
     run = _run(request, run_id)
-    citations = selectors.citations_for(run_id=run.pk)
-    data = {
-        "id": run.pk,
-        "status": run.status,
-        "report": run.report,
-        "citations": citations,
-        "flagged_claims": run.flagged_claims,
-    }
-    return Response(ReportSerializer(data).data)
+    return Response(ReportSerializer(selectors.report_of(run=run)).data)
 
 
 @extend_schema(responses=PlanSerializer)

@@ -15,8 +15,8 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
 
+from frontend.delivery import serve_on_server_loop  # noqa: E402
 from frontend.routing import auth_stack, websocket_urlpatterns  # noqa: E402  (needs Django set up)
-from research.events.transport import serve_on_server_loop  # noqa: E402
 from research.mcp_server.http import McpEndpoint  # noqa: E402
 from research.ops.logs import route_daphne_access_log  # noqa: E402
 
@@ -34,7 +34,7 @@ application = serve_on_server_loop(
     )
 )
 
-from agents import callbacks  # noqa: E402
+from research.ops import callbacks  # noqa: E402
 
 callbacks.start_in_web_process()
 

@@ -34,6 +34,17 @@ DEFAULT_TOPIC = "How do Python's context managers and exceptions interact?"
 
 
 @pytest.fixture
+def web(settings):
+    """A local site (tests/fakeweb.py) the agents may read: READ_PAGE_ALLOWED_HOSTS lets it
+    through the address guard (daphne started by a test gets it from settings too)."""
+    from tests.fakeweb import FakeWeb
+
+    with FakeWeb() as site:
+        settings.READ_PAGE_ALLOWED_HOSTS = [site.host]
+        yield site
+
+
+@pytest.fixture
 def alice(db) -> User:
     return User.objects.create_user("alice", "alice@example.org", PASSWORD)
 

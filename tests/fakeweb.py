@@ -194,6 +194,9 @@ class FakeWeb:
 class _Handler(BaseHTTPRequestHandler):
     web: FakeWeb
     protocol_version = "HTTP/1.1"
+    # Headers and body go out in separate writes: without this, a kept-alive connection waits
+    # for the client's delayed ACK (40 ms) before the body (Nagle's algorithm).
+    disable_nagle_algorithm = True
 
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib's name
         pass  # keep test output clean

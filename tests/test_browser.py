@@ -19,7 +19,6 @@ from agents.llm.scripted import call, calls, reply
 from frontend.templatetags.canopy import usd
 from research.models import Message, Run
 from tests.conftest import PASSWORD, start_daphne, wait_for
-from tests.fakeweb import FakeWeb
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -56,14 +55,6 @@ def browser() -> Browser:
             browser.close()
     finally:
         os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
-
-
-@pytest.fixture
-def web(settings):
-    """A local site the agents may read (daphne gets READ_PAGE_ALLOWED_HOSTS from settings)."""
-    with FakeWeb() as site:
-        settings.READ_PAGE_ALLOWED_HOSTS = [site.host]
-        yield site
 
 
 @pytest.fixture

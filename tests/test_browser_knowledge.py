@@ -19,7 +19,7 @@ from agents.llm.scripted import call, reply
 from research.models import Document, Run
 from research.services.datasets import MAX_FILE_BYTES
 from tests.conftest import wait_for
-from tests.test_browser import browser, log_in, server, web  # noqa: F401  (fixtures)
+from tests.test_browser import browser, log_in, server  # noqa: F401  (fixtures)
 from tests.test_knowledge import make_pdf
 
 # ruff: noqa: F811  (pytest fixtures imported from tests.test_browser)

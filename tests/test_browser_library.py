@@ -21,7 +21,6 @@ from tests.test_browser import (  # noqa: F401  (fixtures)
     log_in,
     server,
     start_research,
-    web,
 )
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

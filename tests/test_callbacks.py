@@ -13,11 +13,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 from django.db import transaction
 
-from agents import callbacks
-from agents.callbacks import CallbackSender
 from agents.llm.scripted import reply
 from research import services
 from research.models import Callback, Run
+from research.ops import callbacks
+from research.ops.callbacks import CallbackSender
 from research.outbound import not_public
 from research.services.callbacks import signing_key
 from tests.conftest import wait_finished, wait_for

@@ -12,11 +12,6 @@ from research.services.datasets import dataset_create, document_add
 from research.services.sources import source_record
 
 
-@pytest.fixture
-def alice(django_user_model):
-    return django_user_model.objects.create_user("alice", password="pw")
-
-
 def tree(owner, dataset_id=None):
     root = services.run_start(owner=owner, topic="Tides", dataset_id=dataset_id)
     alpha = services.subagent_create(

@@ -13,15 +13,12 @@ from research import services
 from research.models import Run, RunState
 from research.services.clarify import ANSWERS_HEAD
 from tests.conftest import wait_finished, wait_for
+from tests.helpers import tool_names
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 URL = "/v1/gb/research"
 QUESTIONS = ["Which otters: sea otters or river otters?", "For what purpose is the report?"]
-
-
-def tool_names(request: dict) -> list[str]:
-    return [tool["function"]["name"] for tool in request.get("tools") or []]
 
 
 def user_texts(request: dict) -> list[str]:

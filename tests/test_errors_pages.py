@@ -8,7 +8,7 @@ from django.template.loader import render_to_string
 from django.test import RequestFactory
 from django.views.defaults import server_error
 
-from tests.test_browser import browser, server, web  # noqa: F401  (fixtures)
+from tests.test_browser import browser, server  # noqa: F401  (fixtures)
 
 SHOTS = os.environ.get("CANOPY_SCREENSHOTS")  # a folder: the pages are saved there to look at
 

@@ -142,7 +142,7 @@ def _pushed(root_id: int, deliver) -> list[int]:
     from asgiref.sync import async_to_sync
     from channels.layers import get_channel_layer
 
-    from research.events import transport
+    from frontend import delivery as transport
 
     layer = get_channel_layer()
 
@@ -167,7 +167,7 @@ def _event(seq: int) -> dict:
 
 
 def test_an_event_committed_before_a_lower_number_waits_for_it():
-    from research.events import transport
+    from frontend import delivery as transport
 
     root_id = 10_000_001
 
@@ -180,7 +180,7 @@ def test_an_event_committed_before_a_lower_number_waits_for_it():
 
 
 def test_a_number_that_never_commits_holds_the_later_ones_only_briefly():
-    from research.events import transport
+    from frontend import delivery as transport
 
     root_id = 10_000_002
 

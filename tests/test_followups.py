@@ -12,7 +12,6 @@ from research.selectors.followups import thread_of
 from research.services.datasets import dataset_create, document_add
 from research.services.sources import source_record
 from tests.conftest import wait_finished
-from tests.fakeweb import FakeWeb
 from tests.test_demo import CHEMISTRY, MARKET
 from tests.test_mcp_server import in_process
 
@@ -24,12 +23,11 @@ PASSAGE = "The river otter returned to the valley in the spring of 2019"
 
 
 @pytest.fixture
-def web(settings):
-    with FakeWeb() as web:
-        settings.SEARCH_PROVIDER = "searxng"
-        settings.SEARXNG_URL = web.url
-        settings.READ_PAGE_ALLOWED_HOSTS = [web.host]
-        yield web
+def web(web, settings):
+    """The conftest's site, which also answers the web search."""
+    settings.SEARCH_PROVIDER = "searxng"
+    settings.SEARXNG_URL = web.url
+    return web
 
 
 def earlier_research(scripted_llm, web, owner) -> Run:

@@ -14,9 +14,9 @@ from agents import kinds
 from agents.hosting import warm_up
 from agents.llm.scripted import call, calls, reply, slow
 from agents.runtime.tree import REPORTS_HEADER
-from research import services
 from research.models import Event, Run, RunState
 from tests.conftest import PROJECT, process_env, wait_finished, wait_for
+from tests.helpers import results, start, tool_names
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -28,24 +28,12 @@ def _warm():
     warm_up()
 
 
-def start(owner, topic, **kwargs) -> Run:
-    return services.run_start(owner=owner, topic=topic, **kwargs)
-
-
 def launch(name: str, task: str, **extra) -> dict:
     return {"name": name, "reason": f"{name} covers its own part", "task": task, **extra}
 
 
 def spawn(name: str, task: str, **extra):
     return call("spawn_subagent", **launch(name, task, **extra))
-
-
-def results(llm, match: str, name: str | None = None) -> list[str]:
-    return [m["content"] for m in llm.tool_results(match, name=name)]
-
-
-def tool_names(request: dict) -> set[str]:
-    return {tool["function"]["name"] for tool in request.get("tools") or []}
 
 
 def child(root: Run, name: str) -> Run:

@@ -68,16 +68,6 @@ Oatmeal and salted herring arrived by boat each fortnight.
 """
 
 
-@pytest.fixture
-def alice(django_user_model):
-    return django_user_model.objects.create_user("alice", password="pw")
-
-
-@pytest.fixture
-def bob(django_user_model):
-    return django_user_model.objects.create_user("bob", password="pw")
-
-
 def client_for(user) -> APIClient:
     client = APIClient()
     client.force_authenticate(user)

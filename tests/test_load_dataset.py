@@ -17,11 +17,6 @@ PROJECT = Path(__file__).resolve().parent.parent
 DEMO_QUESTION = "how do Python's context managers and exceptions interact?"
 
 
-@pytest.fixture
-def alice(django_user_model):
-    return django_user_model.objects.create_user("alice", password="pw")
-
-
 def run_command(*args: str) -> str:
     out = StringIO()
     call_command(*args, stdout=out, stderr=StringIO())

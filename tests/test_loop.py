@@ -11,12 +11,9 @@ from agents.llm.scripted import ScriptedLLM, call, calls, fail, raw_call, reply,
 from research import services
 from research.models import LLMCall, Run, RunState, Step
 from tests.conftest import wait_finished, wait_for
+from tests.helpers import start
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def start(owner, topic, **kwargs) -> Run:
-    return services.run_start(owner=owner, topic=topic, **kwargs)
 
 
 def test_three_tool_rounds_then_report_record_usage_and_cost(agent_pool, scripted_llm, alice):

@@ -12,13 +12,6 @@ from tests.fakeweb import FakeWeb
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture
-def web(settings):
-    with FakeWeb() as server:
-        settings.READ_PAGE_ALLOWED_HOSTS = [server.host]
-        yield server
-
-
 def read(web: FakeWeb, number: int) -> object:
     return call("read_page", url=f"{web.url}/slow?seconds=0.6&page={number}")
 

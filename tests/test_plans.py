@@ -20,20 +20,13 @@ from frontend.rendering import render_report
 from research import services
 from research.models import Event, Message, Plan, Run
 from tests.conftest import start_daphne, wait_finished, wait_for
+from tests.helpers import results, start
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def start(owner, topic, **kwargs) -> Run:
-    return services.run_start(owner=owner, topic=topic, **kwargs)
-
-
 def spawn(name: str, task: str, **extra):
     return call("spawn_subagent", name=name, reason=f"{name} covers its part", task=task, **extra)
-
-
-def results(llm, match: str, name: str | None = None) -> list[str]:
-    return [m["content"] for m in llm.tool_results(match, name=name)]
 
 
 def user_messages(request: dict) -> list[str]:

@@ -24,7 +24,6 @@ from tests.test_browser import (  # noqa: F401  (fixtures)
     page,
     server,
     start_research,
-    web,
 )
 
 TOPIC = "Why do herons stand on one leg?"

@@ -6,18 +6,16 @@ from agents.llm.scripted import call, reply
 from research import services
 from research.models import Citation, Source
 from tests.conftest import wait_finished
-from tests.fakeweb import FakeWeb
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
-def web(settings):
-    with FakeWeb() as web:
-        settings.SEARCH_PROVIDER = "searxng"
-        settings.SEARXNG_URL = web.url
-        settings.READ_PAGE_ALLOWED_HOSTS = [web.host]
-        yield web
+def web(web, settings):
+    """conftest's site, also the search provider."""
+    settings.SEARCH_PROVIDER = "searxng"
+    settings.SEARXNG_URL = web.url
+    return web
 
 
 def test_a_report_citing_a_page_it_read_and_one_it_never_saw(agent_pool, scripted_llm, web, alice):

@@ -26,7 +26,6 @@ from tests.test_browser import (  # noqa: F401  (fixtures)
     gates,
     log_in,
     server,
-    web,
 )
 
 # ruff: noqa: F811  (pytest fixtures imported from tests.test_browser)

@@ -9,12 +9,9 @@ from agents.runtime.tree import CANCELLED_BY_PARENT, PARENT_ENDED
 from research import services
 from research.models import Message, Profile, Run
 from tests.conftest import wait_finished, wait_for
+from tests.helpers import results, start, tool_names
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def start(owner, topic, **kwargs) -> Run:
-    return services.run_start(owner=owner, topic=topic, **kwargs)
 
 
 def spawn(name: str, task: str, reason: str | None = None, **extra) -> object:
@@ -27,18 +24,10 @@ def child(root: Run, name: str) -> Run:
     return Run.objects.get(parent=root, name=name)
 
 
-def results(llm, match: str, name: str | None = None) -> list[str]:
-    return [m["content"] for m in llm.tool_results(match, name=name)]
-
-
 def working(name: str) -> bool:
     """Whether that agent is still queued or working. A turn function waits on this rather
     than on "ended", so that it also stops waiting when the test is over and its rows gone."""
     return Run.objects.filter(name=name, status__in=["queued", "working"]).exists()
-
-
-def tool_names(request: dict) -> set[str]:
-    return {tool["function"]["name"] for tool in request.get("tools") or []}
 
 
 def test_root_spawns_two_subagents_in_one_step_and_both_run_at_once(

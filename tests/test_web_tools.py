@@ -352,6 +352,23 @@ def test_redirect_to_a_private_address_is_refused(ctx, allowed, connections):
     assert not Source.objects.exists()
 
 
+def test_pages_of_one_host_share_one_kept_alive_connection(ctx, allowed, connections):
+    read(ctx, f"{allowed.url}/article")
+    read(ctx, f"{allowed.url}/notes.txt")
+    read(ctx, f"{allowed.url}/doc.pdf")
+
+    assert connections == ["127.0.0.1"]
+    assert allowed.requests == ["GET /article", "GET /notes.txt", "GET /doc.pdf"]
+
+
+def test_a_kept_connection_is_not_reused_once_its_host_is_no_longer_allowed(ctx, allowed, settings):
+    read(ctx, f"{allowed.url}/article")
+    settings.READ_PAGE_ALLOWED_HOSTS = []
+
+    assert "127.0.0.1 is a loopback address" in refusal(ctx, f"{allowed.url}/notes.txt")
+    assert allowed.requests == ["GET /article"]
+
+
 @pytest.mark.parametrize(
     ("url", "what"),
     [

@@ -8,12 +8,12 @@ LLMError whose message an analyst can act on, e.g. "llm: 503 from api.example.co
 import json
 from typing import Any
 
-import httpx
 import openai
 from django.conf import settings
 
 from agents.llm.base import ChatResponse, LLMError, ToolCall
 from research.clean import cut
+from research.outbound.sdk import RawResponse, openai_http_client
 
 # The client sends the number of retries it has taken in this header on every try, so the
 # request an error carries tells how many tries were made, including a 401 after a 500.
@@ -37,6 +37,7 @@ class OpenAIChat:
             api_key=api_key or "not-needed",
             timeout=timeout,
             max_retries=max_retries,
+            http_client=openai_http_client("llm"),
         )
 
     def chat(
@@ -51,7 +52,7 @@ class OpenAIChat:
         # response, parsed once; the client still does the retries, timeouts and errors.
         body = json.dumps(request, ensure_ascii=False, separators=(",", ":")).encode()
         try:
-            response = self._client.post("/chat/completions", content=body, cast_to=httpx.Response)
+            response = self._client.post("/chat/completions", content=body, cast_to=RawResponse)
         except openai.APIError as error:
             raise LLMError(self._describe(error)) from error
         return _chat_response(_parsed(response), host=_host(self._client.base_url))
@@ -86,7 +87,7 @@ def _error_detail(error: openai.APIStatusError) -> str:
     return error.response.reason_phrase or "no detail"
 
 
-def _parsed(response: httpx.Response) -> Any:
+def _parsed(response: RawResponse) -> Any:
     """The answer's JSON, or None when it is not JSON (a proxy's HTML page)."""
     try:
         return json.loads(response.content)
@@ -125,11 +126,11 @@ def _tool_call(call: dict[str, Any], *, host: str) -> ToolCall:
     )
 
 
-def _host(url: httpx.URL) -> str:
+def _host(url: Any) -> str:  # the client's URL (httpx2.URL)
     return url.netloc.decode("ascii", "replace")
 
 
-def _tries(request: httpx.Request, *, default: int) -> int:
+def _tries(request: Any, *, default: int) -> int:
     try:
         return int(request.headers[_RETRY_COUNT_HEADER]) + 1
     except (KeyError, ValueError):

@@ -1,23 +1,21 @@
 """read_page: fetch one web page and give the model its main text, without letting a model
 (or a page it reads) turn the server into a proxy to the private network.
 
-The guard: only http and https; every host is resolved and refused when any of its addresses
-is not public (loopback, private, link-local, metadata, ...), before the first request and
-again for every redirect hop, which are followed here by hand. The request then goes to the
-address that was checked (the URL's host swapped for the IP, the Host header and TLS server
-name kept), so a DNS answer that changes between the check and the connection (rebinding)
-cannot send it elsewhere. It connects directly (no proxy from the environment) for the same
-reason. Hosts in settings.READ_PAGE_ALLOWED_HOSTS skip the address check (tests, intranets).
+The guard is research.outbound's, on its "pages" client: only http and https; every host is
+resolved and refused when any of its addresses is not public (loopback, private, link-local,
+metadata, ...) when a connection opens, for the first request and for every redirect hop,
+which are followed here by hand; the socket goes to an address that was checked, so a DNS
+answer that changes between the check and the connection (rebinding) cannot send it
+elsewhere, and no proxy from the environment is used. Hosts in
+settings.READ_PAGE_ALLOWED_HOSTS skip the address check (tests, intranets). Here the
+guard's neutral errors are worded for the model.
 """
 
 import hashlib
-import ipaddress
-import socket
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
-import httpx
 from django.conf import settings
 from pydantic import Field
 
@@ -25,7 +23,6 @@ from agents.tools.base import ToolError, truncate
 from agents.tools.tool import tool
 from research import outbound
 from research.models import Source
-from research.outbound import IPAddress
 from research.services.sources import source_record
 from research.text import UnreadableFile, declared_charset, decode, html_text, pdf_text
 
@@ -34,67 +31,29 @@ if TYPE_CHECKING:
 
 MAX_REDIRECTS = 5
 REDIRECT_STATUSES = {301, 302, 303, 307, 308}
-DEFAULT_PORTS = {"http": 80, "https": 443}
 USER_AGENT = "Mozilla/5.0 (compatible; CanopyResearch/0.1; +read_page)"
 HTML_TYPES = {"text/html", "application/xhtml+xml"}
 TEXT_TYPES = {"application/json", "application/xml"}
 
 
-# --- The address guard ---------------------------------------------------------------------
+# --- The address guard (research.outbound), worded for the model -------------------------
 
 
-def parse_url(raw: str) -> httpx.URL:
+def parse_url(raw: str) -> outbound.URL:
     raw = raw.strip()
     try:
-        url = httpx.URL(raw)
-    except httpx.InvalidURL:
-        raise ToolError(f"read_page: {raw!r} is not a valid URL.") from None
-    if url.scheme not in DEFAULT_PORTS:
-        what = f"a {url.scheme}:// URL" if url.scheme else "a URL without http:// or https://"
-        raise ToolError(f"read_page: only http and https URLs can be read, not {what}: {raw}")
-    if not url.host:
-        raise ToolError(f"read_page: the URL {raw} has no host.")
-    return url
+        return outbound.parse_url(raw)
+    except outbound.BadURL as bad:
+        raise ToolError(_bad_url(bad, raw)) from None
 
 
-def _port(url: httpx.URL) -> int:
-    return url.port or DEFAULT_PORTS[url.scheme]
-
-
-def host_allowed(url: httpx.URL) -> bool:
-    return outbound.host_allowed(url.host, _port(url))
-
-
-class Unresolvable(ToolError):
-    """The host did not resolve: a DNS failure may pass, unlike an address refused."""
-
-
-def resolve(url: httpx.URL) -> list[IPAddress]:
-    """The host's addresses, IPv4 first (many servers have no IPv6 route)."""
-    host = url.raw_host.decode("ascii")
-    try:
-        infos = socket.getaddrinfo(host, _port(url), type=socket.SOCK_STREAM)
-    except (socket.gaierror, UnicodeError) as error:
-        raise Unresolvable(f"read_page: the host {url.host} does not resolve ({error}).") from None
-    addresses: list[IPAddress] = []
-    for info in infos:
-        address = ipaddress.ip_address(str(info[4][0]).split("%")[0])
-        if address not in addresses:
-            addresses.append(address)
-    return sorted(addresses, key=lambda address: address.version)
-
-
-def checked_addresses(url: httpx.URL, *, redirected_from: str = "") -> list[IPAddress]:
-    """Resolve the host and refuse it unless every address is public (or the host allowed)."""
-    addresses = resolve(url)
-    if host_allowed(url):
-        return addresses
-    if where := outbound.refused_address(url.host, addresses):
-        what = f"the redirect from {redirected_from} to {url}" if redirected_from else url
-        raise ToolError(
-            f"read_page: refused {what}: {where}. read_page only reads public web pages."
-        )
-    return addresses
+def _bad_url(bad: outbound.BadURL, raw: str) -> str:
+    if bad.problem == "scheme":
+        what = f"a {bad.scheme}:// URL" if bad.scheme else "a URL without http:// or https://"
+        return f"read_page: only http and https URLs can be read, not {what}: {raw}"
+    if bad.problem == "host":
+        return f"read_page: the URL {raw} has no host."
+    return f"read_page: {raw!r} is not a valid URL."
 
 
 # --- Fetching ------------------------------------------------------------------------------
@@ -102,35 +61,41 @@ def checked_addresses(url: httpx.URL, *, redirected_from: str = "") -> list[IPAd
 
 @dataclass
 class Fetched:
-    url: httpx.URL
+    url: outbound.URL
     content_type: str
     charset: str
     body: bytes
     cut_note: str = ""
 
 
-def _send(client: httpx.Client, url: httpx.URL, addresses: list[IPAddress]) -> httpx.Response:
-    """GET `url` from the first checked address that accepts the connection."""
-    extensions = {"sni_hostname": url.raw_host.decode("ascii")} if url.scheme == "https" else {}
-    headers = {"Host": url.netloc.decode("ascii")}
-    for address in addresses:
-        request = client.build_request(
-            "GET", url.copy_with(host=str(address)), headers=headers, extensions=extensions
+def _send(url: outbound.URL, *, redirected_from: str = "") -> Any:
+    """GET `url` through the guard, which resolves the host and connects to a checked
+    address only."""
+    seconds = settings.READ_PAGE_TIMEOUT_SECONDS
+    try:
+        return outbound.send(
+            "pages", "GET", url, timeout=seconds, stream=True, headers={"User-Agent": USER_AGENT}
         )
-        try:
-            return client.send(request, stream=True)
-        except (httpx.ConnectError, httpx.ConnectTimeout):
-            continue
-        except httpx.TimeoutException:
-            raise ToolError(
-                f"read_page: {url} did not answer within {settings.READ_PAGE_TIMEOUT_SECONDS:g} s."
-            ) from None
-        except httpx.HTTPError as error:
-            raise ToolError(f"read_page: reading {url} failed ({error}).") from None
-    raise ToolError(f"read_page: could not connect to {url.host} (port {_port(url)}).")
+    except outbound.Unresolvable as failure:
+        raise ToolError(
+            f"read_page: the host {url.host} does not resolve ({failure.detail})."
+        ) from None
+    except outbound.Refused as refused:
+        what = f"the redirect from {redirected_from} to {url}" if redirected_from else url
+        raise ToolError(
+            f"read_page: refused {what}: {refused.where}. read_page only reads public web pages."
+        ) from None
+    except outbound.ConnectFailed:
+        raise ToolError(
+            f"read_page: could not connect to {url.host} (port {outbound.port_of(url)})."
+        ) from None
+    except outbound.TimedOut:
+        raise ToolError(f"read_page: {url} did not answer within {seconds:g} s.") from None
+    except outbound.TransferFailed as error:
+        raise ToolError(f"read_page: reading {url} failed ({error.detail}).") from None
 
 
-def _content_type(url: httpx.URL, response: httpx.Response) -> str:
+def _content_type(url: outbound.URL, response: Any) -> str:
     """The media type, refused before the body is read unless read_page can read it."""
     media = response.headers.get("content-type", "").split(";")[0].strip().lower()
     readable = media in HTML_TYPES | TEXT_TYPES | {"application/pdf", ""}
@@ -143,25 +108,23 @@ def _content_type(url: httpx.URL, response: httpx.Response) -> str:
 
 
 def _read_body(
-    ctx: "AgentContext", url: httpx.URL, response: httpx.Response, deadline: float
+    ctx: "AgentContext", url: outbound.URL, response: Any, deadline: float
 ) -> tuple[bytes, str]:
     """The body up to READ_PAGE_MAX_BYTES, and a note when it was cut."""
     try:
         return _read_capped(ctx, response, deadline)
-    except httpx.TimeoutException:
+    except outbound.TimedOut:
         seconds = settings.READ_PAGE_TIMEOUT_SECONDS
         raise ToolError(f"read_page: {url} stopped sending for {seconds:g} s.") from None
-    except httpx.HTTPError as error:
-        raise ToolError(f"read_page: {url} broke off while being read ({error}).") from None
+    except outbound.TransferFailed as error:
+        raise ToolError(f"read_page: {url} broke off while being read ({error.detail}).") from None
 
 
-def _read_capped(
-    ctx: "AgentContext", response: httpx.Response, deadline: float
-) -> tuple[bytes, str]:
+def _read_capped(ctx: "AgentContext", response: Any, deadline: float) -> tuple[bytes, str]:
     limit = settings.READ_PAGE_MAX_BYTES
     body = bytearray()
     # iter_bytes decompresses chunk by chunk, so the cap bounds what is held, not what is sent.
-    for chunk in response.iter_bytes():
+    for chunk in outbound.chunks(response):
         ctx.cancel.check()
         if len(body) + len(chunk) > limit:
             body += chunk[: limit - len(body)]
@@ -180,42 +143,31 @@ def _size(count: int) -> str:
     return f"{count:,} bytes"
 
 
-def _next_url(url: httpx.URL, location: str) -> httpx.URL:
+def _next_url(url: outbound.URL, location: str) -> outbound.URL:
     try:
-        target = url.join(location)
-    except httpx.InvalidURL:
+        target = outbound.join(url, location)
+    except outbound.BadURL:
         raise ToolError(f"read_page: {url} redirects to an invalid URL: {location!r}") from None
     return parse_url(str(target))
 
 
-def _client() -> httpx.Client:
-    return httpx.Client(
-        timeout=settings.READ_PAGE_TIMEOUT_SECONDS,
-        follow_redirects=False,  # each hop goes through the address guard
-        trust_env=False,  # a proxy would connect to addresses the guard never saw
-        headers={"User-Agent": USER_AGENT},
-    )
-
-
-def fetch(ctx: "AgentContext", url: httpx.URL) -> Fetched:
+def fetch(ctx: "AgentContext", url: outbound.URL) -> Fetched:
     deadline = time.monotonic() + settings.READ_PAGE_TIMEOUT_SECONDS
-    addresses = checked_addresses(url)
-    with _client() as client:
-        for _hop in range(MAX_REDIRECTS + 1):
-            response = _send(client, url, addresses)
-            try:
-                location = response.headers.get("location")
-                if response.status_code in REDIRECT_STATUSES and location:
-                    previous, url = url, _next_url(url, location)
-                    addresses = checked_addresses(url, redirected_from=str(previous))
-                    continue
-                if response.status_code >= 400:
-                    raise ToolError(f"read_page: {url} answered {response.status_code}.")
-                media = _content_type(url, response)
-                body, cut_note = _read_body(ctx, url, response, deadline)
-                return Fetched(url, media, response.charset_encoding or "", body, cut_note)
-            finally:
-                response.close()
+    redirected_from = ""
+    for _hop in range(MAX_REDIRECTS + 1):
+        response = _send(url, redirected_from=redirected_from)
+        try:
+            location = response.headers.get("location")
+            if response.status_code in REDIRECT_STATUSES and location:
+                redirected_from, url = str(url), _next_url(url, location)
+                continue
+            if response.status_code >= 400:
+                raise ToolError(f"read_page: {url} answered {response.status_code}.")
+            media = _content_type(url, response)
+            body, cut_note = _read_body(ctx, url, response, deadline)
+            return Fetched(url, media, response.charset_encoding or "", body, cut_note)
+        finally:
+            response.close()
     raise ToolError(f"read_page: {url} redirected more than {MAX_REDIRECTS} times; gave up.")
 
 
@@ -251,7 +203,7 @@ def extract(page: Fetched) -> tuple[str, str]:
 # --- The tool ------------------------------------------------------------------------------
 
 
-def _default_title(url: httpx.URL) -> str:
+def _default_title(url: outbound.URL) -> str:
     return url.path.rstrip("/").rsplit("/", 1)[-1] or url.host
 
 

@@ -1,17 +1,14 @@
-"""A session with a remote MCP server for one call: its URL through the address guard, the
-connection pinned to the address that was checked, the SDK's client over streamable HTTP in
-an event loop of its own thread while the agent's thread waits and watches its cancel token.
-The headers, which hold the server's secrets, go to the server and nowhere else."""
+"""A session with a remote MCP server for one call: its URL through the address guard and its
+connection pinned to the address that was checked (both research.outbound.mcp), the SDK's
+client over streamable HTTP in an event loop of its own thread while the agent's thread
+waits and watches its cancel token. Here the guard's refusals are worded for the model."""
 
 import concurrent.futures
-import ipaddress
-import socket
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, TypeVar
 
 import anyio
 import anyio.from_thread
-import httpx2
 from django.conf import settings
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
@@ -20,6 +17,7 @@ from agents.runtime.context import Cancelled
 from agents.tools.base import ToolError
 from research import outbound
 from research.models import RemoteServer
+from research.outbound.mcp import McpTarget, mcp_http_client, mcp_target
 
 if TYPE_CHECKING:
     from agents.runtime.context import AgentContext
@@ -39,15 +37,15 @@ def call_remote(
     agent's thread waits, and stops it when the agent is cancelled."""
     timeout = timeout or settings.REMOTE_MCP_TIMEOUT_SECONDS
     try:
-        url, address = guarded(server)
+        target = guarded(server)
     except ToolError as refused:
         raise ToolError(f"{what}: {refused}") from None
 
     async def session() -> T:
         with anyio.fail_after(timeout):
             async with (
-                _http_client(url, address, server.headers) as http,
-                Client(streamable_http_client(str(url), http_client=http)) as client,
+                mcp_http_client(target, server.headers) as http,
+                Client(streamable_http_client(str(target.url), http_client=http)) as client,
             ):
                 return await work(client)
 
@@ -78,60 +76,21 @@ def describe(error: BaseException) -> str:
     return text if len(text) <= 300 else text[:299] + "…"
 
 
-def guarded(server: RemoteServer) -> tuple[httpx2.URL, str]:
-    """The server's URL and the address to connect to, after read_page's address guard."""
+def guarded(server: RemoteServer) -> McpTarget:
+    """The server's URL and the address to connect to, after the address guard."""
     try:
-        url = httpx2.URL(server.url)
-    except httpx2.InvalidURL:
-        raise ToolError(f"the MCP server {server.name} has an invalid URL.") from None
-    if url.scheme not in ("http", "https") or not url.host:
-        raise ToolError(f"the MCP server {server.name} has no http or https URL.")
-    port = url.port or (443 if url.scheme == "https" else 80)
-    try:
-        infos = socket.getaddrinfo(url.raw_host.decode("ascii"), port, type=socket.SOCK_STREAM)
-    except (socket.gaierror, UnicodeError) as error:
+        return mcp_target(server.url)
+    except outbound.BadURL as bad:
+        if bad.problem == "invalid":
+            raise ToolError(f"the MCP server {server.name} has an invalid URL.") from None
+        raise ToolError(f"the MCP server {server.name} has no http or https URL.") from None
+    except outbound.Unresolvable as failure:
         raise ToolError(
-            f"the host of the MCP server {server.name}, {url.host}, does not resolve ({error})."
+            f"the host of the MCP server {server.name}, {failure.host}, does not resolve "
+            f"({failure.detail})."
         ) from None
-    addresses = sorted(
-        {ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos},
-        key=lambda address: (address.version, str(address)),
-    )
-    allowed = outbound.host_allowed(url.host, port, allowed=settings.REMOTE_MCP_ALLOWED_HOSTS)
-    if not allowed and (where := outbound.refused_address(url.host, addresses)):
+    except outbound.Refused as refused:
         raise ToolError(
-            f"refused the MCP server {server.name}: {where}; an operator may allow its host "
-            "(REMOTE_MCP_ALLOWED_HOSTS)."
-        )
-    return url, str(addresses[0])
-
-
-def _http_client(url: httpx2.URL, address: str, headers: dict[str, str]) -> httpx2.AsyncClient:
-    return httpx2.AsyncClient(
-        headers={str(name): str(value) for name, value in (headers or {}).items()},
-        timeout=httpx2.Timeout(settings.REMOTE_MCP_TIMEOUT_SECONDS),
-        trust_env=False,  # a proxy would connect to addresses the guard never saw
-        transport=_PinnedTransport(url, address),
-    )
-
-
-class _PinnedTransport(httpx2.AsyncBaseTransport):
-    """Sends every request to the address the guard checked, with the Host header and TLS
-    server name of the URL: a DNS answer that changes after the check cannot redirect it."""
-
-    def __init__(self, url: httpx2.URL, address: str):
-        self.host = url.host
-        self.address = address
-        self.inner = httpx2.AsyncHTTPTransport(trust_env=False)
-
-    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        if request.url.host != self.host:
-            raise httpx2.ConnectError(f"refused a request to another host ({request.url.host})")
-        if request.url.scheme == "https":
-            request.extensions = {**request.extensions, "sni_hostname": self.host}
-        request.headers["Host"] = request.url.netloc.decode("ascii")
-        request.url = request.url.copy_with(host=self.address)
-        return await self.inner.handle_async_request(request)
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
+            f"refused the MCP server {server.name}: {refused.where}; an operator may allow its "
+            "host (REMOTE_MCP_ALLOWED_HOSTS)."
+        ) from None

@@ -3,7 +3,8 @@
 A provider is a function `(query, max_results) -> list[SearchResult]` that raises SearchFailed
 with the end of a sentence that starts with its name ("answered 502"), so every provider's
 failure reads the same to the model: "web_search: searxng answered 502". Search providers are
-services the operator configured, so they are not behind read_page's address guard.
+services the operator configured, so they are not behind read_page's address guard; they
+share the process's "search" client (research.outbound).
 """
 
 import html
@@ -12,12 +13,13 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Annotated, Any
 
-import httpx
 from django.conf import settings
 from pydantic import Field
 
 from agents.tools.base import ToolError
 from agents.tools.tool import tool
+from research import outbound
+from research.outbound.sdk import openai_http_client
 from research.services.sources import sources_record_search
 
 if TYPE_CHECKING:
@@ -56,12 +58,11 @@ def clean_text(text: str, limit: int = SNIPPET_MAX_CHARS) -> str:
 def _request_json(method: str, url: str, **kwargs: Any) -> Any:
     timeout = _timeout()
     try:
-        with httpx.Client(timeout=timeout) as client:
-            response = client.request(method, url, **kwargs)
-    except httpx.TimeoutException:
+        response = outbound.send("search", method, url, timeout=timeout, **kwargs)
+    except outbound.TimedOut:
         raise SearchFailed(f"did not answer within {timeout:g} s") from None
-    except httpx.HTTPError as error:
-        raise SearchFailed(f"could not be reached ({type(error).__name__}: {error})") from None
+    except outbound.TransferFailed as error:
+        raise SearchFailed(f"could not be reached ({error.kind}: {error.detail})") from None
     if response.status_code >= 400:
         raise SearchFailed(f"answered {response.status_code}")
     try:
@@ -151,6 +152,7 @@ def search_openai(query: str, max_results: int) -> list[SearchResult]:
         base_url=settings.OPENAI_BASE_URL or None,
         timeout=_timeout(),
         max_retries=settings.LLM_MAX_RETRIES,
+        http_client=openai_http_client("search"),
     )
     try:
         response = client.responses.create(

@@ -1,6 +1,7 @@
-"""Events of a tree: typed payloads (`payloads`), stored and numbered (`store`), pushed to
-browsers after commit (`transport`)."""
+"""Events of a tree: typed payloads (`payloads`), stored and numbered (`store`), handed after
+commit to the delivery the consumer side installed (`delivery`; frontend/delivery.py)."""
 
+from research.events.delivery import flush
 from research.events.payloads import (
     EVENT_TYPES,
     Payload,
@@ -14,7 +15,6 @@ from research.events.payloads import (
     RunUsage,
 )
 from research.events.store import publish, root_id_of, tree_lock
-from research.events.transport import flush, group_name
 
 __all__ = [
     "EVENT_TYPES",
@@ -28,7 +28,6 @@ __all__ = [
     "RunStateChanged",
     "RunUsage",
     "flush",
-    "group_name",
     "publish",
     "root_id_of",
     "tree_lock",

@@ -10,8 +10,8 @@ from functools import cache
 from django.db import connection, transaction
 from django.utils import timezone
 
+from research.events.delivery import broadcast, expect
 from research.events.payloads import Payload, envelope
-from research.events.transport import broadcast, expect
 from research.models import Event, Run
 from research.sql import Insert, one
 

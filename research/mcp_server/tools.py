@@ -326,15 +326,8 @@ class Tools:
 
         def report(owner: AbstractBaseUser) -> dict:
             run = selectors.run_get(owner=owner, run_id=research_id)
-            citations = selectors.citations_for(run_id=run.pk)
-            data = {
-                "id": run.pk,
-                "status": run.status,
-                "report": run.report,
-                "citations": citations,
-                "flagged_claims": run.flagged_claims,
-            }  # as GET /v1/gb/research/<id>/report shows it
-            return json.loads(json.dumps(ReportSerializer(data).data))
+            data = ReportSerializer(selectors.report_of(run=run)).data
+            return json.loads(json.dumps(data))  # as GET /v1/gb/research/<id>/report shows it
 
         return await self.call(ctx, report)
 

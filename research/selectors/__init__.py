@@ -1,7 +1,7 @@
 """The one read layer: every read the API, the admin, the pages, the terminal and the agents
 share, with its joins applied. Writes are in `research.services`."""
 
-from research.selectors.citations import citations_for, subtree_citations
+from research.selectors.citations import citations_for, report_of, subtree_citations
 from research.selectors.events import REPLAY_LIMIT, events_after, tree_events
 from research.selectors.knowledge import (
     dataset_get,
@@ -71,6 +71,7 @@ __all__ = [
     "runs_newer_than",
     "runs_older_than",
     "subtree_active",
+    "report_of",
     "subtree_citations",
     "subtree_llm_calls",
     "subtree_runs",

@@ -31,6 +31,18 @@ def citations_for(
     )
 
 
+def report_of(*, run: Run) -> dict:
+    """A run's report with the URLs it cites, as `ReportSerializer` takes it: the REST API's
+    GET .../report and MCP's get_report show the same thing."""
+    return {
+        "id": run.pk,
+        "status": run.status,
+        "report": run.report,
+        "citations": citations_for(run_id=run.pk),
+        "flagged_claims": run.flagged_claims,
+    }
+
+
 def subtree_citations(*, run: Run, subtree: bool = True) -> list[Citation]:
     """The citations of the run's report, and of its sub-agents' reports with `subtree`."""
     members = run_subtree(run=run).values("pk") if subtree else [run.pk]

@@ -1,7 +1,7 @@
 """Callbacks: a research may carry an HTTPS URL that gets a signed POST when it ends.
 
 The rows are an outbox: `callback_register` stores the URL with the research; the sender
-(agents/callbacks.py, in each web process) takes the callbacks of ended researches that are
+(research/ops/callbacks.py, in each web process) takes the callbacks of ended researches that are
 due, one process per row at a time, posts, and records the outcome here, retrying with
 exponential backoff until CALLBACK_MAX_ATTEMPTS. A crash between a post and its record
 means one more post, never none: receivers dedupe on the delivery id.
@@ -12,7 +12,6 @@ import hmac
 import time
 from datetime import timedelta
 
-import httpx
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Q
@@ -21,7 +20,14 @@ from django.utils.crypto import salted_hmac
 
 from research.errors import InvalidInput
 from research.models import Callback, Run, Status
-from research.outbound import AmbiguousAddress, host_allowed, literal_address, not_public
+from research.outbound import (
+    AmbiguousAddress,
+    BadURL,
+    host_allowed,
+    literal_address,
+    not_public,
+    parse_url,
+)
 
 ENDED = (Status.DONE, Status.FAILED)
 LEASE_SECONDS = 120  # longer than one post may take: the row is not posted twice at once
@@ -50,8 +56,8 @@ def callback_url_check(url: str) -> str:
         raise _invalid("callback_url is longer than 2000 characters.")
     _host_check(parts.hostname, parts.port or 443)
     try:
-        httpx.URL(url)  # the sender's parser, which may refuse what urlsplit took
-    except (httpx.InvalidURL, UnicodeError) as error:
+        parse_url(url)  # the sender's parser, which may refuse what urlsplit took
+    except BadURL as error:
         raise _invalid(f"callback_url is not a valid URL: {error}.") from None
     return url
 

@@ -1,5 +1,8 @@
-"""Pushing stored events to the browsers that follow a tree: one Channels group per tree, in
-the order of the tree's sequence numbers.
+"""Delivering stored events to the browsers that follow a tree: one Channels group per tree
+(the consumer joins it), in the order of the tree's sequence numbers. The domain publishes
+(research.events) and hands committed events to research.events.delivery, where this module
+is installed at app ready (frontend/apps.py); only that, the consumer and the composition
+root (asgi.py) import it.
 
 Order. Agent threads commit in one order and run their after-commit callbacks in another, so
 a tree's event 6 can be ready before its event 5. Numbers are reserved under the tree's lock

@@ -2,12 +2,13 @@
 
 A thread in each web process. Every CALLBACK_POLL_SECONDS it takes the due callbacks of
 ended researches (research.services.callbacks: leased, so two processes never post one at
-once) and posts each through read_page's address guard: the host is resolved, refused if
-any address is not public (unless READ_PAGE_ALLOWED_HOSTS allows it), and the connection
-goes to the checked address, so a DNS answer that changes cannot send the post inside the
-network. Redirects are not followed. A 2xx is delivered; anything else is retried with
-backoff; a URL that registration would refuse now (a row stored before the rule) and a
-refused address are given up at once (trying again would not help).
+once) and posts each on research.outbound's "callbacks" client, through the address
+guard: the host is resolved, refused if any address is not public (unless
+READ_PAGE_ALLOWED_HOSTS allows it), and the connection goes to a checked address, so a DNS
+answer that changes cannot send the post inside the network. Redirects are not followed.
+A 2xx is delivered; anything else is retried with backoff; a URL that registration would
+refuse now (a row stored before the rule) and a refused address are given up at once
+(trying again would not help).
 
 One row never stops the others: whatever a delivery raises is recorded on that row, which
 is retried with backoff like any failure, and the round goes on to the next. Before, one
@@ -16,15 +17,12 @@ unparsable URL aborted the round and left the rest of its batch leased, for ever
 
 import json
 import logging
-import ssl
 import threading
 import uuid
 
-import httpx
 from django.conf import settings
 from django.db import close_old_connections, connections
 
-from agents.tools.pages import IPAddress, Unresolvable, host_allowed, resolve
 from research import outbound
 from research.errors import InvalidInput
 from research.models import Callback
@@ -95,76 +93,57 @@ def payload(callback: Callback) -> bytes:
 
 def deliver(callback: Callback) -> bool:
     try:
-        url = httpx.URL(service.callback_url_check(callback.url))
+        url = outbound.parse_url(service.callback_url_check(callback.url))
     except InvalidInput as refused:
         _give_up(callback, str(refused))
         return False
     body = payload(callback)
-    try:
-        addresses = resolve(url)
-    except Unresolvable as failure:  # DNS may answer next time: tried again with backoff
-        service.callback_failed(callback=callback, error=str(failure).removeprefix("read_page: "))
-        return False
-    if refusal := _refusal(url, addresses):
-        _give_up(callback, refusal)
-        return False
     headers = {
         "Content-Type": "application/json",
         "User-Agent": USER_AGENT,
-        "Host": url.netloc.decode("ascii"),
         **service.signature_headers(body),
     }
-    error = ""
-    with _client() as client:
-        for address in addresses:
-            request = client.build_request(
-                "POST",
-                url.copy_with(host=str(address)),
-                content=body,
-                headers=headers,
-                extensions={"sni_hostname": url.raw_host.decode("ascii")},
-            )
-            try:
-                response = client.send(request)
-            except (httpx.ConnectError, httpx.ConnectTimeout) as failure:
-                error = f"could not connect to {url.host}: {failure}"
-                continue
-            except httpx.HTTPError as failure:
-                error = f"posting to {url.host} failed: {type(failure).__name__}"
-                break
-            if 200 <= response.status_code < 300:
-                service.callback_delivered(callback=callback)
-                return True
-            error = f"{url.host} answered {response.status_code}"
-            break
-    service.callback_failed(callback=callback, error=error or "no address answered")
+    try:
+        response = outbound.send(
+            "callbacks",
+            "POST",
+            url,
+            timeout=settings.CALLBACK_TIMEOUT_SECONDS,
+            content=body,
+            headers=headers,
+        )
+    except outbound.Refused as refused:
+        _give_up(callback, f"{refused.where}; a callback is only posted to a public address.")
+        return False
+    except outbound.OutboundError as failure:
+        return _failed(callback, _failure_text(url, failure))
+    if 200 <= response.status_code < 300:
+        service.callback_delivered(callback=callback)
+        return True
+    return _failed(callback, f"{url.host} answered {response.status_code}")
+
+
+def _failure_text(url: outbound.URL, failure: outbound.OutboundError) -> str:
+    """Why a post got no answer, worded for the admin; DNS may answer next time, so this is
+    tried again with backoff, as every failure here is."""
+    if isinstance(failure, outbound.Unresolvable):
+        return f"the host {url.host} does not resolve ({failure.detail})."
+    if isinstance(failure, outbound.ConnectFailed):
+        return f"could not connect to {url.host}: {failure.detail}"
+    if isinstance(failure, outbound.TransferFailed):
+        return f"posting to {url.host} failed: {failure.kind}"
+    return str(failure) or "no address answered"
+
+
+def _failed(callback: Callback, error: str) -> bool:
+    service.callback_failed(callback=callback, error=error)
     log.info("callback of research %s failed (%s); will retry", callback.run_id, error)
     return False
-
-
-def _refusal(url: httpx.URL, addresses: list[IPAddress]) -> str | None:
-    """Why read_page's guard refuses these addresses, worded for a callback, or None."""
-    if host_allowed(url):
-        return None
-    where = outbound.refused_address(url.host, addresses)
-    return f"{where}; a callback is only posted to a public address." if where else None
 
 
 def _give_up(callback: Callback, reason: str) -> None:
     service.callback_failed(callback=callback, error=reason, retry=False)
     log.warning("callback of research %s given up: %s", callback.run_id, reason)
-
-
-def _client() -> httpx.Client:
-    verify: ssl.SSLContext | bool = True
-    if settings.CALLBACK_CA_BUNDLE:
-        verify = ssl.create_default_context(cafile=settings.CALLBACK_CA_BUNDLE)
-    return httpx.Client(
-        timeout=settings.CALLBACK_TIMEOUT_SECONDS,
-        follow_redirects=False,  # a redirect would skip the address guard
-        trust_env=False,
-        verify=verify,
-    )
 
 
 _sender: CallbackSender | None = None

@@ -1,9 +1,9 @@
 """What an outbound request may reach: the one verdict on addresses for every request Canopy
 sends on someone else's word (pages an agent reads, remote MCP servers, callbacks).
 
-Each caller resolves, pins and frames its own refusal in words for its audience (the model,
-the admin, the API); what counts as not public, and how an address must be written, is
-decided here once, so the three can never disagree.
+The guard (`research.outbound.guard`) resolves and pins; each caller frames a refusal in
+words for its audience (the model, the admin, the API); what counts as not public, and how
+an address must be written, is decided here once, so the callers can never disagree.
 """
 
 import ipaddress

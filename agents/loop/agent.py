@@ -5,21 +5,20 @@ tree's cost cap is reached) one last round without tools writes it: the cap sits
 above the budget (seed 001). Everything the agent does is written through research.services.
 """
 
-import json
 import logging
 import time
 from contextlib import AbstractContextManager, nullcontext
 from functools import partial
 from typing import Any
 
-import jsonschema
 from django.conf import settings
 
 from agents.llm import chat_model_for
 from agents.llm.base import ChatResponse, LLMError, ToolCall
-from agents.loop import review
+from agents.loop import checkpoints, review
 from agents.loop.calls import ParallelCalls, PlannedCall, group_calls, group_state
 from agents.loop.instructions import system_prompt, task_message
+from agents.loop.parsing import parse_call
 from agents.runtime import resilience, tree
 from agents.runtime.context import AgentContext, Cancelled, CancelToken, Paused
 from agents.tools import Tool, ToolError, toolset
@@ -108,6 +107,12 @@ class Agent:
             self.messages.append({"role": "user", "content": resumed})
         self.steps_at_start = run.steps
         self.answers_refused = 0
+        # A resumed agent goes on with the conversation its checkpoints hold (issue 26).
+        self.checkpoints = checkpoints.Checkpoints()
+        self.restored = self.checkpoints.restore(ctx)
+        if self.restored is not None:
+            self.messages = self.restored.messages
+            self.answers_refused = self.restored.answers_refused
         self.parallel = ParallelCalls()
         # The state the last write recorded: a write that would record it again is skipped.
         self.shown: NextState | None = None
@@ -163,6 +168,10 @@ class Agent:
 
     def _rounds(self) -> str:
         steps = self.steps_at_start
+        if self.restored is not None:
+            answer = self._go_on(steps)
+            if answer is not None:
+                return answer
         while True:
             self.ctx.cancel.check()
             self._deliver_reports()
@@ -175,11 +184,31 @@ class Agent:
             if planned:
                 self._run_tools(planned, after=self._round_state(steps))
                 continue
-            refusal = tree.answer_refusal(self.ctx) if not self.answers_refused else None
-            if refusal is None:
-                return response.content.strip() or "(the agent wrote no report)"
-            self.answers_refused += 1
-            self.messages.append({"role": "user", "content": refusal})
+            answer = self._accepted(response.content)
+            if answer is not None:
+                return answer
+
+    def _accepted(self, content: str | None) -> str | None:
+        """The report, or None when the answer is refused once (a refusal note follows)."""
+        refusal = tree.answer_refusal(self.ctx) if not self.answers_refused else None
+        if refusal is None:
+            return (content or "").strip() or "(the agent wrote no report)"
+        self.answers_refused += 1
+        self.messages.append({"role": "user", "content": refusal})
+        return None
+
+    def _go_on(self, steps: int) -> str | None:
+        """A resumed agent's first moves: its sub-agents that go on start again, the tool
+        calls of its last answer that have no result run, or the answer it had written is
+        its report."""
+        checkpoints.restart_children(self.ctx)
+        answer = checkpoints.final_answer(self.messages)
+        if answer is not None:
+            return self._accepted(answer)
+        pending = checkpoints.pending_calls(self.messages)
+        if pending:
+            self._run_tools([self._plan(call) for call in pending], after=self._round_state(steps))
+        return None
 
     def _deliver_reports(self) -> None:
         """Children that ended since the last round: their reports join this round."""
@@ -260,6 +289,10 @@ class Agent:
             "output": response.content or "",
         }
         latency_ms = int((time.monotonic() - started) * 1000)
+        message = response.as_message()
+        checkpoint = self.checkpoints.next(
+            self.ctx, self.messages, message, answers_refused=self.answers_refused
+        )
         # The model's answer is paid for: a connection the database ended meanwhile costs a
         # reconnect, not the answer (the write is one transaction, so a retry never doubles it).
         resilience.retrying(
@@ -271,15 +304,17 @@ class Agent:
                 latency_ms=latency_ms,
                 step=step,
                 next_state=next_state,
+                checkpoint=checkpoint,
             ),
         )
         self.shown = next_state or self.shown
-        self.messages.append(response.as_message())
+        self.messages.append(message)
+        self.checkpoints.written(len(self.messages))
         return response, planned
 
     def _plan(self, call: ToolCall) -> PlannedCall:
         try:
-            tool, arguments = self._parse_call(call)
+            tool, arguments = parse_call(self.tools, call)
         except ToolError as error:
             return PlannedCall(call, error=str(error))
         return PlannedCall(call, tool, arguments)
@@ -334,12 +369,19 @@ class Agent:
             "output": output,
             "is_error": is_error,
         }
+        message = {"role": "tool", "tool_call_id": call.id, "content": output}
+        checkpoint = self.checkpoints.next(
+            self.ctx, self.messages, message, answers_refused=self.answers_refused
+        )
         resilience.retrying(
             "recording a tool call",
-            lambda: services.tool_call_record(facts=self.facts, step=step, next_state=next_state),
+            lambda: services.tool_call_record(
+                facts=self.facts, step=step, next_state=next_state, checkpoint=checkpoint
+            ),
         )
         self.shown = next_state or self.shown
-        return {"role": "tool", "tool_call_id": call.id, "content": output}
+        self.checkpoints.written(len(self.messages) + 1)  # the caller appends it
+        return message
 
     def _handle(self, item: PlannedCall) -> tuple[str, bool]:
         if item.tool is None:
@@ -356,44 +398,3 @@ class Agent:
         except Exception as error:
             log.exception("tool %s of run %s raised", item.call.name, self.ctx.run_id)
             return f"error: {item.call.name} failed: {error}", True
-
-    def _parse_call(self, call: ToolCall) -> tuple[Tool, dict[str, Any]]:
-        tool = self.tools.get(call.name)
-        if tool is None:
-            raise ToolError(
-                f"there is no tool {call.name!r}; your tools are: {', '.join(self.tools)}"
-            )
-        try:
-            arguments = json.loads(call.arguments or "{}")
-        except json.JSONDecodeError as error:
-            raise ToolError(
-                f"the arguments of {call.name} are not valid JSON ({error.msg} at "
-                f"character {error.pos}); send a JSON object that matches its schema"
-            ) from None
-        if not isinstance(arguments, dict):
-            raise ToolError(f"the arguments of {call.name} must be a JSON object")
-        error = jsonschema.exceptions.best_match(
-            jsonschema.Draft202012Validator(tool.parameters).iter_errors(arguments)
-        )
-        if error is not None:
-            where = _where(list(error.absolute_path), arguments)
-            raise ToolError(
-                f"invalid arguments for {call.name}: "
-                + (f"{where}: {error.message}" if where else error.message)
-            )
-        return tool, arguments
-
-
-def _where(path: list, arguments: Any) -> str:
-    """Where in the arguments a schema error is, as a model reads it: `subagents: entry 2
-    ("beta"): kind` rather than `subagents.1.kind`."""
-    parts, value = [], arguments
-    for part in path:
-        if isinstance(part, int) and isinstance(value, list) and part < len(value):
-            value = value[part]
-            name = value.get("name") if isinstance(value, dict) else None
-            parts.append(f"entry {part + 1}" + (f' ("{name}")' if isinstance(name, str) else ""))
-            continue
-        value = value.get(part) if isinstance(value, dict) else None
-        parts.append(str(part))
-    return ": ".join(parts)

@@ -1,0 +1,114 @@
+"""Resuming a research from its checkpoints (issue 26): the tree is queued again, and every
+agent that had not ended goes on from its last completed step (agents.loop.checkpoints).
+
+What goes on: the root, and below it every sub-agent whose ending was an interruption (or
+that ended only because the agent that spawned it did). A sub-agent that finished keeps its
+report and is not run again; its parent's checkpoint already counts it as spawned, and as
+collected once its report was read. Events go on from the tree's last sequence number (the
+root row's counter), and a `Resume` row keeps what the tree had spent before, so the ledger
+reads first attempt and resume apart while the cost cap counts both.
+"""
+
+from decimal import Decimal
+
+from django.db import transaction
+from django.db.models import Sum
+
+from research import endings
+from research.errors import InvalidInput, NotResumable
+from research.events import RunStateChanged, publish, tree_lock
+from research.models import LLMCall, Resume, Run, RunState, State, Status
+from research.services.runs import root_queued
+
+
+def resumable_runs(*, root: Run) -> list[Run]:
+    """The runs of the tree that go on when it is resumed, parents first: the root, then each
+    sub-agent that ended by an interruption under a run that goes on."""
+    tree = list(
+        Run.objects.filter(root_id=root.pk)
+        .order_by("depth", "id")
+        .only("pk", "parent_id", "status", "error")
+    )
+    going_on = {root.pk}
+    chosen = [run for run in tree if run.pk == root.pk]
+    for run in tree:
+        if run.pk == root.pk or run.parent_id not in going_on:
+            continue
+        if endings.resumable_with_parent(status=run.status, error=run.error):
+            going_on.add(run.pk)
+            chosen.append(run)
+    return chosen
+
+
+@transaction.atomic
+def research_resume(*, run: Run, by: str = Resume.By.ANALYST) -> Resume:
+    """Queue an interrupted research again, from its checkpoints. Refused (NotResumable, a
+    409) for a research that ended done, was cancelled, or still works."""
+    if not run.is_root:
+        raise InvalidInput(
+            f"run {run.pk} is a sub-agent: resume its research (run {run.root_id}).", field="id"
+        )
+    tree_lock(root_id=run.pk)
+    run.refresh_from_db(fields=["status", "error", "tree_cost_usd", "event_seq"])
+    if not endings.resumable(status=run.status, error=run.error):
+        why = endings.not_resumable_why(status=run.status, error=run.error)
+        raise NotResumable(f"research {run.pk} cannot be resumed: {why}.")
+    runs = resumable_runs(root=run)
+    ids = [each.pk for each in runs]
+    resume = Resume.objects.create(
+        root=run,
+        by=by,
+        ended_with=run.error,
+        run_ids=ids,
+        cost_before_usd=run.tree_cost_usd,
+        seq_before=run.event_seq,
+    )
+    # No worker: the root is claimed as a new one is; its agent starts the sub-agents that go
+    # on (agents.loop.checkpoints.restart_children), in the process that runs the tree.
+    Run.objects.filter(pk__in=ids).update(
+        status=Status.QUEUED,
+        state=State.QUEUED,
+        worker=None,
+        error="",
+        finished_at=None,
+        cancel_requested=False,
+        cancel_reason="",
+    )
+    RunState.objects.bulk_create(
+        [RunState(run_id=pk, state=State.QUEUED, detail=endings.RESUMED) for pk in ids]
+    )
+    for pk in ids:
+        publish(
+            root_id=run.pk,
+            run_id=pk,
+            payload=RunStateChanged(
+                status=Status.QUEUED, state=State.QUEUED, detail=endings.RESUMED
+            ),
+        )
+    root_queued(run.pk)
+    return resume
+
+
+def spend_by_attempt(*, root_id: int) -> list[dict[str, object]]:
+    """The tree's model spend split at each resume: the first attempt, then each resume, as
+    the ledger (LLMCall rows) has it. Each: attempt (1, 2, ...), started_at (None for the
+    first), calls, cost_usd."""
+    starts = [None, *Resume.objects.filter(root_id=root_id).values_list("at", flat=True)]
+    calls = LLMCall.objects.filter(run__root_id=root_id)
+    attempts = []
+    for number, (start, end) in enumerate(zip(starts, [*starts[1:], None], strict=True), start=1):
+        span = calls
+        if start is not None:
+            span = span.filter(at__gte=start)
+        if end is not None:
+            span = span.filter(at__lt=end)
+        totals = span.aggregate(cost=Sum("cost_usd"), input=Sum("input_tokens"))
+        attempts.append(
+            {
+                "attempt": number,
+                "started_at": start,
+                "calls": span.count(),
+                "cost_usd": totals["cost"] or Decimal(0),
+            }
+        )
+    return attempts

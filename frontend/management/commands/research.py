@@ -105,6 +105,9 @@ class Command(BaseCommand):
         cancel = self._action(actions, "cancel", "cancel a run and its sub-agents")
         cancel.add_argument("id", type=int)
 
+        resume = self._action(actions, "resume", "resume an interrupted research")
+        resume.add_argument("id", type=int)
+
         plan = self._action(actions, "plan", "a research's plan: items, status, history")
         plan.add_argument("id", type=int)
 
@@ -261,6 +264,14 @@ class Command(BaseCommand):
             return
         services.run_cancel(run=run)
         self.write(f"research {run.pk}: cancel requested; its agents stop within a second.")
+
+    def do_resume(self, user: AbstractBaseUser, options: dict) -> None:
+        run = selectors.run_get(owner=user, run_id=options["id"])
+        resume = services.research_resume(run=run)
+        self.write(
+            f"research {run.pk} resumed: {len(resume.run_ids)} agents go on from their last "
+            f"completed step; a worker takes it up (follow it: research tail {run.pk})."
+        )
 
     def do_plan(self, user: AbstractBaseUser, options: dict) -> None:
         run = selectors.run_get(owner=user, run_id=options["id"])

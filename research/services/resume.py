@@ -82,7 +82,7 @@ def research_resume(*, run: Run, by: str = Resume.By.ANALYST) -> Resume:
             root_id=run.pk,
             run_id=pk,
             payload=RunStateChanged(
-                status=Status.QUEUED, state=State.QUEUED, detail=endings.RESUMED
+                status=Status.QUEUED, state=State.QUEUED, detail=endings.RESUMED, resumed=True
             ),
         )
     root_queued(run.pk)

@@ -332,6 +332,7 @@ def run_finish(*, run_id: int, report: str = "", error: str = "") -> None:
             tool_calls=Step.objects.filter(run_id=run.pk, kind=Step.Kind.TOOL).count(),
             input_tokens=run.input_tokens,
             output_tokens=run.output_tokens,
+            resumable=(run.is_root and endings.resumable(status=run.status, error=error)) or None,
         ),
     )
 

@@ -17,6 +17,7 @@ from agents.llm.scripted import call, fail, reply
 from agents.messages import get_messenger
 from research import endings, services
 from research.models import Checkpoint, Event, LLMCall, Resume, Run
+from tests import test_scaleout
 from tests.conftest import wait_finished, wait_for, watch
 from tests.test_scaleout import DEAD_SECONDS, Cluster, tree_active
 
@@ -64,7 +65,7 @@ def child_policy(name: str):
     def turn(messages: list[dict]):
         done = _turns(messages)
         if done < CHECKS[name]:
-            return call("read_messages", wait_seconds=1)
+            return call("read_messages", wait_seconds=0.5)
         return reply(f"FINDING {name} {done}")
 
     return turn
@@ -98,6 +99,19 @@ def assert_no_completed_step_sent_twice(llm, tag: str, steps_before: dict[str, i
             assert counts.get(step) == 1, (task, step, counts)
 
 
+EXPECTED_REPORT = "Report.\nFINDING alpha 1\nFINDING beta 3\nFINDING gamma 3"
+
+
+def midway(root: Run) -> bool:
+    """alpha has ended; beta and gamma have made two of their steps."""
+    runs = {run.name: run for run in Run.objects.filter(parent=root.pk)}
+    return (
+        runs.get("alpha") is not None
+        and runs["alpha"].status == "done"
+        and all(runs.get(name) and runs[name].steps >= 2 for name in ("beta", "gamma"))
+    )
+
+
 def receive_until(socket, done, timeout: float = 40) -> list[dict]:
     received: list[dict] = []
     deadline = time.monotonic() + timeout
@@ -112,6 +126,10 @@ def receive_until(socket, done, timeout: float = 40) -> list[dict]:
             received.append(json.loads(socket.recv(timeout=0.5)))
         except TimeoutError:
             return received
+
+
+def seq_of(event: dict) -> int:
+    return event["seq"]
 
 
 def root_finished(root_id: int, status: str):
@@ -139,16 +157,7 @@ def test_a_tree_whose_worker_is_killed_resumes_and_writes_the_uninterrupted_repo
     topic = script_tree(scripted_llm, "Storm")
     root = cluster.submit(topic)
     with watch(cluster.web, root.pk, after=0) as socket:
-
-        def midway() -> bool:
-            runs = {run.name: run for run in Run.objects.filter(parent=root.pk)}
-            return (
-                runs.get("alpha") is not None
-                and runs["alpha"].status == "done"
-                and all(runs.get(name) and runs[name].steps >= 2 for name in ("beta", "gamma"))
-            )
-
-        wait_for(midway, timeout=30, message="the sub-agents did not get midway")
+        wait_for(lambda: midway(root), timeout=30, message="the sub-agents did not get midway")
         victim = cluster.worker_running(root)
         victim.process.kill()
         victim.process.wait()
@@ -177,17 +186,28 @@ def test_a_tree_whose_worker_is_killed_resumes_and_writes_the_uninterrupted_repo
     root.refresh_from_db()
     assert (root.status, root.error) == ("done", "")
     assert root.report == baseline.report
-    assert root.report == "Report.\nFINDING alpha 1\nFINDING beta 3\nFINDING gamma 3"
+    assert root.report == EXPECTED_REPORT
     assert_no_completed_step_sent_twice(scripted_llm, "Storm", steps_before)
     # alpha finished before the kill: never asked again.
     assert len(scripted_llm.requests_for("Storm part alpha")) == CHECKS["alpha"] + 1
     assert scripted_llm.unscripted == [] and scripted_llm.errors == []
 
-    # The viewer: every stored event once, in order, across the resume.
+    # The viewer: every stored event once, in order, across the resume. The killed worker
+    # may have committed its last events and died before pushing them: those (and only
+    # those) the viewer reads back by seq from the stored events, as the page does when a
+    # number is missing for long (static/page/state.js, fillGap).
     stored = [row.payload for row in Event.objects.filter(root_id=root.pk).order_by("seq")]
     assert [event["seq"] for event in stored] == list(range(1, len(stored) + 1))
-    assert sorted(received, key=lambda event: event["seq"]) == stored
-    assert len({event["seq"] for event in received}) == len(received)
+    seen = {event["seq"] for event in received}
+    assert len(seen) == len(received)  # none twice
+    resume = Resume.objects.get(root_id=root.pk)
+    unpushed = [event for event in stored if event["seq"] not in seen]
+    assert all(event["seq"] <= resume.seq_before for event in unpushed), unpushed
+    read_back = cluster.api.get(f"/v1/gb/research/{root.pk}/events?after=0").json()
+    by_seq = {row["seq"]: row["payload"] for row in read_back}
+    page = sorted(received + [by_seq[event["seq"]] for event in unpushed], key=seq_of)
+    assert page == stored
+    assert len(unpushed) <= 3, unpushed  # the push of the last write or two at most
     resumed_states = [
         event
         for event in stored
@@ -196,13 +216,44 @@ def test_a_tree_whose_worker_is_killed_resumes_and_writes_the_uninterrupted_repo
     assert sorted(event["run"] for event in resumed_states) == sorted(body["resumed_run_ids"])
 
     # Cost honesty: the ledger splits at the resume, and the tree's total counts both.
-    resume = Resume.objects.get(root_id=root.pk)
     assert resume.cost_before_usd == cost_before
     first, second = services.spend_by_attempt(root_id=root.pk)
     assert first["calls"] == calls_before and first["cost_usd"] == cost_before
     assert second["calls"] > 0
     assert first["cost_usd"] + second["cost_usd"] == Run.objects.get(pk=root.pk).tree_cost_usd
     assert Checkpoint.objects.filter(run__root_id=root.pk).count() >= sum(steps_before.values())
+
+
+def test_a_sigterm_hands_the_tree_back_and_another_worker_resumes_it_automatically(
+    cluster, scripted_llm, monkeypatch, alice
+):
+    """With RESEARCH_RESUME_INTERRUPTED=true, SIGTERM to the worker of a tree in the middle:
+    it stops claiming, its agents finish the step they are in, and its runs go back to the
+    queue; the other worker takes the tree up and it ends done with the same report, no
+    completed step asked for twice."""
+    monkeypatch.setitem(test_scaleout.CLUSTER_ENV, "RESEARCH_RESUME_INTERRUPTED", "true")
+    cluster.start(web=False, workers=2)
+    topic = script_tree(scripted_llm, "Deploy")
+    root = services.run_start(owner=alice, topic=topic)
+    wait_for(lambda: midway(root), timeout=30, message="the sub-agents did not get midway")
+    victim = cluster.worker_running(root)
+    victim_id = root.worker_id
+    assert victim.stop() == 0  # SIGTERM; it exits cleanly within its grace period
+
+    resume = wait_for(lambda: Resume.objects.filter(root_id=root.pk).first(), timeout=20)
+    assert resume.by == Resume.By.AUTOMATIC and resume.ended_with == endings.SERVER_STOPPED
+    runs = {run.pk: run for run in Run.objects.filter(root_id=root.pk)}
+    steps_before = {runs[pk].topic: _recorded_before(pk, resume) for pk in runs}
+    root = wait_finished(root, timeout=40)
+    assert (root.status, root.error) == ("done", "")
+    assert root.report == EXPECTED_REPORT
+    assert root.worker_id != victim_id
+    assert_no_completed_step_sent_twice(scripted_llm, "Deploy", steps_before)
+
+
+def _recorded_before(run_id: int, resume: Resume) -> int:
+    """The model calls a run had recorded when the resume queued it again."""
+    return LLMCall.objects.filter(run_id=run_id, at__lt=resume.at).count()
 
 
 def test_a_research_whose_endpoint_failed_for_a_while_resumes_when_it_is_back(

@@ -11,6 +11,7 @@ reads first attempt and resume apart while the cost cap counts both.
 
 from decimal import Decimal
 
+from django.conf import settings
 from django.db import transaction
 from django.db.models import Sum
 
@@ -87,6 +88,25 @@ def research_resume(*, run: Run, by: str = Resume.By.ANALYST) -> Resume:
         )
     root_queued(run.pk)
     return resume
+
+
+def roots_resume_interrupted(*, root_ids: set[int]) -> list[int]:
+    """With RESEARCH_RESUME_INTERRUPTED, resume the researches a stopped or dead worker
+    interrupted, each at most RESEARCH_RESUME_MAX_AUTOMATIC times (a research that brings its
+    worker down every time must end). Returns the ids resumed."""
+    if not settings.RESEARCH_RESUME_INTERRUPTED or not root_ids:
+        return []
+    resumed = []
+    for root in Run.objects.filter(pk__in=root_ids, parent__isnull=True).order_by("id"):
+        automatic = Resume.objects.filter(root=root, by=Resume.By.AUTOMATIC).count()
+        if automatic >= settings.RESEARCH_RESUME_MAX_AUTOMATIC:
+            continue
+        try:
+            research_resume(run=root, by=Resume.By.AUTOMATIC)
+        except (NotResumable, InvalidInput):
+            continue  # it ended otherwise meanwhile (done, cancelled)
+        resumed.append(root.pk)
+    return resumed
 
 
 def spend_by_attempt(*, root_id: int) -> list[dict[str, object]]:

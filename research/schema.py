@@ -105,7 +105,7 @@ class CanopyAutoSchema(AutoSchema):
         responses.setdefault("403", _error("signed in, but not allowed", DETAIL))
         if "{" in self.path or query & {"cursor", "page"}:
             responses.setdefault("404", _error("no such run, dataset or page of yours", DETAIL))
-        if method == "POST" and self.path.rstrip("/").endswith("/research"):
+        if method == "POST" and self.path.rstrip("/").endswith(("/research", "/resume")):
             responses.setdefault(
                 "429", _error("too many researches working: wait for one to end", DETAIL)
             )

@@ -311,3 +311,9 @@ def test_a_done_or_cancelled_research_is_not_resumable_and_another_owner_gets_40
     interrupted = ended(error=endings.WORKER_LOST)
     assert api_for(bob).post(f"/v1/gb/research/{interrupted.pk}/resume").status_code == 404
     assert Run.objects.get(pk=interrupted.pk).status == "failed"
+
+    run_factory(), run_factory()  # with `queued`, three working: a resume would be a fourth
+    response = api.post(f"/v1/gb/research/{interrupted.pk}/resume")
+    assert response.status_code == 429
+    assert "the limit is 3" in response.json()["detail"]
+    assert Run.objects.get(pk=interrupted.pk).status == "failed"

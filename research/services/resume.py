@@ -19,7 +19,7 @@ from research import endings
 from research.errors import InvalidInput, NotResumable
 from research.events import RunStateChanged, publish, tree_lock
 from research.models import LLMCall, Resume, Run, RunState, State, Status
-from research.services.runs import root_queued
+from research.services.runs import root_queued, working_roots_check
 
 
 def resumable_runs(*, root: Run) -> list[Run]:
@@ -54,6 +54,8 @@ def research_resume(*, run: Run, by: str = Resume.By.ANALYST) -> Resume:
     if not endings.resumable(status=run.status, error=run.error):
         why = endings.not_resumable_why(status=run.status, error=run.error)
         raise NotResumable(f"research {run.pk} cannot be resumed: {why}.")
+    if by == Resume.By.ANALYST:  # a worker handing its trees back had them counted already
+        working_roots_check(owner=run.owner)
     runs = resumable_runs(root=run)
     ids = [each.pk for each in runs]
     resume = Resume.objects.create(

@@ -120,21 +120,7 @@ def run_start(
         # one, loaded on their first demo run (a second or two, once).
         dataset, _, _ = starter_dataset_load(owner=owner)
 
-    # Lock the owner's row so two starts at once cannot both pass the limit. NO KEY UPDATE
-    # still lets the owner's agents insert sub-agents (which reference the row) meanwhile.
-    owner._meta.model.objects.select_for_update(no_key=True).filter(pk=owner.pk).first()
-    # A root paused for the analyst's review holds no slot and no thread: it does not count.
-    limit = settings.RESEARCH_MAX_WORKING_ROOTS
-    working = Run.objects.filter(
-        owner=owner, parent__isnull=True, status__in=(Status.QUEUED, Status.WORKING)
-    ).count()
-    if working >= limit:
-        raise TooManyRuns(
-            f"You already have {working} researches working; the limit is {limit}. "
-            "Wait for one to end or cancel one (researches waiting for your review do not "
-            "count)."
-        )
-
+    working_roots_check(owner=owner)
     run = Run.objects.create(
         owner=owner,
         topic=topic,
@@ -168,6 +154,25 @@ def run_rerun(*, owner: AbstractBaseUser, run: Run) -> Run:
         dataset_id=run.dataset_id,
         review_plan=run.review_plan,
     )
+
+
+def working_roots_check(*, owner: AbstractBaseUser) -> None:
+    """Refuse a root that would put the owner over RESEARCH_MAX_WORKING_ROOTS (a start, or a
+    resume by the analyst); call it inside the transaction that queues the root."""
+    # Lock the owner's row so two starts at once cannot both pass the limit. NO KEY UPDATE
+    # still lets the owner's agents insert sub-agents (which reference the row) meanwhile.
+    owner._meta.model.objects.select_for_update(no_key=True).filter(pk=owner.pk).first()
+    # A root paused for the analyst's review holds no slot and no thread: it does not count.
+    limit = settings.RESEARCH_MAX_WORKING_ROOTS
+    working = Run.objects.filter(
+        owner=owner, parent__isnull=True, status__in=(Status.QUEUED, Status.WORKING)
+    ).count()
+    if working >= limit:
+        raise TooManyRuns(
+            f"You already have {working} researches working; the limit is {limit}. "
+            "Wait for one to end or cancel one (researches waiting for your review do not "
+            "count)."
+        )
 
 
 def root_queued(run_id: int) -> None:

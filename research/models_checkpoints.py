@@ -17,8 +17,6 @@ from typing import Any
 
 from django.db import models
 
-from research.models import Run
-
 # Bodies above this many bytes of JSON are stored compressed (zlib); small ones as they are,
 # so a row stays readable in psql for the common short step.
 COMPRESS_ABOVE_BYTES = 2048
@@ -40,7 +38,7 @@ def unpack(body: bytes, compressed: bool) -> list[dict[str, Any]]:
 class Checkpoint(models.Model):
     """One completed step of an agent: the messages it added and the agent's state after it."""
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="checkpoints")
+    run = models.ForeignKey("research.Run", on_delete=models.CASCADE, related_name="checkpoints")
     # 1, 2, ... per run: the order the conversation is rebuilt in.
     number = models.PositiveIntegerField()
     body = models.BinaryField()
@@ -71,7 +69,7 @@ class Resume(models.Model):
         ANALYST = "analyst"
         AUTOMATIC = "automatic"  # RESEARCH_RESUME_INTERRUPTED: the worker handed its runs back
 
-    root = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="resumes")
+    root = models.ForeignKey("research.Run", on_delete=models.CASCADE, related_name="resumes")
     by = models.CharField(max_length=10, choices=By.choices, default=By.ANALYST)
     # The root's error when it was resumed: why the earlier attempt ended.
     ended_with = models.TextField(blank=True, default="")

@@ -286,6 +286,32 @@ def test_a_research_whose_endpoint_failed_for_a_while_resumes_when_it_is_back(
     assert step_of(requests[-1]) == 2 and step_of(requests[-2]) == 2
 
 
+def test_a_failed_sub_agent_whose_error_its_parent_read_is_not_run_again(
+    agent_pool, scripted_llm, alice, api, settings
+):
+    settings.LLM_MAX_RETRIES = 0
+    topic = "Fragile child: spawn, read its failure, then the endpoint fails"
+    scripted_llm.script(
+        topic,
+        call("spawn_subagent", name="fragile", reason="one part", task="FRAGILE-TASK: a part"),
+        call("wait_subagents"),
+        fail(500),
+        reply("The lead's report without the fragile part."),
+    )
+    scripted_llm.script("FRAGILE-TASK", fail(500), reply("never asked"))
+    run = wait_finished(services.run_start(owner=alice, topic=topic), timeout=20)
+    assert run.error.startswith("llm: 500"), run.error
+    child = Run.objects.get(parent=run)
+    assert child.error.startswith("llm: 500")  # resumable itself, but its parent read it
+
+    response = api.post(f"/v1/gb/research/{run.pk}/resume")
+    assert response.status_code == 202, response.text
+    assert response.json()["resumed_run_ids"] == [run.pk]
+    run = wait_finished(run, timeout=20)
+    assert run.report == "The lead's report without the fragile part."
+    assert len(scripted_llm.requests_for("FRAGILE-TASK")) == 1
+
+
 def test_a_done_or_cancelled_research_is_not_resumable_and_another_owner_gets_404(
     api, api_for, bob, run_factory
 ):

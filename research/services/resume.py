@@ -18,13 +18,14 @@ from django.db.models import Sum
 from research import endings
 from research.errors import InvalidInput, NotResumable
 from research.events import RunStateChanged, publish, tree_lock
-from research.models import LLMCall, Resume, Run, RunState, State, Status
+from research.models import Checkpoint, LLMCall, Resume, Run, RunState, State, Status
 from research.services.runs import root_queued, working_roots_check
 
 
 def resumable_runs(*, root: Run) -> list[Run]:
     """The runs of the tree that go on when it is resumed, parents first: the root, then each
-    sub-agent that ended by an interruption under a run that goes on."""
+    sub-agent that ended by an interruption under a run that goes on, unless that run had
+    already read its end."""
     tree = list(
         Run.objects.filter(root_id=root.pk)
         .order_by("depth", "id")
@@ -32,13 +33,30 @@ def resumable_runs(*, root: Run) -> list[Run]:
     )
     going_on = {root.pk}
     chosen = [run for run in tree if run.pk == root.pk]
+    read: dict[int, set[int]] = {}
     for run in tree:
         if run.pk == root.pk or run.parent_id not in going_on:
+            continue
+        if run.parent_id not in read:
+            read[run.parent_id] = _collected_by(run.parent_id)
+        # A failure its parent has read is part of the parent's conversation: it stays.
+        if run.pk in read[run.parent_id]:
             continue
         if endings.resumable_with_parent(status=run.status, error=run.error):
             going_on.add(run.pk)
             chosen.append(run)
     return chosen
+
+
+def _collected_by(run_id: int) -> set[int]:
+    """The sub-agents whose ends the run had read at its last checkpoint."""
+    state = (
+        Checkpoint.objects.filter(run_id=run_id)
+        .order_by("-number")
+        .values_list("state", flat=True)
+        .first()
+    )
+    return set((state or {}).get("collected", []))
 
 
 @transaction.atomic

@@ -121,7 +121,7 @@ def measure(llm: ScriptedLLM, options: argparse.Namespace, index: int) -> dict[s
     from django.contrib.auth.models import User
     from django.db import connection
 
-    from agents.loop.agent import run_agent
+    from agents.loop.lifetime import run_agent
     from agents.runtime.context import CancelToken
     from research import services
     from research.models import LLMCall

@@ -14,7 +14,7 @@ from frontend.forms import STARTER, StartResearchForm
 from frontend.rendering import duration_text, sentence, step_line, steps_text
 from frontend.reports import report_parts
 from frontend.throttled import retry_message, throttled
-from research import selectors, services
+from research import endings, selectors, services
 from research.endings import ending_of
 from research.errors import InvalidInput, NotFound, TooManyRuns
 from research.events.payloads import listed_topic
@@ -110,6 +110,9 @@ def run_page(
         "notes": reverse("api:run-notes", args=[0]),
         "events": reverse("api:run-events", args=[run.pk]),
         "report": reverse("run-report", args=[run.pk]),
+        "resume": reverse("api:run-resume", args=[run.pk]),
+        "resumable": endings.resumable(status=run.status, error=run.error),
+        "resumed": selectors.resumed_run_ids(root_id=run.pk),
     }
     context = {
         "run": run,

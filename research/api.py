@@ -20,7 +20,7 @@ from rest_framework.views import exception_handler as drf_exception_handler
 
 from research import selectors, services
 from research.api_helpers import checked
-from research.errors import InvalidInput, NotFound, ResearchError, TooManyRuns
+from research.errors import InvalidInput, NotFound, NotResumable, ResearchError, TooManyRuns
 from research.ops.throttles import NotesThrottle, ResearchStartThrottle
 from research.serializers import (
     EventSerializer,
@@ -30,6 +30,7 @@ from research.serializers import (
     PlanApproveSerializer,
     PlanSerializer,
     ReportSerializer,
+    ResumeSerializer,
     RunChangeSerializer,
     RunInTreeSerializer,
     RunListFilterSerializer,
@@ -59,6 +60,8 @@ def exception_handler(exc, context):
         exc = ValidationError({exc.field or "non_field_errors": [exc.message]})
     elif isinstance(exc, NotFound):
         return Response({"detail": exc.message}, status=status.HTTP_404_NOT_FOUND)
+    elif isinstance(exc, NotResumable):
+        return Response({"detail": exc.message}, status=status.HTTP_409_CONFLICT)
     elif isinstance(exc, TooManyRuns):
         return Response({"detail": exc.message}, status=status.HTTP_429_TOO_MANY_REQUESTS)
     elif isinstance(exc, ResearchError):
@@ -161,6 +164,25 @@ def run_cancel(request: Request, run_id: int) -> Response:
     services.run_cancel(run=run)
     run.refresh_from_db()
     return Response(RunOutputSerializer(run).data, status=status.HTTP_202_ACCEPTED)
+
+
+@extend_schema(request=None, responses={202: ResumeSerializer})
+@api_view(["POST"])
+def run_resume(request: Request, run_id: int) -> Response:
+    """Resume a research that was interrupted (its worker lost, the server stopped, its model
+    endpoint failing): every agent that had not ended goes on from its last completed step,
+    and no completed step's model call is made again. 409 for a research that ended done,
+    was cancelled, or still works."""
+    run = _run(request, run_id)
+    resume = services.research_resume(run=run)
+    run.refresh_from_db()
+    data = {
+        "research": run,
+        "resumed_run_ids": resume.run_ids,
+        "ended_with": resume.ended_with,
+        "spend": services.spend_by_attempt(root_id=run.pk),
+    }
+    return Response(ResumeSerializer(data).data, status=status.HTTP_202_ACCEPTED)
 
 
 @extend_schema(responses=RunInTreeSerializer(many=True))

@@ -94,3 +94,42 @@ def ending_of(*, status: str, error: str) -> str:
         if error.startswith(words):
             return kind
     return Ending.FAILED
+
+
+# --- Resumable ------------------------------------------------------------------------------
+# A research that ended by one of these can be resumed from its checkpoints (issue 26): none
+# is the model's choice or the analyst's. An endpoint's failure reads "llm: ..." (the model
+# client's words, agents.llm), after the client's own retries.
+_RESUMABLE_OPENINGS = ("interrupted", "llm:")
+_RESUMABLE_REASONS = (ORPHANED,)
+# A sub-agent that ended only because the agent that spawned it ended goes on with it.
+_RESUMABLE_WITH_PARENT = (PARENT_ENDED,)
+
+
+def resumable(*, status: str, error: str) -> bool:
+    """Whether a run that ended so can go on from its last completed step."""
+    if status != "failed":
+        return False
+    return error.startswith(_RESUMABLE_OPENINGS) or error in _RESUMABLE_REASONS
+
+
+def resumable_with_parent(*, status: str, error: str) -> bool:
+    """Whether a sub-agent goes on when the agent that spawned it is resumed."""
+    return resumable(status=status, error=error) or (
+        status == "failed" and error in _RESUMABLE_WITH_PARENT
+    )
+
+
+def not_resumable_why(*, status: str, error: str) -> str:
+    """Why a research that ended so cannot be resumed, in the words the 409 says."""
+    if status == Ending.DONE:
+        return "it ended done: its report is written, there is nothing to resume"
+    if status != "failed":
+        return f"it is still {status}: only a research that has ended can be resumed"
+    kind = ending_of(status=status, error=error)
+    if kind == Ending.CANCELLED:
+        return f"it was cancelled ({error}): start a new research instead"
+    return f"it ended by a choice or a limit, not an interruption ({error})"
+
+
+RESUMED = "resumed from its last completed step"

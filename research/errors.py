@@ -24,3 +24,7 @@ class TooManyRuns(ResearchError):
 
 class LimitReached(ResearchError):
     """A sub-agent limit of seed 000 (per agent, per tree, generations)."""
+
+
+class NotResumable(ResearchError):
+    """The research ended done, was cancelled by its analyst, or still works (a 409)."""

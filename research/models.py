@@ -386,5 +386,6 @@ class Callback(models.Model):
 
 
 # Models of their own modules, registered with the app here.
+from research.models_checkpoints import Checkpoint, Resume  # noqa: E402, F401  (resume)
 from research.models_knowledge import Chunk, Dataset, Document  # noqa: E402, F401
 from research.models_remote import RemoteServer  # noqa: E402, F401  (remote MCP servers)

@@ -2,7 +2,8 @@
 
 `CanopyAutoSchema` adds the error answers every view can give, in the shape the exception
 handler gives them: 400 where there is input, 413 where there is a body, 401 and 403
-everywhere, 404 where the path names a run or a dataset, 429 where a research starts.
+everywhere, 404 where the path names a run or a dataset, 429 where a research starts, 409
+where one is resumed.
 `add_bounds` (a postprocessing hook) writes the limits the services enforce (settings) into
 the schema: they are checked in the service, so the API, the CLI and the page say the same
 thing, and documented here.
@@ -108,9 +109,13 @@ class CanopyAutoSchema(AutoSchema):
         responses.setdefault("403", _error("signed in, but not allowed", DETAIL))
         if "{" in self.path or query & {"cursor", "page"}:
             responses.setdefault("404", _error("no such run, dataset or page of yours", DETAIL))
-        if method == "POST" and self.path.rstrip("/").endswith("/research"):
+        if method == "POST" and self.path.rstrip("/").endswith(("/research", "/resume")):
             responses.setdefault(
                 "429", _error("too many researches working: wait for one to end", DETAIL)
+            )
+        if method == "POST" and self.path.rstrip("/").endswith("/resume"):
+            responses.setdefault(
+                "409", _error("the research ended done, was cancelled, or still works", DETAIL)
             )
         if getattr(self.view, "throttle_classes", None):  # research/ops/throttles.py
             responses.setdefault(

@@ -410,6 +410,12 @@ if RESEARCH_PARALLEL_TOOL_CALLS < 1:
 RESEARCH_CANCEL_POLL_SECONDS = envfloat("RESEARCH_CANCEL_POLL_SECONDS", 0.25)
 RESEARCH_HEARTBEAT_SECONDS = envfloat("RESEARCH_HEARTBEAT_SECONDS", 5.0)
 RESEARCH_WORKER_DEAD_SECONDS = envfloat("RESEARCH_WORKER_DEAD_SECONDS", 30.0)
+# Issue 26: a research whose worker stopped (SIGTERM, after the agents finish the step they
+# are in within `runagents --shutdown-timeout`) or died is resumed from its checkpoints and
+# taken up by another worker. Off by default: seed 000's contract, where an interrupted run
+# ends failed, is what a plain install does. A research is resumed so at most this often.
+RESEARCH_RESUME_INTERRUPTED = envbool("RESEARCH_RESUME_INTERRUPTED", False)
+RESEARCH_RESUME_MAX_AUTOMATIC = envint("RESEARCH_RESUME_MAX_AUTOMATIC", 3)
 # Idle workers on PostgreSQL wake on a NOTIFY when a root is queued (research/ops/
 # root_wakeup.py), and this poll only catches what no notification announced. SQLite has no
 # NOTIFY: a root queued by another process (the CLI, an MCP client) waits for the poll.

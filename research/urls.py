@@ -9,6 +9,7 @@ api_urls = [
     path("research", api.runs, name="runs"),
     path("research/<int:run_id>", api.run_detail, name="run-detail"),
     path("research/<int:run_id>/cancel", api.run_cancel, name="run-cancel"),
+    path("research/<int:run_id>/resume", api.run_resume, name="run-resume"),
     path("research/<int:run_id>/tree", api.run_tree, name="run-tree"),
     path("research/<int:run_id>/states", api.run_states, name="run-states"),
     path("research/<int:run_id>/messages", api.run_messages, name="run-messages"),

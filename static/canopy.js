@@ -26,6 +26,7 @@ const page = {
   connection: byId("connection"),
   status: byId("run-status"),
   cancel: byId("cancel-research"),
+  resume: byId("resume-research"),
   notify: byId("notify-me"),
   exports: document.querySelectorAll("[data-needs-report]"),
   cost: byId("tree-cost"),

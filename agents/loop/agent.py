@@ -5,28 +5,26 @@ tree's cost cap is reached) one last round without tools writes it: the cap sits
 above the budget (seed 001). Everything the agent does is written through research.services.
 """
 
-import json
 import logging
 import time
 from contextlib import AbstractContextManager, nullcontext
 from functools import partial
 from typing import Any
 
-import jsonschema
 from django.conf import settings
 
 from agents.llm import chat_model_for
 from agents.llm.base import ChatResponse, LLMError, ToolCall
-from agents.loop import review
+from agents.loop import checkpoints, review
 from agents.loop.calls import ParallelCalls, PlannedCall, group_calls, group_state
 from agents.loop.instructions import system_prompt, task_message
+from agents.loop.parsing import parse_call
 from agents.runtime import resilience, tree
-from agents.runtime.context import AgentContext, Cancelled, CancelToken, Paused
+from agents.runtime.context import AgentContext, Cancelled, Paused
 from agents.tools import Tool, ToolError, toolset
 from agents.tools.base import truncate
-from research import endings, selectors, services
+from research import selectors, services
 from research.models import Run, State
-from research.ops.logs import bind_run
 from research.services import NextState
 
 log = logging.getLogger(__name__)
@@ -37,57 +35,6 @@ FINAL_ROUND_NOTE = (
     "Your step budget is spent{why}. Write your final report now, in Markdown, from what you "
     "have found, with a Sources section listing the URLs you cite. No more tool calls."
 )
-
-
-def run_agent(*, run_id: int, token: CancelToken, pool) -> None:
-    """Run one agent to its end and finish its run, after its sub-agents."""
-    # A connection the database ended while this thread was idle fails its first query: the
-    # reads that start an agent run again on a fresh one, like its writes (resilience).
-    run = resilience.retrying(f"reading run {run_id}", lambda: Run.objects.get(pk=run_id))
-    bind_run(run_id=run.pk, root_id=run.root_id)  # every line this thread logs names the run
-    ctx = resilience.retrying("reading its context", lambda: AgentContext.of(run, token, pool))
-    # The spawn opened it already; this keeps it open. Redis down now costs the agent its
-    # messages, not its work.
-    resilience.cleanup(f"opening the inbox of run {run_id}", lambda: tree.open_inbox(ctx))
-    report, error, paused = "", "", False
-    try:
-        report = resilience.retrying("starting the agent", lambda: Agent(ctx, run)).run()
-    except Paused:
-        paused = True  # the analyst reviews the plan; approving it queues the root again
-    except Cancelled as cancelled:
-        error = cancelled.reason
-    except LLMError as failure:
-        error = str(failure)
-    except Exception as failure:
-        if not resilience.run_exists(run_id):
-            log.info("run %s was deleted while its agent worked", run_id)
-            return
-        log.exception("agent of run %s failed", run_id)
-        error = endings.internal_error(failure)
-    finally:
-        # Cleanup that fails (Redis down, a lost connection) is logged: it never replaces
-        # the outcome, and a report written is a report kept.
-        resilience.cleanup(f"closing the inbox of run {run_id}", lambda: tree.close_inbox(ctx))
-        # A parent never finishes before its sub-agents: end them first.
-        resilience.cleanup(
-            f"ending the sub-agents of run {run_id}",
-            lambda: resilience.retrying("ending sub-agents", lambda: tree.end_subagents(ctx)),
-        )
-    if paused:
-        return
-    if report:
-        # The report is in: the agent checks what it cites against what the tree saw.
-        resilience.cleanup(
-            f"checking the citations of run {run_id}",
-            lambda: resilience.retrying("checking citations", lambda: _check(run, report)),
-        )
-    resilience.record_end(run_id=run_id, report=report, error=error)
-
-
-def _check(run: Run, report: str) -> None:
-    state = {"state": State.WRITING, "detail": "checking citations"}  # facts: no re-read
-    services.run_set_state(run_id=run.pk, facts=selectors.run_facts(run=run), **state)
-    services.citations_record(run_id=run.pk, report=report)
 
 
 class Agent:
@@ -109,6 +56,12 @@ class Agent:
             self.messages.append({"role": "user", "content": resumed})
         self.steps_at_start = run.steps
         self.answers_refused = 0
+        # A resumed agent goes on with the conversation its checkpoints hold (issue 26).
+        self.checkpoints = checkpoints.Checkpoints()
+        self.restored = self.checkpoints.restore(ctx)
+        if self.restored is not None:
+            self.messages = self.restored.messages
+            self.answers_refused = self.restored.answers_refused
         self.parallel = ParallelCalls()
         # The state the last write recorded: a write that would record it again is skipped.
         self.shown: NextState | None = None
@@ -164,6 +117,10 @@ class Agent:
 
     def _rounds(self) -> str:
         steps = self.steps_at_start
+        if self.restored is not None:
+            answer = self._go_on(steps)
+            if answer is not None:
+                return answer
         while True:
             self.ctx.cancel.check()
             self._deliver_reports()
@@ -176,11 +133,31 @@ class Agent:
             if planned:
                 self._run_tools(planned, after=self._round_state(steps))
                 continue
-            refusal = tree.answer_refusal(self.ctx) if not self.answers_refused else None
-            if refusal is None:
-                return response.content.strip() or "(the agent wrote no report)"
-            self.answers_refused += 1
-            self.messages.append({"role": "user", "content": refusal})
+            answer = self._accepted(response.content)
+            if answer is not None:
+                return answer
+
+    def _accepted(self, content: str | None) -> str | None:
+        """The report, or None when the answer is refused once (a refusal note follows)."""
+        refusal = tree.answer_refusal(self.ctx) if not self.answers_refused else None
+        if refusal is None:
+            return (content or "").strip() or "(the agent wrote no report)"
+        self.answers_refused += 1
+        self.messages.append({"role": "user", "content": refusal})
+        return None
+
+    def _go_on(self, steps: int) -> str | None:
+        """A resumed agent's first moves: its sub-agents that go on start again, the tool
+        calls of its last answer that have no result run, or the answer it had written is
+        its report."""
+        checkpoints.restart_children(self.ctx)
+        answer = checkpoints.final_answer(self.messages)
+        if answer is not None:
+            return self._accepted(answer)
+        pending = checkpoints.pending_calls(self.messages)
+        if pending:
+            self._run_tools([self._plan(call) for call in pending], after=self._round_state(steps))
+        return None
 
     def _deliver_reports(self) -> None:
         """Children that ended since the last round: their reports join this round."""
@@ -261,6 +238,10 @@ class Agent:
             "output": response.content or "",
         }
         latency_ms = int((time.monotonic() - started) * 1000)
+        message = response.as_message()
+        checkpoint = self.checkpoints.next(
+            self.ctx, self.messages, message, answers_refused=self.answers_refused
+        )
         # The model's answer is paid for: a connection the database ended meanwhile costs a
         # reconnect, not the answer (the write is one transaction, so a retry never doubles it).
         resilience.retrying(
@@ -272,15 +253,17 @@ class Agent:
                 latency_ms=latency_ms,
                 step=step,
                 next_state=next_state,
+                checkpoint=checkpoint,
             ),
         )
         self.shown = next_state or self.shown
-        self.messages.append(response.as_message())
+        self.messages.append(message)
+        self.checkpoints.written(len(self.messages))
         return response, planned
 
     def _plan(self, call: ToolCall) -> PlannedCall:
         try:
-            tool, arguments = self._parse_call(call)
+            tool, arguments = parse_call(self.tools, call)
         except ToolError as error:
             return PlannedCall(call, error=str(error))
         return PlannedCall(call, tool, arguments)
@@ -335,12 +318,19 @@ class Agent:
             "output": output,
             "is_error": is_error,
         }
+        message = {"role": "tool", "tool_call_id": call.id, "content": output}
+        checkpoint = self.checkpoints.next(
+            self.ctx, self.messages, message, answers_refused=self.answers_refused
+        )
         resilience.retrying(
             "recording a tool call",
-            lambda: services.tool_call_record(facts=self.facts, step=step, next_state=next_state),
+            lambda: services.tool_call_record(
+                facts=self.facts, step=step, next_state=next_state, checkpoint=checkpoint
+            ),
         )
         self.shown = next_state or self.shown
-        return {"role": "tool", "tool_call_id": call.id, "content": output}
+        self.checkpoints.written(len(self.messages) + 1)  # the caller appends it
+        return message
 
     def _handle(self, item: PlannedCall) -> tuple[str, bool]:
         if item.tool is None:
@@ -357,44 +347,3 @@ class Agent:
         except Exception as error:
             log.exception("tool %s of run %s raised", item.call.name, self.ctx.run_id)
             return f"error: {item.call.name} failed: {error}", True
-
-    def _parse_call(self, call: ToolCall) -> tuple[Tool, dict[str, Any]]:
-        tool = self.tools.get(call.name)
-        if tool is None:
-            raise ToolError(
-                f"there is no tool {call.name!r}; your tools are: {', '.join(self.tools)}"
-            )
-        try:
-            arguments = json.loads(call.arguments or "{}")
-        except json.JSONDecodeError as error:
-            raise ToolError(
-                f"the arguments of {call.name} are not valid JSON ({error.msg} at "
-                f"character {error.pos}); send a JSON object that matches its schema"
-            ) from None
-        if not isinstance(arguments, dict):
-            raise ToolError(f"the arguments of {call.name} must be a JSON object")
-        error = jsonschema.exceptions.best_match(
-            jsonschema.Draft202012Validator(tool.parameters).iter_errors(arguments)
-        )
-        if error is not None:
-            where = _where(list(error.absolute_path), arguments)
-            raise ToolError(
-                f"invalid arguments for {call.name}: "
-                + (f"{where}: {error.message}" if where else error.message)
-            )
-        return tool, arguments
-
-
-def _where(path: list, arguments: Any) -> str:
-    """Where in the arguments a schema error is, as a model reads it: `subagents: entry 2
-    ("beta"): kind` rather than `subagents.1.kind`."""
-    parts, value = [], arguments
-    for part in path:
-        if isinstance(part, int) and isinstance(value, list) and part < len(value):
-            value = value[part]
-            name = value.get("name") if isinstance(value, dict) else None
-            parts.append(f"entry {part + 1}" + (f' ("{name}")' if isinstance(name, str) else ""))
-            continue
-        value = value.get(part) if isinstance(value, dict) else None
-        parts.append(str(part))
-    return ": ".join(parts)

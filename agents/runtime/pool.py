@@ -302,7 +302,7 @@ class AgentPool(WorkerLoops):
         return False
 
     def _run_agent(self, run_id: int, token: CancelToken) -> None:
-        from agents.loop.agent import run_agent
+        from agents.loop.lifetime import run_agent
 
         # A thread's connection may have been closed by the server or the pool meanwhile.
         resilience.cleanup("closing stale connections", close_old_connections)

@@ -167,12 +167,14 @@ class RunStateChanged(Payload):
     """The run's status and state, with the detail shown beside it (a query, a URL)."""
 
     type: ClassVar[str] = "run.state"
-    optional: ClassVar[frozenset[str]] = frozenset({"started_at", "worked_seconds"})
+    optional: ClassVar[frozenset[str]] = frozenset({"started_at", "worked_seconds", "resumed"})
     status: str
     state: str
     detail: str
     # Only when the run starts working.
     started_at: str | None = None
+    # Only when a resume queued it again (research.services.resume): its ending is undone.
+    resumed: bool | None = None
     # Only when its clock starts or stops (it starts, pauses for the analyst, resumes): the
     # time it worked so far, paused spans left out; the page's clock runs on from it.
     worked_seconds: float | None = None
@@ -249,6 +251,7 @@ class RunFinished(Payload):
     worked (null when it never started), its tool calls and its own tokens."""
 
     type: ClassVar[str] = "run.finished"
+    optional: ClassVar[frozenset[str]] = frozenset({"resumable"})
     status: str
     ending: str  # research/endings.py: done, cancelled, interrupted, out_of_time or failed
     state: str
@@ -258,6 +261,8 @@ class RunFinished(Payload):
     tool_calls: int
     input_tokens: int
     output_tokens: int
+    # Only for a research (a root) that can be resumed (research.endings.resumable).
+    resumable: bool | None = None
 
 
 @dataclass(frozen=True)

@@ -118,6 +118,7 @@ def register(server: MCPServer, tools: "Tools") -> None:
     server.add_tool(tools.send_note, name="send_note")
     cancels = ToolAnnotations(destructive_hint=True, idempotent_hint=True)
     server.add_tool(tools.cancel_research, name="cancel_research", annotations=cancels)
+    server.add_tool(tools.resume_research, name="resume_research")
     PlanTools(call=tools.call, on_started=tools.on_started).register(server, reads=reads)
     ClarifyTools(call=tools.call, on_started=tools.on_started).register(server)
 
@@ -343,6 +344,20 @@ class Tools:
             return listed(run)
 
         return await self.call(ctx, cancel)
+
+    async def resume_research(self, research_id: ResearchId, ctx: Context) -> CallToolResult:
+        """Resume a research that was interrupted (its worker lost, the server stopped, its
+        model endpoint failing): every agent that had not ended goes on from its last
+        completed step, and no completed step is paid for twice. Refused for a research that
+        ended done, was cancelled, or still works. Returns the research, queued again."""
+
+        def resume(owner: AbstractBaseUser) -> dict:
+            run = selectors.run_get(owner=owner, run_id=research_id)
+            services.research_resume(run=run)
+            run.refresh_from_db()
+            return listed(run)
+
+        return await self.call(ctx, resume)
 
     async def send_note(
         self,

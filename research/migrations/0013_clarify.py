@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-    dependencies = [("research", "0011_run_text_search_index")]
+    dependencies = [("research", "0012_checkpoints")]
 
     operations = [
         migrations.AddField(

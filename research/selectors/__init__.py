@@ -12,6 +12,7 @@ from research.selectors.knowledge import (
 )
 from research.selectors.plans import plan_items, plan_view
 from research.selectors.remote import remote_server_get, remote_servers_for
+from research.selectors.resumes import resumed_run_ids
 from research.selectors.runs import (
     RunFacts,
     roots_for,
@@ -42,6 +43,7 @@ from research.selectors.trees import (
 from research.selectors.workers import agent_process_alive
 
 __all__ = [
+    "resumed_run_ids",
     "plan_items",
     "plan_view",
     "REPLAY_LIMIT",

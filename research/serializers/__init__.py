@@ -5,4 +5,5 @@ base (`datasets`), and the research export (`exports`)."""
 from research.serializers.clarify import *  # noqa: F403
 from research.serializers.datasets import *  # noqa: F403
 from research.serializers.exports import *  # noqa: F403
+from research.serializers.resume import *  # noqa: F403
 from research.serializers.runs import *  # noqa: F403

@@ -33,6 +33,7 @@ from research.services.plans import (
     plan_write,
 )
 from research.services.remote import remote_catalog_store
+from research.services.resume import research_resume, resumable_runs, spend_by_attempt
 from research.services.runs import (
     CANCELLED_BY_USER,
     INTERRUPTED,
@@ -98,6 +99,9 @@ __all__ = [
     "messages_mark_read",
     "on_root_queued",
     "remote_catalog_store",
+    "research_resume",
+    "resumable_runs",
+    "spend_by_attempt",
     "root_claim",
     "roots_ended",
     "root_claim_next",

@@ -129,21 +129,7 @@ def run_start(
         # one, loaded on their first demo run (a second or two, once).
         dataset, _, _ = starter_dataset_load(owner=owner)
 
-    # Lock the owner's row so two starts at once cannot both pass the limit. NO KEY UPDATE
-    # still lets the owner's agents insert sub-agents (which reference the row) meanwhile.
-    owner._meta.model.objects.select_for_update(no_key=True).filter(pk=owner.pk).first()
-    # A root paused for the analyst's review holds no slot and no thread: it does not count.
-    limit = settings.RESEARCH_MAX_WORKING_ROOTS
-    working = Run.objects.filter(
-        owner=owner, parent__isnull=True, status__in=(Status.QUEUED, Status.WORKING)
-    ).count()
-    if working >= limit:
-        raise TooManyRuns(
-            f"You already have {working} researches working; the limit is {limit}. "
-            "Wait for one to end or cancel one (researches waiting for your review do not "
-            "count)."
-        )
-
+    working_roots_check(owner=owner)
     run = Run.objects.create(
         owner=owner,
         topic=topic,
@@ -163,6 +149,25 @@ def run_start(
     _publish_created(run)
     root_queued(run.pk)
     return run
+
+
+def working_roots_check(*, owner: AbstractBaseUser) -> None:
+    """Refuse a root that would put the owner over RESEARCH_MAX_WORKING_ROOTS (a start, or a
+    resume by the analyst); call it inside the transaction that queues the root."""
+    # Lock the owner's row so two starts at once cannot both pass the limit. NO KEY UPDATE
+    # still lets the owner's agents insert sub-agents (which reference the row) meanwhile.
+    owner._meta.model.objects.select_for_update(no_key=True).filter(pk=owner.pk).first()
+    # A root paused for the analyst's review holds no slot and no thread: it does not count.
+    limit = settings.RESEARCH_MAX_WORKING_ROOTS
+    working = Run.objects.filter(
+        owner=owner, parent__isnull=True, status__in=(Status.QUEUED, Status.WORKING)
+    ).count()
+    if working >= limit:
+        raise TooManyRuns(
+            f"You already have {working} researches working; the limit is {limit}. "
+            "Wait for one to end or cancel one (researches waiting for your review do not "
+            "count)."
+        )
 
 
 def root_queued(run_id: int) -> None:
@@ -324,6 +329,7 @@ def run_finish(*, run_id: int, report: str = "", error: str = "") -> None:
         tool_calls=Step.objects.filter(run_id=run.pk, kind=Step.Kind.TOOL).count(),
         input_tokens=run.input_tokens,
         output_tokens=run.output_tokens,
+        resumable=(run.is_root and endings.resumable(status=run.status, error=error)) or None,
     )
     events.append((run.pk, finished))
     # The report and the finish: numbers reserved and rows stored in one statement each.

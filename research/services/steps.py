@@ -7,7 +7,8 @@ state. Each transaction starts by taking its events' sequence numbers from the r
 which is the tree's lock (see events.tree_lock), and the run's fixed facts (root, lineage,
 model) come from the caller, read once per agent: no write reads them again. The statements
 are built once (research.sql): six for a model call (the run's counters, its state and the
-roll-up are one UPDATE), five for a tool call.
+roll-up are one UPDATE), five for a tool call, and one more for the agent's checkpoint of the
+step (research.models_checkpoints), in the same transaction.
 """
 
 from dataclasses import dataclass
@@ -24,7 +25,8 @@ from research.clean import strip_controls
 from research.events import Payload, RunStateChanged, RunUsage
 from research.events.payloads import money
 from research.events.store import allocate_seqs, publish_all
-from research.models import ACTIVE_STATUSES, LLMCall, Run, RunState, Step
+from research.models import ACTIVE_STATUSES, Checkpoint, LLMCall, Run, RunState, Step
+from research.models_checkpoints import pack
 from research.selectors.runs import RunFacts, run_facts
 from research.sql import Insert, as_decimal, one
 
@@ -64,7 +66,19 @@ def _inserts() -> dict[str, Insert]:
         ),
         "step": Insert(Step, ["run", "kind", "tool", "input", "output", "is_error", "at"]),
         "state": Insert(RunState, ["run", "state", "detail", "at"]),
+        "checkpoint": Insert(Checkpoint, ["run", "number", "body", "compressed", "state", "at"]),
     }
+
+
+def _insert_checkpoint(run_id: int, checkpoint: dict[str, Any] | None) -> None:
+    """The agent's checkpoint of this step (research.models_checkpoints), in the step's
+    transaction: `number`, the `messages` the step added and the agent's `state`."""
+    if checkpoint is None:
+        return
+    body, compressed = pack(checkpoint["messages"])
+    _inserts()["checkpoint"].row(
+        run_id, checkpoint["number"], body, compressed, checkpoint["state"], timezone.now()
+    )
 
 
 def _set_state(facts: RunFacts, next_state: NextState) -> Payload:
@@ -187,6 +201,7 @@ def model_call_record(
     latency_ms: int,
     step: dict[str, Any] | None = None,
     next_state: NextState | None = None,
+    checkpoint: dict[str, Any] | None = None,
 ) -> Decimal:
     """Record one model call in one transaction: the ledger row, the run's steps, tokens and
     cost, the cost and tokens rolled up to every ancestor, the transcript `step` (fields of
@@ -210,6 +225,7 @@ def model_call_record(
             events = [(facts.run_id, usage)]
             if step is not None:
                 _insert_step(facts.run_id, **step)
+            _insert_checkpoint(facts.run_id, checkpoint)
             if state is not None:
                 events.append((facts.run_id, state))
             publish_all(root_id=facts.root_id, events=events, first_seq=first)
@@ -221,25 +237,39 @@ def model_call_record(
             output_tokens=output_tokens,
             latency_ms=latency_ms,
             step=step,
+            checkpoint=checkpoint,
         )
     return cost
 
 
 def tool_call_record(
-    *, facts: RunFacts, step: dict[str, Any], next_state: NextState | None = None
+    *,
+    facts: RunFacts,
+    step: dict[str, Any],
+    next_state: NextState | None = None,
+    checkpoint: dict[str, Any] | None = None,
 ) -> None:
-    """Record one tool call's transcript step and the state the agent goes on to, at once."""
+    """Record one tool call's transcript step, its checkpoint and the state the agent goes on
+    to, at once."""
     if next_state is None:
-        _insert_step(facts.run_id, **step)
+        if checkpoint is None:
+            _insert_step(facts.run_id, **step)
+            return
+        with transaction.atomic():
+            _insert_step(facts.run_id, **step)
+            _insert_checkpoint(facts.run_id, checkpoint)
         return
     try:
         with transaction.atomic():
             seq = allocate_seqs(root_id=facts.root_id, count=1)
             _insert_step(facts.run_id, **step)
+            _insert_checkpoint(facts.run_id, checkpoint)
             payload = _set_state(facts, next_state)
             publish_all(root_id=facts.root_id, events=[(facts.run_id, payload)], first_seq=seq)
     except _RunEnded:
-        _insert_step(facts.run_id, **step)
+        with transaction.atomic():
+            _insert_step(facts.run_id, **step)
+            _insert_checkpoint(facts.run_id, checkpoint)
 
 
 def usage_add(*, run_id: int, input_tokens: int, output_tokens: int, latency_ms: int) -> Decimal:

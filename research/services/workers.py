@@ -12,6 +12,7 @@ from django.utils import timezone
 from research.endings import SERVER_STOPPED as INTERRUPTED
 from research.endings import WORKER_LOST
 from research.models import ACTIVE_STATUSES, Run, Status, Worker
+from research.services.resume import roots_resume_interrupted
 from research.services.runs import runs_fail
 
 
@@ -37,6 +38,7 @@ def worker_stop(*, worker_id: int, error: str = INTERRUPTED) -> int:
     """A clean stop: fail what the worker still runs, then mark it stopped."""
     failed = _end_runs_of(worker_id, error)
     Worker.objects.filter(pk=worker_id).update(stopped_at=timezone.now())
+    _resume_interrupted(worker_id, error)
     return failed
 
 
@@ -57,7 +59,16 @@ def workers_sweep(*, dead_after_seconds: float) -> int:
     for worker_id, error in dead.items():
         failed += _end_runs_of(worker_id, error)
         Worker.objects.filter(pk=worker_id).update(stopped_at=timezone.now())
+        _resume_interrupted(worker_id, error)
     return failed
+
+
+def _resume_interrupted(worker_id: int, error: str) -> None:
+    """With RESEARCH_RESUME_INTERRUPTED, the trees this worker's stop interrupted go back to
+    the queue from their checkpoints, for any worker to take up (research.services.resume).
+    Its agents ended with `error` themselves (a clean stop) or were failed with it here."""
+    roots = Run.objects.filter(worker_id=worker_id, status=Status.FAILED, error=error)
+    roots_resume_interrupted(root_ids=set(roots.values_list("root_id", flat=True)))
 
 
 def _end_runs_of(worker_id: int, error: str) -> int:

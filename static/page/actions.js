@@ -1,5 +1,5 @@
-// What the analyst does to a research: send a note, cancel it or one of its sub-agents.
-// Cancelling asks first, in a dialog that says what stops.
+// What the analyst does to a research: send a note, cancel it or one of its sub-agents, resume
+// it when it was interrupted. Cancelling asks first, in a dialog that says what stops.
 import { agentName } from "./format.js";
 import { postJson } from "./http.js";
 
@@ -51,6 +51,19 @@ export function createActions(state, page, config, announce) {
   });
 
   page.cancel.addEventListener("click", () => ask(state.root, page.cancel, "the research", true));
+  page.resume.addEventListener("click", async () => {
+    page.resume.disabled = true;
+    page.resume.textContent = "Resuming…";
+    try {
+      await postJson(config.resume);
+      announce("Resumed: each agent goes on from its last completed step.");
+    } catch (error) {
+      announce(`Could not resume the research. ${error.message}`);
+    } finally {
+      page.resume.disabled = false;
+      page.resume.textContent = "Resume research";
+    }
+  });
   page.panel.addEventListener("click", (event) => {
     const button = event.target.closest("button[data-cancel-run]");
     if (button) ask(Number(button.dataset.cancelRun), button, button.dataset.name || "the sub-agent", false);

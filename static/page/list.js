@@ -49,7 +49,8 @@ export function createAgentList(state, list, onSelect) {
         button.dataset.status = run.status;
         button.dataset.ending = run.ending || "";
         button.setAttribute("aria-pressed", run.id === state.selected ? "true" : "false");
-        button.querySelector(".agent-row-name").textContent = agentName(run);
+        button.dataset.resumed = run.resumed ? "true" : "";
+        button.querySelector(".agent-row-name").textContent = (run.resumed ? "↻ " : "") + agentName(run);
         button.querySelector(".agent-row-kind").textContent = kindBadge(run);
         button.querySelector(".agent-row-doing").textContent = doingText(run);
         button.querySelector(".agent-row-figures").textContent = `${stepsText(run)} · ${usd(run.cost_usd)}`;

@@ -35,8 +35,12 @@ export function createState(config) {
     });
   }
 
+  // Runs a resume made go on (issue 26), marked on the page; the root may be resumable.
+  const resumed = new Set(config.resumed || []);
   function setRun(data) {
     const run = Object.assign(state.runs.get(data.id) || { detail: "" }, data);
+    if (resumed.has(run.id)) run.resumed = true;
+    if (run.id === config.root && run.resumable === undefined) run.resumable = Boolean(config.resumable);
     run.clockAt = performance.now();
     state.runs.set(run.id, run);
     return run;
@@ -110,6 +114,7 @@ export function createState(config) {
         // A run.state never ends a run (run.finished does): the run is active.
         const fields = { status: event.status, state: event.state, detail: event.detail || "", active: true };
         if (event.started_at) fields.started_at = event.started_at;
+        if (event.resumed) Object.assign(fields, { resumed: true, resumable: false, ending: "", error: "", finished_at: null });
         const run = state.runs.get(event.run);
         if (event.worked_seconds === undefined && event.started_at && run && run.worked_seconds == null) {
           // Its start carries no worked time yet: it has worked since it started.
@@ -171,6 +176,7 @@ export function createState(config) {
           clockAt: performance.now(),
           tool_calls: event.tool_calls,
           detail: "",
+          resumable: Boolean(event.resumable),
         });
         break;
       default:

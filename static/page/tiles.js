@@ -61,6 +61,7 @@ export function createTiles(state, page) {
     if (root.active) delete page.run.dataset.ending;
     else page.run.dataset.ending = root.ending;
     page.cancel.hidden = !root.active;
+    page.resume.hidden = root.active || !root.resumable;
     page.exports.forEach((link) => {
       link.hidden = root.active || !root.report;
     });

@@ -32,8 +32,9 @@ export function runLabel(state, run) {
   const calls = run.tool_calls != null ? ` with ${run.tool_calls} tool calls` : "";
   const seconds = state.workedSeconds(run);
   const ended = seconds != null && !run.active ? `, worked ${duration(seconds)}${calls}` : "";
+  const resumed = run.resumed ? ", resumed from its last completed step" : "";
   return (
-    `${agentName(run)}${kind} (${run.model}): ${doing}, ${stepsText(run)}, ${usd(run.cost_usd)}${ended}` +
+    `${agentName(run)}${kind} (${run.model})${resumed}: ${doing}, ${stepsText(run)}, ${usd(run.cost_usd)}${ended}` +
     (run.id === state.selected ? ", selected" : "")
   );
 }
@@ -116,7 +117,9 @@ export function createTree(state, elements, onSelect) {
       group.dataset.state = run.state;
       group.dataset.status = run.status;
       group.dataset.ending = run.ending || "";
-      group.querySelector(".node-name").textContent = clip(agentName(run), run.kind ? 12 : 20);
+      group.dataset.resumed = run.resumed ? "true" : "";
+      const mark = run.resumed ? "↻ " : "";
+      group.querySelector(".node-name").textContent = mark + clip(agentName(run), run.kind ? 12 : 20);
       // Seed 002's delegation badge: the kind, and the tier its parent picked.
       group.dataset.kind = run.kind || "";
       group.dataset.tier = run.tier || "";

@@ -26,7 +26,9 @@ class Command(BaseCommand):
         "Run research agents in this process until SIGTERM or SIGINT: claim queued research "
         "runs from the database, run each tree here, heartbeat, and fail the runs of agent "
         "processes that died. On SIGTERM or SIGINT every working agent ends with the error "
-        f'"{INTERRUPTED}" and the command exits 0. Start as many as you like, on any machine '
+        f'"{INTERRUPTED}" (with RESEARCH_RESUME_INTERRUPTED=true, after the step it is in, '
+        "and its research is resumed by another worker) and the command exits 0. Start as "
+        "many as you like, on any machine "
         "that reaches the database and Redis; set RESEARCH_AGENTS_IN_WEB=false on the web "
         "process so that it only enqueues."
     )

@@ -20,6 +20,7 @@ from frontend.exports import FORMATS, ExportError, export_run
 from frontend.terminal import render
 from frontend.terminal.clarify import ANSWER_HELP, add_answer_arguments, answer_lines
 from frontend.terminal.export import export_json
+from frontend.terminal.plan import plan_lines
 from frontend.terminal.runner import LOCAL_STOPPED, TreeRunner
 from frontend.terminal.tree import TreeModel
 from frontend.terminal.users import USER_HELP, resolve_user
@@ -119,6 +120,9 @@ class Command(BaseCommand):
 
         cancel = self._action(actions, "cancel", "cancel a run and its sub-agents")
         cancel.add_argument("id", type=int)
+
+        resume = self._action(actions, "resume", "resume an interrupted research")
+        resume.add_argument("id", type=int)
 
         plan = self._action(actions, "plan", "a research's plan: items, status, history")
         plan.add_argument("id", type=int)
@@ -287,31 +291,17 @@ class Command(BaseCommand):
         services.run_cancel(run=run)
         self.write(f"research {run.pk}: cancel requested; its agents stop within a second.")
 
-    def do_plan(self, user: AbstractBaseUser, options: dict) -> None:
+    def do_resume(self, user: AbstractBaseUser, options: dict) -> None:
         run = selectors.run_get(owner=user, run_id=options["id"])
-        if not run.is_root:
-            raise CommandError(
-                f"run {run.pk} is a sub-agent: its plan is its root's ({run.root_id})."
-            )
-        plan = selectors.plan_view(root=run)
-        if plan["version"] is None:
-            self.write(f"research {run.pk} has no plan yet.")
-            return
-        if plan["approved"]:
-            state = "approved"
-        elif plan["awaiting_review"]:
-            state = "waiting for your approval"
-        else:
-            state = "not reviewed"
-        self.write(f"research {run.pk}: plan version {plan['version']} ({state})")
-        for item in plan["items"]:
-            agents = ", ".join(agent["name"] for agent in item["agents"])
-            self.write(
-                f"{item['number']}\t{item['status']}\t{item['text']}"
-                + (f"\t{agents}" if agents else "")
-            )
-        if plan["awaiting_review"]:
-            self.write(f"approve it: manage.py research approve {run.pk} [--item TEXT ...]")
+        resume = services.research_resume(run=run)
+        self.write(
+            f"research {run.pk} resumed: {len(resume.run_ids)} agents go on from their last "
+            f"completed step; a worker takes it up (follow it: research tail {run.pk})."
+        )
+
+    def do_plan(self, user: AbstractBaseUser, options: dict) -> None:
+        for line in plan_lines(selectors.run_get(owner=user, run_id=options["id"])):
+            self.write(line)
 
     def do_approve(self, user: AbstractBaseUser, options: dict) -> None:
         run = selectors.run_get(owner=user, run_id=options["id"])

@@ -6,27 +6,24 @@ log), and a skip that starts the research at once.
 Screenshots go to SCREENSHOTS (default /tmp/shots-h-c) to be looked at.
 """
 
-import os
-from pathlib import Path
-
 import pytest
 from playwright.sync_api import Browser, Page, expect
 
 from agents.llm.scripted import call, reply
 from research.models import Run
+from tests import browsing
+from tests.browsing import SIZES, no_sideways_scroll, sized_page
 from tests.conftest import wait_for
 from tests.test_browser import (  # noqa: F401  (fixtures)
     browser,
     log_in,
     server,
     start_research,
-    web,
 )
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-SCREENSHOTS = Path(os.environ.get("SCREENSHOTS", "/tmp/shots-h-c"))
-SIZES = {"desktop": (1440, 900), "phone": (390, 844)}
+SCREENSHOTS = browsing.screenshots("/tmp/canopy-clarify")
 QUESTIONS = [
     "Which kingfishers: the common kingfisher of Europe, or all of its family?",
     "Who is the report for, and what will they use it for?",
@@ -36,25 +33,11 @@ QUESTIONS = [
 
 @pytest.fixture(params=list(SIZES))
 def page(request, browser: Browser):  # noqa: F811
-    width, height = SIZES[request.param]
-    context = browser.new_context(viewport={"width": width, "height": height})
-    page = context.new_page()
-    page.size_name = request.param
-    errors: list[str] = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    yield page
-    context.close()
-    assert errors == [], "the page raised JavaScript errors"
+    yield from sized_page(browser, request.param)
 
 
 def shot(page: Page, name: str, *, full_page: bool = False) -> None:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=SCREENSHOTS / f"{page.size_name}-{name}.png", full_page=full_page)
-
-
-def no_sideways_scroll(page: Page) -> None:
-    width = page.evaluate("document.documentElement.scrollWidth")
-    assert width <= page.viewport_size["width"], f"the page scrolls sideways ({width}px)"
+    browsing.shot(page, SCREENSHOTS, name, full_page=full_page)
 
 
 def asking(scripted_llm, topic: str) -> None:

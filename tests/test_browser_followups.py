@@ -5,9 +5,7 @@ earlier research's source as verified; the page and the runs list show the threa
 Screenshots go to SCREENSHOTS (default /tmp/shots-h-d) to be looked at.
 """
 
-import os
 import re
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, Page, expect
@@ -15,18 +13,18 @@ from playwright.sync_api import Browser, Page, expect
 from agents.llm.scripted import call, reply
 from research import services
 from research.models import Citation, Run
+from tests import browsing
+from tests.browsing import SIZES
 from tests.conftest import wait_finished
 from tests.test_browser import (  # noqa: F401  (fixtures)
     browser,
     log_in,
     server,
-    web,
 )
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-SCREENSHOTS = Path(os.environ.get("SCREENSHOTS", "/tmp/shots-h-d"))
-SIZES = {"desktop": (1440, 900), "phone": (390, 844)}
+SCREENSHOTS = browsing.screenshots("/tmp/canopy-followups")
 EARLIER = "When did the river otters come back to the valley?"
 FOLLOWUP = "Follow-up: which fish do the otters that came back eat in winter?"
 
@@ -52,8 +50,7 @@ def pages(browser: Browser):  # noqa: F811
 
 
 def shot(page: Page, name: str, *, full_page: bool = True) -> None:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=SCREENSHOTS / f"{page.size_name}-{name}.png", full_page=full_page)
+    browsing.shot(page, SCREENSHOTS, name, full_page=full_page)
 
 
 def fits_the_width(page: Page) -> None:

@@ -8,9 +8,7 @@ cites a passage of the uploaded PDF, and the citation opens the passage's page.
 Screenshots go to SCREENSHOTS (default /tmp/shots-h-e) to be looked at.
 """
 
-import os
 import re
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, Page, expect
@@ -18,6 +16,8 @@ from playwright.sync_api import Browser, Page, expect
 from agents.llm.scripted import call, reply
 from research.models import Document, Run
 from research.services.datasets import MAX_FILE_BYTES
+from tests import browsing
+from tests.browsing import SIZES, no_sideways_scroll, sized_page
 from tests.conftest import wait_for
 from tests.test_browser import browser, log_in, server  # noqa: F401  (fixtures)
 from tests.test_knowledge import make_pdf
@@ -25,8 +25,7 @@ from tests.test_knowledge import make_pdf
 # ruff: noqa: F811  (pytest fixtures imported from tests.test_browser)
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-SCREENSHOTS = Path(os.environ.get("SCREENSHOTS", "/tmp/shots-h-e"))
-SIZES = {"desktop": (1440, 900), "phone": (390, 844)}
+SCREENSHOTS = browsing.screenshots("/tmp/canopy-knowledge")
 QUOTE = "The turbines reached an efficiency of 47 percent in March"
 PDF = make_pdf("Quarterly report of the Zephyrine turbine programme.", f"{QUOTE}.")
 NOTES = "# Maintenance\n\nThe blades were inspected every spring by rope access teams.\n"
@@ -48,28 +47,11 @@ new MutationObserver((changes) => {
 
 @pytest.fixture(params=list(SIZES))
 def page(request, browser: Browser):
-    width, height = SIZES[request.param]
-    context = browser.new_context(
-        viewport={"width": width, "height": height}, has_touch=request.param == "phone"
-    )
-    context.add_init_script(STATES_LOG)
-    page = context.new_page()
-    page.size_name = request.param
-    errors: list[str] = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    yield page
-    context.close()
-    assert errors == [], "the page raised JavaScript errors"
+    yield from sized_page(browser, request.param, init_scripts=(STATES_LOG,))
 
 
 def shot(page: Page, name: str, *, full_page: bool = False) -> None:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=SCREENSHOTS / f"{page.size_name}-{name}.png", full_page=full_page)
-
-
-def no_sideways_scroll(page: Page, moment: str) -> None:
-    widths = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
-    assert widths[0] <= widths[1], f"{moment}: the page scrolls sideways ({widths})"
+    browsing.shot(page, SCREENSHOTS, name, full_page=full_page)
 
 
 def upload(page: Page, name: str):

@@ -5,10 +5,8 @@ confirmation, run again, and a cancelled research turning grey without a reload.
 Screenshots go to SCREENSHOTS (default /tmp/canopy-library) to be looked at.
 """
 
-import os
 import re
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from playwright.sync_api import Browser, Page, expect
@@ -16,6 +14,8 @@ from playwright.sync_api import Browser, Page, expect
 from agents.llm.scripted import call, reply
 from research import endings, services
 from research.models import Run, Status
+from tests import browsing
+from tests.browsing import SIZES, sized_page
 from tests.test_browser import (  # noqa: F401  (fixtures)
     browser,
     log_in,
@@ -25,27 +25,17 @@ from tests.test_browser import (  # noqa: F401  (fixtures)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-SCREENSHOTS = Path(os.environ.get("SCREENSHOTS", "/tmp/canopy-library"))
-SIZES = {"desktop": (1440, 900), "phone": (390, 844)}
+SCREENSHOTS = browsing.screenshots("/tmp/canopy-library")
 TIMEOUT_MS = 15_000
 
 
 @pytest.fixture(params=list(SIZES))
 def page(request, browser: Browser):  # noqa: F811
-    width, height = SIZES[request.param]
-    context = browser.new_context(viewport={"width": width, "height": height})
-    page = context.new_page()
-    page.size_name = request.param
-    errors: list[str] = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    yield page
-    context.close()
-    assert errors == [], "the page raised JavaScript errors"
+    yield from sized_page(browser, request.param)
 
 
 def shot(page: Page, name: str, *, full_page: bool = True) -> None:
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=SCREENSHOTS / f"{page.size_name}-{name}.png", full_page=full_page)
+    browsing.shot(page, SCREENSHOTS, name, full_page=full_page)
 
 
 def _ended(run: Run, **fields) -> Run:

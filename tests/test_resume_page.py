@@ -12,7 +12,7 @@ from playwright.sync_api import expect
 
 from agents.llm.scripted import call, fail, reply
 from research.models import Run
-from tests.test_browser import browser, log_in, server, web  # noqa: F401  (fixtures)
+from tests.test_browser import browser, log_in, server  # noqa: F401  (fixtures)
 from tests.test_run_page import no_sideways_scroll, shot, sized, start  # noqa: F401
 
 # ruff: noqa: F811  (pytest fixtures imported from tests.test_browser)

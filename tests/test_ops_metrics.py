@@ -76,7 +76,8 @@ def test_a_scrape_after_a_research_counts_its_runs_calls_tokens_cost_and_push_la
     assert got[("canopy_model_call_latency_seconds_count", scripted)] == 4
     bucket = "canopy_model_call_latency_seconds_bucket"
     assert got[(bucket, (("le", "+Inf"), *scripted))] == 4
-    assert got[(bucket, (("le", "1.0"), *scripted))] == 4
+    # Bounds far above the calls' own times: a loaded machine moves a call across 1 s.
+    assert got[(bucket, (("le", "10.0"), *scripted))] == 4
     assert got[(bucket, (("le", "0.5"), *scripted))] <= 3  # the sub-agent's slow call is not
     assert got[("canopy_runs", (("kind", "root"), ("status", "done")))] == 1
     assert got[("canopy_runs", (("kind", "subagent"), ("status", "done")))] == 1

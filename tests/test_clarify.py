@@ -107,6 +107,7 @@ def test_bad_answers_are_refused_naming_the_field_and_the_research_keeps_waiting
     nothing = api.post(url, {}, format="json")
     not_a_list = api.post(url, {"answers": "river otters"}, format="json")
     long = api.post(url, {"answers": ["x" * 2001]}, format="json")
+    null = api.post(url, {"answers": ["fine", "a\u0000b"]}, format="json")
 
     assert too_many.status_code == 400
     assert too_many.json() == {"answers": ["the lead asked 2 questions; 3 answers is too many."]}
@@ -117,6 +118,9 @@ def test_bad_answers_are_refused_naming_the_field_and_the_research_keeps_waiting
     assert "skip" in nothing.json()["answers"][0]
     assert not_a_list.status_code == 400 and "answers" in not_a_list.json()
     assert long.json() == {"answers": ["answer 1 is 2001 characters; the limit is 2000."]}
+    # One flat list naming the answer, as every field error of the API (schemathesis found
+    # DRF's object keyed by index).
+    assert null.json() == {"answers": ["answer 2: Null characters are not allowed."]}
     assert api_for(bob).post(url, {"skip": True}, format="json").status_code == 404
     assert Run.objects.get(pk=shown["id"]).status == "paused"
 

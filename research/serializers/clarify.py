@@ -3,6 +3,7 @@ the analyst's answer (or skip)."""
 
 from rest_framework import serializers
 
+from research.serializers.fields import TextsField
 from research.services.clarify import MAX_QUESTIONS
 
 __all__ = ["ClarificationSerializer", "ClarifyAnswerSerializer"]
@@ -20,10 +21,13 @@ class ClarificationSerializer(serializers.Serializer):
     skipped = serializers.BooleanField(help_text="the analyst skipped the questions")
 
 
+class AnswersField(TextsField):
+    item_name = "answer"
+
+
 class ClarifyAnswerSerializer(serializers.Serializer):
     # The answers' checks live in the service (the page, the CLI and MCP say the same thing).
-    answers = serializers.ListField(
-        child=serializers.CharField(allow_blank=True, trim_whitespace=False),
+    answers = AnswersField(
         required=False,
         allow_null=True,
         help_text='one answer per question, in order; "" leaves one unanswered',

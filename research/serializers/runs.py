@@ -6,6 +6,7 @@ from research.endings import Ending
 from research.events.payloads import ANALYST, RUN_FIELDS, run_fields
 from research.models import Citation, Event, Message, Run, RunState
 from research.serializers.clarify import ClarificationSerializer
+from research.serializers.fields import TextsField
 
 
 class RunOutputSerializer(serializers.ModelSerializer):
@@ -114,23 +115,8 @@ class RunChangeSerializer(serializers.Serializer):
     starred = serializers.BooleanField(help_text="star the research in the library, or not")
 
 
-class PlanItemsField(serializers.ListField):
-    """A list of plan items whose errors are one flat list naming the item, as every field
-    error of the API is (DRF's own would be an object keyed by index)."""
-
-    child = serializers.CharField(allow_blank=True, trim_whitespace=False)
-
-    def run_child_validation(self, data):
-        try:
-            return super().run_child_validation(data)
-        except serializers.ValidationError as error:
-            raise serializers.ValidationError(
-                [
-                    f"plan item {int(index) + 1}: {message}"
-                    for index, messages in error.detail.items()
-                    for message in messages
-                ]
-            ) from None
+class PlanItemsField(TextsField):
+    item_name = "plan item"
 
 
 class PlanApproveSerializer(serializers.Serializer):

@@ -1,0 +1,25 @@
+"""Fields more than one serializer module uses."""
+
+from rest_framework import serializers
+
+__all__ = ["TextsField"]
+
+
+class TextsField(serializers.ListField):
+    """A list of texts whose errors are one flat list naming the text by its number, as
+    every field error of the API is (DRF's own would be an object keyed by index)."""
+
+    child = serializers.CharField(allow_blank=True, trim_whitespace=False)
+    item_name = "item"
+
+    def run_child_validation(self, data):
+        try:
+            return super().run_child_validation(data)
+        except serializers.ValidationError as error:
+            raise serializers.ValidationError(
+                [
+                    f"{self.item_name} {int(index) + 1}: {message}"
+                    for index, messages in error.detail.items()
+                    for message in messages
+                ]
+            ) from None

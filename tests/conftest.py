@@ -6,6 +6,19 @@ from agents.llm import reset_clients
 from agents.llm.scripted import ScriptedLLM
 
 
+@pytest.fixture(autouse=True)
+def _no_loop_recorded_for_async_to_sync():
+    """asgiref records, per thread, the loop a thread-sensitive call last came from, and
+    hands that thread's later async_to_sync calls to it without asking whether it still runs:
+    a loop stopped but not closed takes the call and never runs it (asgiref#545, #558), and
+    the test waits for ever. So no test inherits the loop an earlier one left recorded."""
+    yield
+    from asgiref.sync import SyncToAsync
+
+    for name in ("main_event_loop", "main_event_loop_pid"):
+        SyncToAsync.threadlocal.__dict__.pop(name, None)
+
+
 @pytest.fixture
 def scripted_llm(settings):
     """A scripted OpenAI-compatible endpoint that every real model name now talks to."""

@@ -1,6 +1,8 @@
 """`/healthz` against real daphne processes, PostgreSQL and Redis: 200 when every part
 answers, 503 naming the part that does not, and never a login or a private detail."""
 
+import signal
+
 import httpx
 import pytest
 
@@ -37,7 +39,8 @@ def test_an_unreachable_redis_is_a_503_naming_redis_and_not_its_address(
     try:
         response = httpx.get(f"{server.url}/healthz", timeout=20)
     finally:
-        server.stop()
+        exit_code = server.stop()
+    assert exit_code != -signal.SIGKILL  # no check holds the server's exit on SIGTERM
     assert response.status_code == 503
     body = response.json()
     assert body["failing"] == ["redis"]
@@ -77,7 +80,10 @@ def test_an_unreachable_database_is_a_503_naming_the_database(
         # The pool would wait 30 seconds for a connection; the check answers within its own.
         response = httpx.get(f"{server.url}/healthz", timeout=20)
     finally:
-        server.stop()
+        exit_code = server.stop()
+    # The check still waiting on the pool does not hold the server's exit on SIGTERM (it
+    # would be killed after 20 s, well before the pool's 30 s).
+    assert exit_code != -signal.SIGKILL
     assert response.status_code == 503
     body = response.json()
     assert body["failing"] == ["agents", "database"]

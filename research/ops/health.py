@@ -6,9 +6,9 @@ worker) has heartbeated recently, or queued researches would wait for ever. Noth
 private goes in the body: no host, no URL, no exception text that might carry one.
 """
 
+import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 
 from django.conf import settings
 from django.db import connection, connections
@@ -66,15 +66,22 @@ def run_checks() -> dict[str, dict[str, str]]:
     """
     checks = _checks()
     timeout = settings.HEALTH_TIMEOUT_SECONDS
-    executor = ThreadPoolExecutor(max_workers=len(checks), thread_name_prefix="healthz")
-    futures = {name: executor.submit(_run_check, name, check) for name, check in checks.items()}
+    # Daemon threads, not an executor: a check stuck on an unreachable database would
+    # otherwise hold the process's exit (SIGTERM) for the pool's whole timeout.
+    answers: dict[str, str | None] = {}
+    threads = {
+        name: threading.Thread(
+            target=_run_check, args=(name, check, answers), name=f"healthz-{name}", daemon=True
+        )
+        for name, check in checks.items()
+    }
+    for thread in threads.values():
+        thread.start()
     deadline = time.monotonic() + timeout
     results: dict[str, dict[str, str]] = {}
-    for name, future in futures.items():
-        try:
-            problem = future.result(timeout=max(0.0, deadline - time.monotonic()))
-        except TimeoutError:
-            problem = f"{name} did not answer within {timeout:g} seconds"
+    for name, thread in threads.items():
+        thread.join(max(0.0, deadline - time.monotonic()))
+        problem = answers.get(name, f"{name} did not answer within {timeout:g} seconds")
         if name == "agents" and "database" in results and results["database"]["status"] != "ok":
             problem = "not checked: the database is failing"
         results[name] = (
@@ -85,15 +92,14 @@ def run_checks() -> dict[str, dict[str, str]]:
                 "reason": problem,
             }
         )
-    executor.shutdown(wait=False, cancel_futures=True)
     return results
 
 
-def _run_check(name: str, check: Callable[[], str | None]) -> str | None:
+def _run_check(name: str, check: Callable[[], str | None], answers: dict[str, str | None]) -> None:
     try:
-        return check()
+        answers[name] = check()
     except Exception as error:  # noqa: BLE001  every failure is a failing part
-        return f"{name} did not answer ({type(error).__name__})"
+        answers[name] = f"{name} did not answer ({type(error).__name__})"
     finally:
         connections.close_all()
 

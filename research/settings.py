@@ -124,6 +124,9 @@ def _write_private(path: Path, text: str) -> None:
         temporary.unlink(missing_ok=True)
 
 
+POSTGRESQL_ENGINE = "research.postgresql"  # Django's, with the pool's check of Canopy's own
+
+
 def _database(url: str) -> dict:
     config = dj_database_url.parse(url)
     if config["ENGINE"] == "django.db.backends.sqlite3":
@@ -141,7 +144,9 @@ def _database(url: str) -> dict:
         config["CONN_MAX_AGE"] = 0
         # The pool checks a connection when it is taken out: one the server ended meanwhile
         # (a restart, pg_terminate_backend) is replaced rather than failing the next query.
-        config["CONN_HEALTH_CHECKS"] = True
+        # The check is research.postgresql's, which asks the socket before it asks the
+        # server (Django's CONN_HEALTH_CHECKS installs psycopg_pool's round trip instead).
+        config["ENGINE"] = POSTGRESQL_ENGINE
         config["OPTIONS"] = {
             # A process frozen inside a transaction would hold its tree's lock for ever and
             # block every other process's sweep; the server ends such a session instead.
@@ -218,11 +223,20 @@ DATABASES = {"default": _database(DATABASE_URL)}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env("REDIS_URL")
+CHANNEL_REDIS_READ_SECONDS = 15.0
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL], "capacity": 1000, "expiry": 60},
+            "CONFIG": {
+                # redis-py 8 gives every connection a 5 s socket timeout, the length of
+                # channels_redis's blocking receive (BZPOPMIN, 5 s): a socket with nothing to
+                # say for 5 s was torn down with 1011 (channels_redis#422). The read waits
+                # longer than the blocking pop, and still notices a Redis that went away.
+                "hosts": [{"address": REDIS_URL, "socket_timeout": CHANNEL_REDIS_READ_SECONDS}],
+                "capacity": 1000,
+                "expiry": 60,
+            },
         }
     }
 else:
@@ -421,7 +435,7 @@ RESEARCH_RESUME_MAX_AUTOMATIC = envint("RESEARCH_RESUME_MAX_AUTOMATIC", 3)
 # NOTIFY: a root queued by another process (the CLI, an MCP client) waits for the poll.
 RESEARCH_CLAIM_POLL_SECONDS = envfloat(
     "RESEARCH_CLAIM_POLL_SECONDS",
-    10.0 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" else 1.0,
+    10.0 if DATABASES["default"]["ENGINE"] == POSTGRESQL_ENGINE else 1.0,
 )
 
 # Sub-agents (seed 000's limits, as settings).

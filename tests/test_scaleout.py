@@ -272,6 +272,26 @@ def test_a_browser_connected_to_the_web_process_gets_every_event_of_a_tree_run_o
     assert (root.status, root.report) == ("done", "the tree report")
 
 
+def test_a_socket_on_a_quiet_tree_stays_open_past_the_channel_layers_blocking_read(
+    cluster, scripted_llm
+):
+    """Nothing happens for longer than channels_redis's 5 s blocking receive (no worker yet):
+    the socket stays open, and the tree's events still come once a worker runs it. With
+    redis-py 8's 5 s socket timeout the web process tore such a socket down with 1011."""
+    topic = "A research that waits for its worker"
+    scripted_llm.script(topic, reply("the quiet report"))
+    web = cluster.start(web=True, workers=0).web
+    root_id = cluster.submit(topic).pk
+    after = Event.objects.filter(root_id=root_id).count()
+    with watch(web, root_id, after=after) as socket:
+        with pytest.raises(TimeoutError):
+            socket.recv(timeout=7)  # a closed socket raises ConnectionClosed instead
+        cluster.add_worker(wait=False)
+        received = receive_until_root_finished(socket, root_id)
+    assert received[-1]["type"] == "run.finished"
+    assert Run.objects.get(pk=root_id).report == "the quiet report"
+
+
 def test_a_cancel_sent_to_the_web_process_stops_the_agents_on_a_worker(cluster, scripted_llm):
     topic = "Dig until someone says stop"
     parent_of_endless_child(scripted_llm, topic, "dig through every layer")

@@ -6,16 +6,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from research import selectors, services
-from research.api_helpers import checked
+from research.api_helpers import checked, json_or_form
 from research.serializers import ClarifyAnswerSerializer, RunOutputSerializer
 
 
 @extend_schema(
-    # As POST /research: daphne refuses a malformed multipart body before Django sees it.
-    request={
-        "application/json": ClarifyAnswerSerializer,
-        "application/x-www-form-urlencoded": ClarifyAnswerSerializer,
-    },
+    request=json_or_form(ClarifyAnswerSerializer),
     responses=RunOutputSerializer,
 )
 @api_view(["POST"])

@@ -13,7 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from research import selectors, services
-from research.api_helpers import checked
+from research.api_helpers import checked, json_or_form
 from research.errors import InvalidInput
 from research.fulltext import chunk_url, search_chunks
 from research.models import Dataset
@@ -52,12 +52,7 @@ PAGE = OpenApiParameter("page", int, description="the page number, from 1")
 @extend_schema(methods=["GET"], parameters=[PAGE], responses=page_of(DatasetOutputSerializer))
 @extend_schema(
     methods=["POST"],
-    # A malformed multipart body is refused by daphne (Twisted) with an empty 400 before it
-    # reaches Django: the schema names the two forms the API itself answers for.
-    request={
-        "application/json": DatasetCreateSerializer,
-        "application/x-www-form-urlencoded": DatasetCreateSerializer,
-    },
+    request=json_or_form(DatasetCreateSerializer),
     responses={201: DatasetOutputSerializer},
 )
 @api_view(["GET", "POST"])

@@ -20,6 +20,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from playwright.sync_api import Page, expect, sync_playwright
@@ -147,6 +149,23 @@ def shoot(url: str, password: str, out: Path, width: int, height: int) -> None:
         browser.close()
 
 
+@contextmanager
+def demo_app() -> Iterator[tuple[str, str]]:
+    """A fresh demo app served by daphne for the time of the block: (its URL, the first
+    user's password). Chromium must be there; everything lives in a temporary folder."""
+    if not os.path.exists(CHROMIUM):
+        raise SystemExit(f"{CHROMIUM} is missing: apt-get install chromium")
+    with tempfile.TemporaryDirectory(prefix="canopy-screenshot-") as folder:
+        env = environment(Path(folder))
+        prepare(env)
+        process, url = serve(env, Path(folder) / "daphne.log")
+        try:
+            yield url, env["CANOPY_ADMIN_PASSWORD"]
+        finally:
+            process.terminate()
+            process.wait(20)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -155,17 +174,8 @@ def main() -> None:
     parser.add_argument("--width", type=int, default=1440)
     parser.add_argument("--height", type=int, default=1000)
     options = parser.parse_args()
-    if not os.path.exists(CHROMIUM):
-        raise SystemExit(f"{CHROMIUM} is missing: apt-get install chromium")
-    with tempfile.TemporaryDirectory(prefix="canopy-screenshot-") as folder:
-        env = environment(Path(folder))
-        prepare(env)
-        process, url = serve(env, Path(folder) / "daphne.log")
-        try:
-            shoot(url, env["CANOPY_ADMIN_PASSWORD"], options.out, options.width, options.height)
-        finally:
-            process.terminate()
-            process.wait(20)
+    with demo_app() as (url, password):
+        shoot(url, password, options.out, options.width, options.height)
     print(f"saved {options.out}")
 
 

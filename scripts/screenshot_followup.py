@@ -9,9 +9,7 @@ with its thread and the report's part that quotes the earlier research's sources
 """
 
 import argparse
-import os
 import re
-import tempfile
 from pathlib import Path
 
 from playwright.sync_api import expect, sync_playwright
@@ -19,11 +17,9 @@ from screenshot import (
     CHROMIUM,
     CHROMIUM_ARGS,
     PROJECT,
-    environment,
+    demo_app,
     log_in,
-    prepare,
     run_research,
-    serve,
 )
 
 FOLLOWUP = "What happens to an exception raised inside a with statement's block?"
@@ -56,17 +52,8 @@ def main() -> None:
         "out", nargs="?", type=Path, default=PROJECT / "docs" / "follow-up.png", help="the PNG"
     )
     options = parser.parse_args()
-    if not os.path.exists(CHROMIUM):
-        raise SystemExit(f"{CHROMIUM} is missing: apt-get install chromium")
-    with tempfile.TemporaryDirectory(prefix="canopy-screenshot-") as folder:
-        env = environment(Path(folder))
-        prepare(env)
-        process, url = serve(env, Path(folder) / "daphne.log")
-        try:
-            shoot(url, env["CANOPY_ADMIN_PASSWORD"], options.out)
-        finally:
-            process.terminate()
-            process.wait(20)
+    with demo_app() as (url, password):
+        shoot(url, password, options.out)
     print(f"saved {options.out}")
 
 

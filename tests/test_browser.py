@@ -16,6 +16,7 @@ from django.contrib.auth.models import User
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 from agents.llm.scripted import call, calls, reply
+from frontend.exports import CHROMIUM_FLAGS
 from frontend.templatetags.canopy import usd
 from research.models import Message, Run
 from tests.conftest import PASSWORD, start_daphne, wait_for
@@ -23,14 +24,8 @@ from tests.conftest import PASSWORD, start_daphne, wait_for
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
+# The flags this machine's Chromium needs are the PDF printer's (one list of them).
+CHROMIUM_ARGS = CHROMIUM_FLAGS
 XSS = '<script>window.pwned = "script"</script><img src=x onerror="window.pwned = \'img\'">'
 TOPIC = "Otters in the valley: what brought them back?"
 HISTORY_TASK = "HISTORY-TASK: trace when the animals came back to the river"

@@ -15,6 +15,7 @@ from research.errors import InvalidInput
 from research.events import RunClarify, publish, tree_lock
 from research.models import Run, State, Status
 from research.services.plans import plan_pause, root_resume
+from research.services.texts import validate_texts
 
 MAX_QUESTIONS = 3
 QUESTION_MAX_CHARS = 300
@@ -26,26 +27,15 @@ SKIPPED_DETAIL = "questions skipped"
 ANSWERS_HEAD = "\n\nBefore you started, you asked the analyst and were answered"
 
 
-def _one_line(text: str) -> str:
-    return " ".join(strip_controls(text).split())
-
-
 def validate_questions(questions: object, *, field: str = "questions") -> list[str]:
-    if not isinstance(questions, list) or not all(isinstance(q, str) for q in questions):
-        raise InvalidInput(f"{field} must be a list of strings, one per question.", field=field)
-    cleaned = [_one_line(question) for question in questions]
-    if not 1 <= len(cleaned) <= MAX_QUESTIONS:
-        raise InvalidInput(f"ask 1 to {MAX_QUESTIONS} questions, not {len(cleaned)}.", field=field)
-    for number, question in enumerate(cleaned, start=1):
-        if not question:
-            raise InvalidInput(f"question {number} is empty.", field=field)
-        if len(question) > QUESTION_MAX_CHARS:
-            raise InvalidInput(
-                f"question {number} is {len(question)} characters; the limit is "
-                f"{QUESTION_MAX_CHARS}.",
-                field=field,
-            )
-    return cleaned
+    return validate_texts(
+        questions,
+        field=field,
+        noun="question",
+        most=MAX_QUESTIONS,
+        max_chars=QUESTION_MAX_CHARS,
+        count_text="ask 1 to {most} questions, not {count}.",
+    )
 
 
 def validate_answers(answers: object, *, asked: int) -> list[str]:

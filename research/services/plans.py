@@ -21,27 +21,21 @@ from research.errors import InvalidInput
 from research.events import RunMessage, RunPlan, RunStateChanged, publish, tree_lock
 from research.events.payloads import ANALYST
 from research.models import ACTIVE_STATUSES, Message, Plan, Run, RunState, State, Status
+from research.services.texts import validate_texts
 
 PLAN_ITEM_MAX_CHARS = Run._meta.get_field("plan_item").max_length
 REVIEW_DETAIL = "waiting for the analyst to approve the plan"
 
 
 def validate_plan_items(items: object, *, field: str = "items") -> list[str]:
-    limit = settings.RESEARCH_PLAN_MAX_ITEMS
-    if not isinstance(items, list) or not all(isinstance(item, str) for item in items):
-        raise InvalidInput(f"{field} must be a list of strings, one per plan item.", field=field)
-    cleaned = [" ".join(strip_controls(item).split()) for item in items]
-    if not 1 <= len(cleaned) <= limit:
-        raise InvalidInput(f"a plan has 1 to {limit} items, not {len(cleaned)}.", field=field)
-    for number, item in enumerate(cleaned, start=1):
-        if not item:
-            raise InvalidInput(f"plan item {number} is empty.", field=field)
-        if len(item) > PLAN_ITEM_MAX_CHARS:
-            raise InvalidInput(
-                f"plan item {number} is {len(item)} characters; the limit is "
-                f"{PLAN_ITEM_MAX_CHARS}.",
-                field=field,
-            )
+    cleaned = validate_texts(
+        items,
+        field=field,
+        noun="plan item",
+        most=settings.RESEARCH_PLAN_MAX_ITEMS,
+        max_chars=PLAN_ITEM_MAX_CHARS,
+        count_text="a plan has 1 to {most} items, not {count}.",
+    )
     repeated = next((item for item in cleaned if cleaned.count(item) > 1), None)
     if repeated is not None:
         raise InvalidInput(f"plan item {repeated!r} appears twice.", field=field)

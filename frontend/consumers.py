@@ -17,10 +17,9 @@ from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.db import connection
 
 from frontend import frames
-from frontend.delivery import group_name
+from frontend.delivery import EVENTS_MESSAGE, group_name
 from research import selectors
 from research.errors import NotFound
-from research.events import EVENT_TYPES
 from research.models import Run
 from research.ops.metrics import observe_push_lag
 
@@ -71,17 +70,19 @@ class RunTreeConsumer(AsyncJsonWebsocketConsumer):
         await self._catch_up(root)
 
     async def dispatch(self, message: dict[str, Any]) -> None:
-        """Every event type of the tree (research.events.EVENT_TYPES) is forwarded from here,
-        so a new type reaches the browser without a handler of its own; the websocket's own
-        messages go to Channels' handlers. A type that is neither is logged and dropped: one
-        unknown message must not close every viewer's socket.
+        """The tree's events come in EVENTS_MESSAGE messages (frontend.delivery), one or
+        several each, and every one is forwarded from here whatever its type, so a new event
+        type reaches the browser without a handler of its own; the websocket's own messages
+        go to Channels' handlers. Anything else is logged and dropped: one unknown message
+        must not close every viewer's socket.
 
         Unlike Channels' dispatch, no close_old_connections() before every handler: that runs
         on the shared sync thread (see database_read), so every live event of every viewer
         would queue behind every sync view. This consumer reads only through database_read,
         whose threads close their own connections."""
-        if message["type"] in EVENT_TYPES:
-            await self._forward(message)
+        if message["type"] == EVENTS_MESSAGE:
+            for event in message["events"]:  # each its own frame, in number order
+                await self._forward(event)
             return
         handler = getattr(self, get_handler_name(message), None)
         if handler is None:

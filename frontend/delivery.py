@@ -10,7 +10,8 @@ a tree's event 6 can be ready before its event 5. Numbers are reserved under the
 their way: `_Sequencer` holds an event until every lower number it reserved has committed, or
 until HOLD_SECONDS have passed (a transaction that rolled back gives its numbers back, and
 they come again later under another event). Released events go to one sender, which sends
-them one at a time, so they also reach the channel layer in order.
+each tree's in order; the events released together (a commit's, or what queued while the
+previous send ran) go in one channel-layer message, which the consumer unpacks.
 
 Loops. The in-memory channel layer is not thread-safe: its sends must run on the ASGI
 server's loop, which `serve_on_server_loop` registers when the server hands over its first
@@ -33,13 +34,19 @@ log = logging.getLogger(__name__)
 HOLD_SECONDS = 0.5
 
 
+# The channel-layer message that carries a tree's events, one or several in number order;
+# the consumer sends each to the browser as its own frame, so the websocket contract does
+# not see it.
+EVENTS_MESSAGE = "tree.events"
+
+
 def group_name(root_id: int) -> str:
     return f"tree-{root_id}"
 
 
 class _Sender:
-    """Sends events one at a time from a queue drained on `loop` (its own thread's or the
-    server's)."""
+    """Sends each tree's events in order, one channel-layer message per release, from a
+    queue drained on `loop` (its own thread's or the server's)."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
         self.loop = loop or asyncio.new_event_loop()
@@ -53,8 +60,9 @@ class _Sender:
     def _start_on_loop(self) -> None:
         self._task = self.loop.create_task(self._drain())
 
-    def put(self, root_id: int, payload: dict[str, Any]) -> None:
-        self.loop.call_soon_threadsafe(self.queue.put_nowait, (root_id, payload))
+    def put(self, root_id: int, payloads: list[dict[str, Any]]) -> None:
+        """Queue events of one tree, in number order, to go out together."""
+        self.loop.call_soon_threadsafe(self.queue.put_nowait, (root_id, payloads))
 
     def _run_own_loop(self) -> None:
         asyncio.set_event_loop(self.loop)
@@ -67,11 +75,11 @@ class _Sender:
         lines: dict[int, collections.deque] = {}
         tasks: set[asyncio.Task] = set()
         while True:
-            root_id, payload = await self.queue.get()
+            root_id, payloads = await self.queue.get()
             if root_id in lines:
-                lines[root_id].append(payload)
+                lines[root_id].append(payloads)
                 continue
-            lines[root_id] = collections.deque([payload])
+            lines[root_id] = collections.deque([payloads])
             task = asyncio.ensure_future(self._send_line(root_id, lines))
             tasks.add(task)
             task.add_done_callback(tasks.discard)
@@ -80,15 +88,22 @@ class _Sender:
         line = lines[root_id]
         try:
             while line:
-                payload = line.popleft()
+                # What queued meanwhile goes out in one message (a batch's events, in order).
+                taken = len(line)
+                payloads = [payload for _ in range(taken) for payload in line.popleft()]
                 try:
                     layer = get_channel_layer()
                     if layer is not None:
-                        await layer.group_send(group_name(root_id), payload)
-                except Exception as error:  # the browser recovers it from the stored rows
-                    log.error("could not push event of tree %s: %s", root_id, error)
+                        await layer.group_send(
+                            group_name(root_id), {"type": EVENTS_MESSAGE, "events": payloads}
+                        )
+                except Exception as error:  # the browser recovers them from the stored rows
+                    log.error(
+                        "could not push %d events of tree %s: %s", len(payloads), root_id, error
+                    )
                 finally:
-                    self.queue.task_done()
+                    for _ in range(taken):
+                        self.queue.task_done()
         finally:
             # Whatever stopped this line (a cancelled task), the tree gets a new one next time.
             lines.pop(root_id, None)
@@ -145,10 +160,13 @@ class _Sequencer:
                 del pending[seq]
         lowest_pending = min(pending, default=None)
         ready = self.ready.get(root_id, {})
+        released = []
         for seq in sorted(ready):
             if lowest_pending is not None and seq > lowest_pending:
                 break
-            _sender().put(root_id, ready.pop(seq))
+            released.append(ready.pop(seq))
+        if released:
+            _sender().put(root_id, released)
         if not pending:
             self.pending.pop(root_id, None)
         if not ready:

@@ -264,3 +264,42 @@ def test_a_handshake_does_not_wait_for_the_shared_sync_thread(alice, tree_factor
         return took
 
     assert async_to_sync(scenario)() < 2
+
+
+def test_events_committed_together_reach_the_browser_one_frame_each_in_order(alice, run_factory):
+    """A batch's events travel the channel layer as one message (frontend.delivery); the
+    browser still receives each as its own frame, numbered in order, as the contract says."""
+    from django.db import transaction
+
+    from research.events import RunStateChanged
+    from research.events.store import allocate_seqs, publish_all
+
+    root = run_factory(owner=alice)
+    headers = headers_for(alice)
+
+    def commit_three() -> None:
+        with transaction.atomic():
+            first = allocate_seqs(root_id=root.pk, count=3)
+            publish_all(
+                root_id=root.pk,
+                events=[
+                    (root.pk, RunStateChanged(status="working", state=state, detail=detail))
+                    for state, detail in [("thinking", "1"), ("searching", "2"), ("reading", "3")]
+                ],
+                first_seq=first,
+            )
+
+    async def scenario() -> list[dict]:
+        socket = await connected(f"/ws/runs/{root.pk}/", headers)
+        await socket.receive_json_from(timeout=2)  # the snapshot
+        await database_sync_to_async(commit_three)()
+        frames = [await socket.receive_json_from(timeout=5) for _ in range(3)]
+        assert await socket.receive_nothing(timeout=0.5)
+        await socket.disconnect()
+        return frames
+
+    frames = async_to_sync(scenario)()
+
+    assert [frame["type"] for frame in frames] == ["run.state"] * 3
+    assert [frame["detail"] for frame in frames] == ["1", "2", "3"]
+    assert [frame["seq"] for frame in frames] == [frames[0]["seq"] + n for n in range(3)]

@@ -13,9 +13,8 @@ from frontend.rendering import sentence
 from frontend.throttled import retry_message, throttled
 from frontend.views import run_or_404, run_page
 from research import services
-from research.errors import InvalidInput, TooManyRuns
+from research.errors import InvalidInput, Throttled, TooManyRuns
 from research.models import Run
-from research.ops.throttles import ResearchStartThrottle, page_throttle_wait
 
 QUESTION = "The follow-up question"
 
@@ -27,13 +26,11 @@ def run_followup(request: HttpRequest, run_id: int) -> HttpResponse:
     if not run.is_root:
         raise Http404("a sub-agent is followed up with its research.")
     question = request.POST.get("question", "")
-    if wait := page_throttle_wait(ResearchStartThrottle, request):
-        page = run_page(
-            request, run, followup=_said(question, retry_message("researches started", wait))
-        )
-        return throttled(page, wait)
     try:
         followup = _start(request, run, question)
+    except Throttled as error:
+        words = retry_message("researches started", error.wait)
+        return throttled(run_page(request, run, followup=_said(question, words)), error.wait)
     except TooManyRuns as error:
         return run_page(request, run, followup=_said(question, error.message), status=429)
     except InvalidInput as error:

@@ -15,9 +15,10 @@ from django.views.decorators.http import require_POST
 
 from frontend.forms import RunSearchForm, model_can_run, sentence
 from frontend.rendering import duration_text
+from frontend.throttled import retry_message
 from research import selectors, services
 from research.endings import Ending, ending_of
-from research.errors import InvalidInput, NotFound, TooManyRuns
+from research.errors import InvalidInput, NotFound, Throttled, TooManyRuns
 from research.models import Run, State, Status
 from research.selectors.followups import ThreadMark, thread_marks
 from research.selectors.progress import TreeProgress, trees_progress
@@ -196,6 +197,8 @@ def run_again(request: HttpRequest, run_id: int) -> HttpResponse:
         return _back(request)
     try:
         new = run_rerun(owner=request.user, run=run)
+    except Throttled as error:
+        messages.error(request, retry_message("researches started", error.wait))
     except TooManyRuns as error:
         messages.error(request, error.message)
     except InvalidInput as error:

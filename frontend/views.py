@@ -16,10 +16,9 @@ from frontend.reports import report_parts
 from frontend.throttled import retry_message, throttled
 from research import endings, selectors, services
 from research.endings import ending_of
-from research.errors import InvalidInput, NotFound, TooManyRuns
+from research.errors import InvalidInput, NotFound, Throttled, TooManyRuns
 from research.events.payloads import listed_topic
 from research.models import Run
-from research.ops.throttles import ResearchStartThrottle, page_throttle_wait
 from research.pricing import DEMO_MODEL
 from research.selectors.followups import thread_of
 from research.selectors.progress import tree_progress_of
@@ -49,10 +48,6 @@ def runs(request: HttpRequest) -> HttpResponse:
 
 def _start(request: HttpRequest, form: StartResearchForm) -> Run | None:
     """Start the research; a refusal becomes an error on the form (None)."""
-    if wait := page_throttle_wait(ResearchStartThrottle, request):
-        form.add_error(None, retry_message("researches started", wait))
-        request.throttle_wait = wait
-        return None
     data = form.cleaned_data
     try:
         return services.run_start(
@@ -64,6 +59,9 @@ def _start(request: HttpRequest, form: StartResearchForm) -> Run | None:
             review_plan=data["review_plan"],
             clarify=data["clarify"],
         )
+    except Throttled as error:
+        form.add_error(None, retry_message("researches started", error.wait))
+        request.throttle_wait = error.wait
     except TooManyRuns as error:
         form.add_error(None, error.message)
     except InvalidInput as error:

@@ -10,7 +10,7 @@ from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent
 from django.http import JsonResponse
 from django.views.defaults import page_not_found
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import status
+from rest_framework import exceptions, status
 from rest_framework.decorators import api_view, throttle_classes
 from rest_framework.exceptions import ValidationError
 from rest_framework.pagination import CursorPagination
@@ -19,9 +19,16 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from research import selectors, services
-from research.api_helpers import checked
-from research.errors import InvalidInput, NotFound, NotResumable, ResearchError, TooManyRuns
-from research.ops.throttles import NotesThrottle, ResearchStartThrottle
+from research.api_helpers import checked, json_or_form
+from research.errors import (
+    InvalidInput,
+    NotFound,
+    NotResumable,
+    ResearchError,
+    Throttled,
+    TooManyRuns,
+)
+from research.ops.throttles import NotesThrottle
 from research.serializers import (
     EventSerializer,
     EventsFilterSerializer,
@@ -56,7 +63,10 @@ def exception_handler(exc, context):
             {"detail": f"The request has more than the {limit:,} fields this API takes."},
             status=status.HTTP_400_BAD_REQUEST,
         )
-    if isinstance(exc, InvalidInput):
+    if isinstance(exc, Throttled):
+        # DRF's own 429: its detail and Retry-After, as when its throttle classes refused.
+        exc = exceptions.Throttled(exc.wait)
+    elif isinstance(exc, InvalidInput):
         exc = ValidationError({exc.field or "non_field_errors": [exc.message]})
     elif isinstance(exc, NotFound):
         return Response({"detail": exc.message}, status=status.HTTP_404_NOT_FOUND)
@@ -98,19 +108,15 @@ def _run(request: Request, run_id: int):
 )
 @extend_schema(
     methods=["POST"],
-    # As POST /datasets: daphne refuses a malformed multipart body before Django sees it.
-    request={
-        "application/json": RunStartSerializer,
-        "application/x-www-form-urlencoded": RunStartSerializer,
-    },
+    request=json_or_form(RunStartSerializer),
     responses={201: RunOutputSerializer},
 )
 @api_view(["GET", "POST"])
-@throttle_classes([ResearchStartThrottle])
 def runs(request: Request) -> Response:
     """GET: the user's runs, newest first, sub-agents too unless filtered (root_id,
     parent_id); `q`, `status`, `ending`, `since` and `until` narrow them as the runs page
-    does. POST: start a research."""
+    does. POST: start a research (counted against THROTTLE_RESEARCH_START by the start
+    service, research.services.start)."""
     if request.method == "POST":
         return run_start(request)
     filters = checked(RunListFilterSerializer, request.query_params)
@@ -228,11 +234,7 @@ def run_plan(request: Request, run_id: int) -> Response:
 
 
 @extend_schema(
-    # As POST /research: daphne refuses a malformed multipart body before Django sees it.
-    request={
-        "application/json": PlanApproveSerializer,
-        "application/x-www-form-urlencoded": PlanApproveSerializer,
-    },
+    request=json_or_form(PlanApproveSerializer),
     responses=PlanSerializer,
 )
 @api_view(["POST"])
@@ -246,10 +248,7 @@ def run_plan_approve(request: Request, run_id: int) -> Response:
 
 
 @extend_schema(
-    request={
-        "application/json": NoteSerializer,
-        "application/x-www-form-urlencoded": NoteSerializer,
-    },
+    request=json_or_form(NoteSerializer),
     responses={201: MessageSerializer},
 )
 @api_view(["POST"])

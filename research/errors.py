@@ -28,3 +28,14 @@ class LimitReached(ResearchError):
 
 class NotResumable(ResearchError):
     """The research ended done, was cancelled by its analyst, or still works (a 409)."""
+
+
+class Throttled(ResearchError):
+    """Too many of one action in the owner's rate (research.ops.throttles): the next is allowed
+    in `wait` whole seconds. The message is the REST API's 429 text (DRF's), so an MCP client
+    reads what a script reads; the API answers DRF's own Throttled, with Retry-After."""
+
+    def __init__(self, wait: int):
+        unit = "second" if wait == 1 else "seconds"
+        super().__init__(f"Request was throttled. Expected available in {wait} {unit}.")
+        self.wait = wait

@@ -7,11 +7,18 @@ goes through its field's `get_db_prep_save`, so each backend gets exactly what t
 have sent. Only for models with no save() logic and no signals.
 """
 
-from collections.abc import Sequence
+import logging
+import threading
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, nullcontext
 from decimal import Decimal
 from typing import Any
 
 from django.db import connection, models
+
+log = logging.getLogger(__name__)
+
+_deferred = threading.local()
 
 
 class Insert:
@@ -24,6 +31,13 @@ class Insert:
         self.group = "(" + ", ".join(["%s"] * len(self.fields)) + ")"
 
     def rows(self, rows: Sequence[Sequence[Any]]) -> None:
+        pending = getattr(_deferred, "pending", None)
+        if pending is not None:
+            pending.setdefault(self, []).extend(rows)
+            return
+        self._insert(rows)
+
+    def _insert(self, rows: Sequence[Sequence[Any]]) -> None:
         params = [
             field.get_db_prep_save(value, connection)
             for row in rows
@@ -36,6 +50,35 @@ class Insert:
         self.rows([values])
 
 
+@contextmanager
+def inserts_deferred() -> Iterator[None]:
+    """Hold the rows of every Insert made in this block (in this thread) and write them at its
+    end, one INSERT per table, rows in the order they came; on PostgreSQL those INSERTs go in
+    one round trip (psycopg's pipeline mode: none of them returns anything). A block inside
+    another adds its rows to the outer one's. When the block raises, its rows are dropped
+    (the caller's transaction rolls back what came before)."""
+    if getattr(_deferred, "pending", None) is not None:
+        yield
+        return
+    pending: dict[Insert, list[Sequence[Any]]] = {}
+    _deferred.pending = pending
+    try:
+        yield
+    finally:
+        _deferred.pending = None
+    if not pending:
+        return
+    connection.ensure_connection()
+    pipelined = connection.vendor == "postgresql" and len(pending) > 1
+    # The pipeline's exit sends and reads what was queued: its errors are psycopg's own, so
+    # they go through Django's wrapper as a cursor's do (a lost connection is then Django's
+    # OperationalError, and the connection is marked for resilience to drop).
+    pipeline = connection.connection.pipeline() if pipelined else nullcontext()
+    with connection.wrap_database_errors, pipeline:
+        for insert, rows in pending.items():
+            insert._insert(rows)
+
+
 def one(sql: str, params: Sequence[Any]) -> tuple | None:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
@@ -45,3 +88,27 @@ def one(sql: str, params: Sequence[Any]) -> tuple | None:
 def as_decimal(value: Any) -> Decimal:
     # SQLite hands numeric columns back as int or float; PostgreSQL as Decimal.
     return value if isinstance(value, Decimal) else Decimal(str(value))
+
+
+def drop_broken_connection() -> None:
+    """Close this thread's connection when its last query failed, so the next one opens a
+    fresh connection: Django does not reconnect by itself outside a request. Inside a
+    transaction nothing is closed (the atomic block does it on its way out)."""
+    if connection.in_atomic_block:
+        return
+    try:
+        connection.close_if_unusable_or_obsolete()
+    except Exception:
+        try:
+            connection.close()
+        except Exception:
+            log.debug("closing a broken connection failed", exc_info=True)
+
+
+def row_lock(of: str = "") -> str:
+    """What select_for_update(no_key=True, of=...) appends to a SELECT, for SQL built once.
+    SQLite has no row locks (its transactions take the database's write lock, BEGIN
+    IMMEDIATE) and Django sends none."""
+    if not connection.features.has_select_for_no_key_update:
+        return ""
+    return f" FOR NO KEY UPDATE OF {of}" if of else " FOR NO KEY UPDATE"

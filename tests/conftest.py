@@ -115,13 +115,13 @@ def subagent_factory() -> Callable[..., Run]:
     """Record a sub-agent of a run through services.subagent_create, as subagent_spawn does."""
 
     def spawn(parent: Run, name: str, *, topic: str = "", max_steps: int = 5) -> Run:
-        return services.subagent_create(
-            parent_id=parent.pk,
+        launch = services.Launch(
             name=name,
             reason=f"{name} covers one facet",
             task=topic or f"the {name} facet of {parent.topic[:60]}",
             max_steps=max_steps,
         )
+        return services.subagent_create(parent_id=parent.pk, launch=launch)
 
     return spawn
 

@@ -14,10 +14,20 @@ from research.services.sources import source_record
 
 def tree(owner, dataset_id=None):
     root = services.run_start(owner=owner, topic="Tides", dataset_id=dataset_id)
-    alpha = services.subagent_create(
-        parent_id=root.pk, name="alpha", reason="split", task="tides", max_steps=5
-    )
+    launch = services.Launch(name="alpha", reason="split", task="tides", max_steps=5)
+    alpha = services.subagent_create(parent_id=root.pk, launch=launch)
     return root, alpha
+
+
+def test_a_links_url_keeps_its_own_last_character_a_bare_urls_loses_the_sentences():
+    report = (
+        "See [the note](https://a.org/notes_) and [v2](https://b.org/v2.). Also https://c.org/x_."
+    )
+    assert [entry.url for entry in cited_urls(report)] == [
+        "https://a.org/notes_",
+        "https://b.org/v2.",
+        "https://c.org/x",
+    ]
 
 
 def test_cited_urls_come_from_links_and_bare_text_without_sentence_punctuation():

@@ -103,9 +103,8 @@ def test_a_bad_follows_is_a_400_naming_the_field(api_for, alice, bob, follows, w
     failed = services.run_start(owner=alice, topic="Failed")
     services.run_finish(run_id=failed.pk, error="the model failed")
     working = services.run_start(owner=alice, topic="Working")
-    child = services.subagent_create(
-        parent_id=working.pk, name="alpha", reason="why", task="part", max_steps=3
-    )
+    launch = services.Launch(name="alpha", reason="why", task="part", max_steps=3)
+    child = services.subagent_create(parent_id=working.pk, launch=launch)
     bobs = services.run_start(owner=bob, topic="Bob's")
     services.run_finish(run_id=bobs.pk, report="# Bob's")
     ids = {"bob's": bobs.pk, "child": child.pk, "working": working.pk, "failed": failed.pk}

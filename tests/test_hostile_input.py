@@ -47,12 +47,10 @@ def test_control_characters_are_stripped_from_a_topic(api):
 
 def test_control_characters_are_stripped_from_sub_agents_and_messages(alice, run_factory):
     root = run_factory()
-    child = services.subagent_create(
-        parent_id=root.pk, name="a\x1bb", reason=f"reason {HOSTILE}", task=HOSTILE, max_steps=3
-    )
-    sibling = services.subagent_create(
-        parent_id=root.pk, name="sibling", reason="r", task="t", max_steps=3
-    )
+    hostile = services.Launch(name="a\x1bb", reason=f"reason {HOSTILE}", task=HOSTILE, max_steps=3)
+    child = services.subagent_create(parent_id=root.pk, launch=hostile)
+    plain = services.Launch(name="sibling", reason="r", task="t", max_steps=3)
+    sibling = services.subagent_create(parent_id=root.pk, launch=plain)
     services.message_record(from_run_id=child.pk, to_run_id=sibling.pk, text=HOSTILE)
 
     child.refresh_from_db()

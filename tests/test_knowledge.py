@@ -392,7 +392,8 @@ def team(owner, dataset_id):
     root = services.run_start(owner=owner, topic="Lighthouses", dataset_id=dataset_id)
     siblings = [
         services.subagent_create(
-            parent_id=root.pk, name=name, reason="split", task="keepers", max_steps=5
+            parent_id=root.pk,
+            launch=services.Launch(name=name, reason="split", task="keepers", max_steps=5),
         )
         for name in ("alpha", "beta")
     ]

@@ -325,35 +325,18 @@ def test_a_sub_agent_is_never_offered_a_remote_tool_its_parent_was_not(
         name="wiki", url="https://wiki.example/mcp", allowed_tools=["*"], **fresh
     )  # researchers only (the default), and the root
     root = run_factory()
+
     # What spawning records: the kind's research tools its parent has, and the remote tools
     # its parent is offered. A verifier is offered none, so its researcher child gets none.
-    checker = services.subagent_create(
-        parent_id=root.pk,
-        name="checker",
-        reason="r",
-        task="t",
-        max_steps=5,
-        kind="verifier",
-        tools=["read_page"],
-    )
-    digger = services.subagent_create(
-        parent_id=checker.pk,
-        name="digger",
-        reason="r",
-        task="t",
-        max_steps=5,
-        kind="researcher",
-        tools=["read_page"],
-    )
-    helper = services.subagent_create(
-        parent_id=root.pk,
-        name="helper",
-        reason="r",
-        task="t",
-        max_steps=5,
-        kind="researcher",
-        tools=["web_search", "read_page", "wiki__lookup"],
-    )
+    def record(parent: Run, name: str, kind: str, tools: list[str]) -> Run:
+        launch = services.Launch(
+            name=name, reason="r", task="t", max_steps=5, kind=kind, tools=tools
+        )
+        return services.subagent_create(parent_id=parent.pk, launch=launch)
+
+    checker = record(root, "checker", "verifier", ["read_page"])
+    digger = record(checker, "digger", "researcher", ["read_page"])
+    helper = record(root, "helper", "researcher", ["web_search", "read_page", "wiki__lookup"])
 
     def offered(run: Run) -> list[str]:
         return [tool.name for tool in offered_tools(context_of(run))]

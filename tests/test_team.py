@@ -521,9 +521,8 @@ def test_an_orphan_child_no_thread_runs_is_ended_with_its_parent_instead_of_hang
     scripted_llm.script("orphaning research", *[answer_once_the_orphan_exists] * 30)
     root = start(alice, "orphaning research")
     wait_for(lambda: Run.objects.get(pk=root.pk).status == "working")
-    orphan = services.subagent_create(
-        parent_id=root.pk, name="orphan", reason="never started", task="t", max_steps=3
-    )
+    launch = services.Launch(name="orphan", reason="never started", task="t", max_steps=3)
+    orphan = services.subagent_create(parent_id=root.pk, launch=launch)
     root = wait_finished(root, timeout=10)
     orphan.refresh_from_db()
     assert root.status == "done"

@@ -58,7 +58,8 @@ class Agent:
         self.answers_refused = 0
         # A resumed agent goes on with the conversation its checkpoints hold (issue 26).
         self.checkpoints = checkpoints.Checkpoints()
-        self.restored = self.checkpoints.restore(ctx)
+        # A run with no step recorded has written no checkpoint: nothing to read.
+        self.restored = None if ctx.fresh else self.checkpoints.restore(ctx)
         if self.restored is not None:
             self.messages = self.restored.messages
             self.answers_refused = self.restored.answers_refused
@@ -81,8 +82,9 @@ class Agent:
         unverified."""
         try:
             # Sub-agents still working when the lead answers end now: the draft is what it
-            # has, and the verifier must not wait behind them for a place.
-            tree.end_subagents(self.ctx)
+            # has, and the verifier must not wait behind them for a place. The first read
+            # after the draft's model call: the connection may have died meanwhile.
+            resilience.retrying("ending sub-agents", lambda: tree.end_subagents(self.ctx))
             verdict = self._verdict(draft) if review.verifying(self.ctx) else None
             if verdict is not None and verdict.revised:
                 draft = verdict.revised
@@ -139,7 +141,12 @@ class Agent:
 
     def _accepted(self, content: str | None) -> str | None:
         """The report, or None when the answer is refused once (a refusal note follows)."""
-        refusal = tree.answer_refusal(self.ctx) if not self.answers_refused else None
+        refusal = None
+        if not self.answers_refused:
+            # The first read after a model call: the connection may have died meanwhile.
+            refusal = resilience.retrying(
+                "reading the sub-agents' results", lambda: tree.answer_refusal(self.ctx)
+            )
         if refusal is None:
             return (content or "").strip() or "(the agent wrote no report)"
         self.answers_refused += 1
@@ -244,6 +251,16 @@ class Agent:
         )
         # The model's answer is paid for: a connection the database ended meanwhile costs a
         # reconnect, not the answer (the write is one transaction, so a retry never doubles it).
+        # The record is written by the process's writer (research.services.writer), with
+        # other agents' in one transaction: other agents run Python meanwhile.
+        with self._blocking():
+            self._record_model_call(response, latency_ms, step, next_state, checkpoint)
+        self.shown = next_state or self.shown
+        self.messages.append(message)
+        self.checkpoints.written(len(self.messages))
+        return response, planned
+
+    def _record_model_call(self, response, latency_ms, step, next_state, checkpoint) -> None:
         resilience.retrying(
             "recording a model call",
             lambda: services.model_call_record(
@@ -256,10 +273,6 @@ class Agent:
                 checkpoint=checkpoint,
             ),
         )
-        self.shown = next_state or self.shown
-        self.messages.append(message)
-        self.checkpoints.written(len(self.messages))
-        return response, planned
 
     def _plan(self, call: ToolCall) -> PlannedCall:
         try:
@@ -322,12 +335,13 @@ class Agent:
         checkpoint = self.checkpoints.next(
             self.ctx, self.messages, message, answers_refused=self.answers_refused
         )
-        resilience.retrying(
-            "recording a tool call",
-            lambda: services.tool_call_record(
-                facts=self.facts, step=step, next_state=next_state, checkpoint=checkpoint
-            ),
-        )
+        with self._blocking():  # written by the process's writer, as a model call's
+            resilience.retrying(
+                "recording a tool call",
+                lambda: services.tool_call_record(
+                    facts=self.facts, step=step, next_state=next_state, checkpoint=checkpoint
+                ),
+            )
         self.shown = next_state or self.shown
         self.checkpoints.written(len(self.messages) + 1)  # the caller appends it
         return message

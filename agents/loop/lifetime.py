@@ -15,11 +15,13 @@ from research.ops.logs import bind_run
 log = logging.getLogger(__name__)
 
 
-def run_agent(*, run_id: int, token: CancelToken, pool) -> None:
-    """Run one agent to its end and finish its run, after its sub-agents."""
+def run_agent(*, run_id: int, token: CancelToken, pool, run: Run | None = None) -> None:
+    """Run one agent to its end and finish its run, after its sub-agents. `run` is its row
+    as its claim returned it (research.services.run_claim); without it, it is read here."""
     # A connection the database ended while this thread was idle fails its first query: the
     # reads that start an agent run again on a fresh one, like its writes (resilience).
-    run = resilience.retrying(f"reading run {run_id}", lambda: Run.objects.get(pk=run_id))
+    if run is None:
+        run = resilience.retrying(f"reading run {run_id}", lambda: Run.objects.get(pk=run_id))
     bind_run(run_id=run.pk, root_id=run.root_id)  # every line this thread logs names the run
     ctx = resilience.retrying("reading its context", lambda: AgentContext.of(run, token, pool))
     # The spawn opened it already; this keeps it open. Redis down now costs the agent its
@@ -55,12 +57,15 @@ def run_agent(*, run_id: int, token: CancelToken, pool) -> None:
         # The report is in: the agent checks what it cites against what the tree saw.
         resilience.cleanup(
             f"checking the citations of run {run_id}",
-            lambda: resilience.retrying("checking citations", lambda: _check(run, report)),
+            lambda: resilience.retrying("checking citations", lambda: _check(ctx, run, report)),
         )
     resilience.record_end(run_id=run_id, report=report, error=error)
 
 
-def _check(run: Run, report: str) -> None:
+def _check(ctx: AgentContext, run: Run, report: str) -> None:
     state = {"state": State.WRITING, "detail": "checking citations"}  # facts: no re-read
     services.run_set_state(run_id=run.pk, facts=selectors.run_facts(run=run), **state)
-    services.citations_record(run_id=run.pk, report=report)
+    # Its tree is known; a fresh run has no earlier citations to replace.
+    services.citations_record(
+        run_id=run.pk, report=report, root_id=run.root_id, replacing=not ctx.fresh
+    )

@@ -83,7 +83,8 @@ def verifying(ctx: AgentContext) -> bool:
 def coverage(ctx: AgentContext, verdict: Verdict | None) -> str:
     """The report's Coverage and gaps section, from the plan as it ends and the verdict (whose
     flagged claims the page marks); "" when there was neither."""
-    root = team_reads.run_by_id(run_id=ctx.run_id)
+    # The first read after the revision's model call: through a fresh connection if need be.
+    root = resilience.retrying("reading the root", lambda: team_reads.run_by_id(run_id=ctx.run_id))
     items = plan_reads.plan_items(root=root, ending=True)
     if verdict is not None:
         services.report_flags_set(run_id=ctx.run_id, claims=verdict.claims)
@@ -107,7 +108,7 @@ def out_of_time(ctx: AgentContext) -> bool:
 def verify(ctx: AgentContext, draft: str) -> Verdict:
     """Start the verifier on the draft and wait for it (the root's slot given back)."""
     cap = settings.RESEARCH_TREE_COST_CAP_USD
-    if cap and tree.tree_cost(ctx) >= cap:
+    if cap and resilience.retrying("reading the tree's cost", lambda: tree.tree_cost(ctx)) >= cap:
         return Verdict(error=f"the research reached its cost cap of ${cap} before verification")
     catalog = kinds.catalog()
     kind = catalog.kinds.get(VERIFIER_NAME)

@@ -191,6 +191,9 @@ class AgentContext:
     # tool may add one here (enable_remote_tool): the model gets it from its next turn on.
     # Typed loosely on purpose: the tools depend on this context, never the other way round.
     tools: dict[str, Any] = field(default_factory=dict)
+    # A run that has recorded no step yet: it has no checkpoints and no earlier citations, so
+    # neither is read.
+    fresh: bool = False
 
     @classmethod
     def load(cls, run_id: int, cancel: CancelToken, pool: Runtime | None = None) -> "AgentContext":
@@ -213,6 +216,7 @@ class AgentContext:
             tier=run.tier,
             allowed_tools=None if run.tools is None else frozenset(run.tools),
             pool=pool,
+            fresh=run.steps == 0,
         )
 
     @property

@@ -92,6 +92,7 @@ class AgentPool(WorkerLoops):
             log.warning("marked %d runs of a stopped process failed", failed)
         self._unsubscribe = services.on_root_queued(lambda run_id: self._wake.set())
         root_wakeup.listen()  # roots queued by other processes wake the claim loop too
+        services.step_writer.start(self)  # its agents' step records: services.writer
         for target in (self._claim_loop, self._heartbeat_loop, self._cancel_watch):
             thread = threading.Thread(
                 target=self._background(target), name=f"pool-{target.__name__}", daemon=True
@@ -119,6 +120,7 @@ class AgentPool(WorkerLoops):
         deadline = time.monotonic() + timeout
         for agent in agents:
             agent.thread.join(max(0.0, deadline - time.monotonic()))
+        services.step_writer.stop(self)  # what its agents handed over is written
         if self.worker_id is not None:
             try:
                 services.worker_stop(worker_id=self.worker_id, error=reason)
@@ -319,8 +321,8 @@ class AgentPool(WorkerLoops):
                     f"claiming run {run_id}",
                     lambda: services.run_claim(run_id=run_id, worker_id=self.worker_id),
                 )
-                if claimed:
-                    run_agent(run_id=run_id, token=token, pool=self)
+                if claimed is not None:  # its row: the agent starts from it, no re-read
+                    run_agent(run_id=run_id, token=token, pool=self, run=claimed)
             finally:
                 self._release(agent)
         except Exception:

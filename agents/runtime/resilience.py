@@ -10,10 +10,11 @@ import logging
 import time
 from collections.abc import Callable
 
-from django.db import DatabaseError, InterfaceError, OperationalError, connection
+from django.db import DatabaseError, InterfaceError, OperationalError
 
 from research import endings, services
 from research.models import Run
+from research.sql import drop_broken_connection
 
 log = logging.getLogger(__name__)
 
@@ -30,21 +31,6 @@ def cleanup(what: str, step: Callable[[], object]) -> None:
         step()
     except Exception:
         log.exception("cleanup failed: %s", what)
-
-
-def drop_broken_connection() -> None:
-    """Close this thread's connection when its last query failed, so the next one opens a
-    fresh connection: Django does not reconnect by itself outside a request. Inside a
-    transaction nothing is closed (the atomic block does it on its way out)."""
-    if connection.in_atomic_block:
-        return
-    try:
-        connection.close_if_unusable_or_obsolete()
-    except Exception:
-        try:
-            connection.close()
-        except Exception:
-            log.debug("closing a broken connection failed", exc_info=True)
 
 
 def _lost_connection(error: BaseException) -> bool:

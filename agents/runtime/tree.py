@@ -32,7 +32,9 @@ def close_inbox(ctx: AgentContext) -> None:
 
 
 def end_subagents(ctx: AgentContext, *, reason: str = PARENT_ENDED) -> None:
-    """Cancel the sub-agents still working and wait until they have finished."""
+    """Cancel the sub-agents still working and wait until they have finished. Read even for
+    an agent that spawned none: a spawn whose commit went through but whose answer was lost
+    leaves a child that ctx.spawned does not know."""
     working = team_reads.working_children_ids(run_id=ctx.run_id)
     for run_id in working:
         cancel_child(ctx, run_id, reason)
@@ -53,7 +55,9 @@ def answer_refusal(ctx: AgentContext) -> str | None:
     """The note that refuses an agent's first answer while a sub-agent is working or has a
     report it never collected (seed 001): its result would reach no one. Only the children
     this agent started count (a root resumed after its plan review had its earlier ones
-    cancelled)."""
+    cancelled). No query when it started none."""
+    if not ctx.spawned:
+        return None
     children = team_reads.children_of(run_id=ctx.run_id).only("pk", "name", "status")
     pending = [
         f'"{run.name}" ({"still working" if run.status in ACTIVE_STATUSES else "report not read"})'

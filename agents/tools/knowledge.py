@@ -89,6 +89,7 @@ def query(
     ]
     sources_record(
         run_id=ctx.run_id,
+        root_id=ctx.root_id,
         kind=Source.Kind.CHUNK,
         items=[
             {

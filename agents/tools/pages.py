@@ -238,6 +238,7 @@ def read_page(
     final_url = str(page.url)
     source_record(
         run_id=ctx.run_id,
+        root_id=ctx.root_id,  # the agent knows its tree: no read of it
         kind=Source.Kind.PAGE,
         url=requested,
         final_url=final_url,

@@ -270,7 +270,8 @@ def web_search(
         results = _usable(provider(query, max_results), max_results)
     except SearchFailed as failure:
         raise ToolError(f"web_search: {name} {failure}") from None
-    sources_record_search(run_id=ctx.run_id, results=[asdict(result) for result in results])
+    rows = [asdict(result) for result in results]
+    sources_record_search(run_id=ctx.run_id, root_id=ctx.root_id, results=rows)
     return format_results(query, results)
 
 

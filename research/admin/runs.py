@@ -102,7 +102,7 @@ class LLMCallInline(ReadOnlyInline):
     readonly_fields = fields
 
 
-# Fixed by run_start and subagent_create (and the worker by the claim), never edited by hand:
+# Fixed by run_start and the spawn (and the worker by the claim), never edited by hand:
 # the events and messages endpoints trust root_id, the owner decides who sees the whole tree,
 # and pricing.cost raises for a model with no price.
 RUN_FIXED_FIELDS = [

@@ -7,13 +7,13 @@ browser that missed something asks for the events after the last number it saw.
 from collections.abc import Sequence
 from functools import cache
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from research.events.delivery import broadcast, expect
 from research.events.payloads import Payload, envelope
 from research.models import Event, Run
-from research.sql import Insert, one
+from research.sql import Insert, one, row_lock
 
 _ALLOCATE = (
     f"UPDATE {Run._meta.db_table} SET event_seq = event_seq + %s WHERE id = %s RETURNING event_seq"
@@ -48,12 +48,7 @@ def tree_lock(*, root_id: int) -> None:
 
 @cache
 def _tree_lock_sql() -> str:
-    # What select_for_update(no_key=True) sends, built once; SQLite has no row locks (its
-    # transactions take the database's write lock, BEGIN IMMEDIATE) and Django sends none.
-    lock = " FOR NO KEY UPDATE" if connection.features.has_select_for_no_key_update else ""
-    if not connection.features.has_select_for_update:
-        lock = ""
-    return f"SELECT id FROM {Run._meta.db_table} WHERE id = %s{lock}"
+    return f"SELECT id FROM {Run._meta.db_table} WHERE id = %s{row_lock()}"
 
 
 def allocate_seqs(*, root_id: int, count: int) -> int:

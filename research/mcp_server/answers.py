@@ -1,6 +1,6 @@
 """How the MCP tools answer: a domain refusal as a tool error, results as JSON text, a
-research as a listing or in full with its progress line, the API's throttles counted per
-user (research.mcp_server.tools declares the tools; these are what they share)."""
+research as a listing or in full with its progress line (research.mcp_server.tools declares
+the tools; these are what they share)."""
 
 import json
 from collections.abc import Callable
@@ -15,10 +15,6 @@ from research import selectors
 from research.errors import InvalidInput, NotFound
 from research.events.payloads import run_fields
 from research.models import ACTIVE_STATUSES, Run
-from research.ops.throttles import (
-    throttled_text,
-    user_throttle_wait,
-)
 
 # Fields of a run that a listing leaves out: the report is read with get_report.
 LISTED_WITHOUT = ("report",)
@@ -40,13 +36,6 @@ AGENT_FIELDS = (
 
 class Refused(Exception):
     """A call the domain refused; its text is what the client reads."""
-
-
-def throttle(throttle, owner: AbstractBaseUser) -> None:
-    """The API's throttle of the same action, counted per user over MCP too."""
-    wait = user_throttle_wait(throttle, owner)
-    if wait is not None:
-        raise Refused(throttled_text(wait))
 
 
 def as_owner(work: Callable[[AbstractBaseUser], Any], owner_id: int) -> Any:

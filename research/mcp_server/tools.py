@@ -40,17 +40,13 @@ from research.mcp_server.answers import (
     progress_line,
     research_of,
     result_of,
-    throttle,
     validation_text,
 )
 from research.mcp_server.clarify import ClarifyTools
 from research.mcp_server.plans import PlanTools
 from research.mcp_server.threads import run_sync
 from research.models import ACTIVE_STATUSES, Status
-from research.ops.throttles import (
-    NotesThrottle,
-    ResearchStartThrottle,
-)
+from research.ops.throttles import NotesThrottle, throttle_check
 from research.serializers import MessageSerializer, ReportSerializer, RunListFilterSerializer
 
 TITLE = "Canopy deep research"
@@ -198,7 +194,6 @@ class Tools:
         working at once; a fourth is refused until one ends or is cancelled."""
 
         def start(owner: AbstractBaseUser) -> dict:
-            throttle(ResearchStartThrottle, owner)
             run = services.run_start(
                 owner=owner,
                 topic=topic,
@@ -378,7 +373,7 @@ class Tools:
 
         def send(owner: AbstractBaseUser) -> dict:
             run = selectors.run_get(owner=owner, run_id=research_id)
-            throttle(NotesThrottle, owner)
+            throttle_check(NotesThrottle, owner)
             note = services.note_send(run=run, author_id=owner.pk, text=text)
             return json.loads(json.dumps(MessageSerializer(note).data))
 

@@ -4,8 +4,9 @@ documents, query a knowledge base, write notes, export, and try to sign in.
 DRF's throttling on the API, with one scope per action and a rate per scope in
 THROTTLE_RATES (settings, one variable each). Counters live in the default cache, which is
 Redis when REDIS_URL is set, so every web process shares them. A throttled request is a 429
-whose Retry-After header and detail say when to try again. The pages (start form, login)
-ask the same throttles through `page_throttle_wait`.
+whose Retry-After header and detail say when to try again. The login pages ask the same
+throttles through `page_throttle_wait`; starting a research is counted inside the start
+service (research.services.start, `throttle_check`), whichever edge starts it.
 
 When the counters cannot be read (Redis is down or does not answer within its socket
 timeout), each scope fails by a choice made here, never with a 500:
@@ -25,6 +26,7 @@ line; every request let through or refused meanwhile is counted in the Prometheu
 """
 
 import logging
+import math
 import threading
 from types import SimpleNamespace
 
@@ -35,6 +37,8 @@ from redis.exceptions import RedisError
 from rest_framework import status
 from rest_framework.exceptions import APIException
 from rest_framework.throttling import SimpleRateThrottle
+
+from research.errors import Throttled
 
 log = logging.getLogger(__name__)
 
@@ -161,20 +165,25 @@ LoginThrottle = scoped(LOGIN, what="Signing in")
 
 
 def user_throttle_wait(throttle: type[ScopedThrottle], user) -> int | None:
-    """For a caller with no HTTP request of its own (an MCP tool): the same count as the
-    API's, per user. None if it may go on (and is counted), else the seconds to wait."""
+    """For a caller with no HTTP request of its own (a service, an MCP tool): the same count as
+    the API's, per user. None if it may go on (and is counted), else the seconds to wait."""
     return page_throttle_wait(throttle, SimpleNamespace(method="POST", user=user))
 
 
-def throttled_text(wait: int) -> str:
-    """What DRF's 429 says, for callers that answer in text (MCP tool errors)."""
-    return f"Request was throttled. Expected available in {wait} second{'s' if wait != 1 else ''}."
+def throttle_check(throttle: type[ScopedThrottle], user) -> None:
+    """Count one attempt of `user` (research.services.start counts a start with it, MCP a
+    note); raises Throttled when the rate is spent. A scope that fails open lets it through
+    uncounted while the counters are down."""
+    wait = user_throttle_wait(throttle, user)
+    if wait is not None:
+        raise Throttled(wait)
 
 
 def page_throttle_wait(throttle: type[ScopedThrottle], request: HttpRequest) -> int | None:
     """For a page: None if the request may go on (and is counted), else the whole seconds
-    to wait. Raises ThrottleUnavailable for a fail-closed scope whose counters are down."""
+    to wait, rounded up as DRF's 429 rounds them (never an invitation to retry too early).
+    Raises ThrottleUnavailable for a fail-closed scope whose counters are down."""
     checker = throttle()
     if checker.allow_request(request, None):
         return None
-    return max(1, round(checker.wait() or 1))
+    return max(1, math.ceil(checker.wait() or 1))

@@ -44,11 +44,11 @@ from research.services.runs import (
     run_delete,
     run_finish,
     run_set_state,
-    run_start,
     runs_fail,
     subagent_create,
 )
 from research.services.sources import source_record, sources_record_search
+from research.services.start import run_start
 from research.services.steps import (
     NextState,
     model_call_record,
@@ -67,6 +67,7 @@ from research.services.workers import (
     worker_stop,
     workers_sweep,
 )
+from research.services.writer import step_writer
 
 __all__ = [
     "clarify_answer",
@@ -116,6 +117,7 @@ __all__ = [
     "source_record",
     "sources_record_search",
     "step_record",
+    "step_writer",
     "subagent_create",
     "subagent_spawn",
     "subagents_spawn",

@@ -56,16 +56,17 @@ def url_key(url: str) -> str:
 
 def cited_urls(report: str) -> list[CitedUrl]:
     """The URLs a report cites, Markdown links and bare URLs, in order, each once."""
+    # A link's parentheses end its URL; a bare URL's end is guessed, so the punctuation of
+    # the sentence around it is taken off (a link's own "/_" or "." stays).
     found: list[tuple[int, str, str]] = []
     blanked = list(report)
     for match in _MARKDOWN_LINK.finditer(report):
-        found.append((match.start(), match.group("url"), match.group("title").strip()))
+        found.append((match.start(), match.group("url").strip(), match.group("title").strip()))
         blanked[match.start() : match.end()] = " " * (match.end() - match.start())
     for match in _BARE_URL.finditer("".join(blanked)):
-        found.append((match.start(), match.group(0), ""))
+        found.append((match.start(), clean_url(match.group(0)), ""))
     cited: dict[str, CitedUrl] = {}
-    for _, raw, title in sorted(found, key=lambda item: item[0]):
-        url = clean_url(raw)
+    for _, url, title in sorted(found, key=lambda item: item[0]):
         if "://" not in url or url.endswith("://"):
             continue
         key = url_key(url)
@@ -90,14 +91,22 @@ def _source_index(root_id: int) -> dict[str, Source]:
 
 
 @transaction.atomic
-def citations_record(*, run_id: int, report: str) -> list[Citation]:
+def citations_record(
+    *, run_id: int, report: str, root_id: int | None = None, replacing: bool = True
+) -> list[Citation]:
     """Check every URL the report of `run_id` cites against the sources of its whole tree,
-    and store the result, replacing the run's earlier citations."""
-    root_id = Run.objects.values_list("root_id", flat=True).get(pk=run_id)
-    index = _source_index(root_id)
-    Citation.objects.filter(run_id=run_id).delete()
+    and store the result, replacing the run's earlier citations. A caller that knows the
+    run's tree passes `root_id`, and `replacing=False` when the run can have no earlier
+    citations (it never reported before): neither is read then. A report that cites
+    nothing reads no source."""
+    if root_id is None:
+        root_id = Run.objects.values_list("root_id", flat=True).get(pk=run_id)
+    cites = cited_urls(report or "")
+    index = _source_index(root_id) if cites else {}
+    if replacing:
+        Citation.objects.filter(run_id=run_id).delete()
     rows = []
-    for cited in cited_urls(report or ""):
+    for cited in cites:
         source = index.get(url_key(cited.url))
         title = cited.title or (source.title if source else "")
         rows.append(

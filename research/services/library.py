@@ -5,7 +5,7 @@ from django.contrib.auth.base_user import AbstractBaseUser
 
 from research.errors import InvalidInput
 from research.models import Run
-from research.services.runs import run_start
+from research.services.start import run_start
 
 
 def run_star(*, run: Run, starred: bool) -> Run:

@@ -1,15 +1,15 @@
-"""Runs: start, claim, state, finish, cancel, delete. Every write of a run goes through here."""
+"""Runs: claim, state, finish, cancel, delete (a start: research.services.start). Every write of
+a run goes through here or there."""
 
 from collections.abc import Callable
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
-from django.db.models import Q, Value
-from django.db.models.functions import Coalesce
+from django.db.models import Q
 from django.utils import timezone
 
-from research import endings, pricing
+from research import endings
 from research.clean import cut, strip_controls
 from research.endings import ending_of
 from research.errors import InvalidInput, TooManyRuns
@@ -18,19 +18,14 @@ from research.events import (
     RunFinished,
     RunReport,
     RunStateChanged,
-    publish,
-    root_id_of,
     tree_lock,
 )
 from research.events.payloads import iso
 from research.events.store import allocate_seqs, publish_all
-from research.models import ACTIVE_STATUSES, Dataset, Run, RunState, State, Status, Step
-from research.pricing import DEMO_MODEL
+from research.models import ACTIVE_STATUSES, Run, RunState, State, Status
 from research.selectors.runs import RunFacts, run_facts
-from research.services.callbacks import callback_register, callback_url_check
-from research.services.followups import followed_research, followup_sources_carry
 from research.services.launch import Launch
-from research.services.starter import starter_dataset_load
+from research.services.locks import claim_queued, run_for_finish, tree_lock_of
 from research.services.steps import state_record
 
 INTERRUPTED = endings.SERVER_STOPPED
@@ -71,86 +66,6 @@ def validate_topic(topic: str, *, field: str = "topic") -> str:
     return topic
 
 
-def validate_model(model: str | None) -> str:
-    model = model or settings.RESEARCH_MODEL
-    if not pricing.is_known(model):
-        raise InvalidInput(
-            f"unknown model {model!r}: a model needs a known price "
-            f"(set RESEARCH_MODEL_PRICES). Known models: {', '.join(pricing.known_models())}.",
-            field="model",
-        )
-    if not pricing.can_run(model):
-        raise InvalidInput(
-            f"model {model!r} cannot run here: no LLM endpoint is configured (set "
-            "OPENAI_API_KEY, or OPENAI_BASE_URL for a compatible server); the demo model runs "
-            "offline.",
-            field="model",
-        )
-    return model
-
-
-@transaction.atomic
-def run_start(
-    *,
-    owner: AbstractBaseUser,
-    topic: str,
-    max_steps: int | None = None,
-    model: str | None = None,
-    dataset_id: int | None = None,
-    review_plan: bool = False,
-    clarify: bool = False,
-    callback_url: str = "",
-    follows_id: int | None = None,
-) -> Run:
-    """Create a root run, queued; the agent runtime picks it up after commit. With
-    `review_plan`, it pauses after its first plan until the analyst approves it; with `clarify`,
-    its lead may first ask the analyst questions (research.services.clarify); with a
-    `callback_url`, its end is posted there (research.services.callbacks); with `follows_id`,
-    it follows up that done research (research.services.followups), on its dataset by default.
-
-    Every edge starts a research here (the API, the page, MCP, the CLI): the checks, the
-    working limit and the callback are one transaction, so a research is queued (its agents
-    may start) only with everything it was started with."""
-    topic = validate_topic(topic)
-    if callback_url:
-        callback_url = callback_url_check(callback_url)
-    max_steps = validate_max_steps(max_steps)
-    model = validate_model(model)
-    follows = followed_research(owner=owner, run_id=follows_id)
-    if follows is not None and dataset_id is None:
-        dataset_id = follows.dataset_id
-    dataset = None
-    if dataset_id is not None:
-        dataset = Dataset.objects.filter(owner=owner, pk=dataset_id).first()
-        if dataset is None:
-            raise InvalidInput(f"no dataset with id {dataset_id}.", field="dataset")
-    elif model == DEMO_MODEL:
-        # The offline demo model can only quote a knowledge base: give it the owner's starter
-        # one, loaded on their first demo run (a second or two, once).
-        dataset, _, _ = starter_dataset_load(owner=owner)
-
-    working_roots_check(owner=owner)
-    run = Run.objects.create(
-        owner=owner,
-        topic=topic,
-        model=model,
-        max_steps=max_steps,
-        dataset=dataset,
-        review_plan=bool(review_plan),
-        clarify=bool(clarify),
-        follows=follows,
-    )
-    run.root = run
-    run.save(update_fields=["root"])
-    RunState.objects.create(run=run, state=State.QUEUED)
-    followup_sources_carry(run=run, follows=follows)
-    if callback_url:
-        callback_register(run_id=run.pk, url=callback_url)
-    _publish_created(run)
-    root_queued(run.pk)
-    return run
-
-
 def working_roots_check(*, owner: AbstractBaseUser) -> None:
     """Refuse a root that would put the owner over RESEARCH_MAX_WORKING_ROOTS (a start, or a
     resume by the analyst); call it inside the transaction that queues the root."""
@@ -177,42 +92,25 @@ def root_queued(run_id: int) -> None:
 
 
 def _publish_created(run: Run) -> None:
-    publish(root_id=run.root_id, run_id=run.pk, payload=RunCreated.of(run))
+    _publish_in_transaction(run, RunCreated.of(run))
+
+
+def _publish_in_transaction(run: Run, payload) -> None:
+    """One event of a service that runs in its own transaction already: its number and its
+    row without publish()'s nested atomic block (a SAVEPOINT and its RELEASE) or the ORM's
+    insert (RETURNING an id nobody reads)."""
+    first = allocate_seqs(root_id=run.root_id, count=1)
+    publish_all(root_id=run.root_id, events=[(run.pk, payload)], first_seq=first)
 
 
 @transaction.atomic
-def subagent_create(
-    *,
-    parent_id: int,
-    name: str,
-    reason: str,
-    task: str,
-    max_steps: int,
-    kind: str = "",
-    tier: str = "",
-    model: str | None = None,
-    tools: list[str] | None = None,
-    plan_item: str = "",
-) -> Run:
-    """Record a sub-agent of `parent_id`: same owner, dataset and worker (seed 001), the
-    parent's model unless its tier names another, the research tools its kind allows.
-
-    The caller (subagent_spawn) has checked the input and the limits; the unique constraint
-    on (parent, name) is the last word on names.
-    """
+def subagent_create(*, parent_id: int, launch: Launch) -> Run:
+    """Record `launch` under `parent_id` without the spawn's checks (fixtures, the admin's
+    tests): same owner, dataset and worker (seed 001), the parent's model unless the launch
+    names another. Agents spawn through subagents_spawn, which checks the input and the
+    limits first; the unique constraint on (parent, name) is the last word on names."""
     parent = Run.objects.get(pk=parent_id)
     tree_lock(root_id=parent.root_id)
-    launch = Launch(
-        name=name,
-        reason=reason,
-        task=task,
-        max_steps=max_steps,
-        kind=kind,
-        tier=tier,
-        model=model,
-        tools=tools,
-        plan_item=plan_item,
-    )
     return subagent_record(parent=parent, launch=launch)
 
 
@@ -242,24 +140,18 @@ def subagent_record(*, parent: Run, launch: Launch) -> Run:
 
 
 @transaction.atomic
-def run_claim(*, run_id: int, worker_id: int | None = None) -> bool:
-    """Mark a queued run working. False when it is no longer queued (cancelled, claimed)."""
-    root_id = root_id_of(run_id)
-    if root_id is None:
-        return False
-    tree_lock(root_id=root_id)
-    # A root resumed after its plan review keeps the time it first started.
-    fields = {"status": Status.WORKING, "started_at": Coalesce("started_at", Value(timezone.now()))}
-    if worker_id is not None:
-        fields["worker_id"] = worker_id
-    claimed = Run.objects.filter(pk=run_id, status=Status.QUEUED).update(**fields)
-    if not claimed:
-        return False
-    run = Run.objects.get(pk=run_id)
-    publish(
-        root_id=run.root_id,
-        run_id=run.pk,
-        payload=RunStateChanged(
+def run_claim(*, run_id: int, worker_id: int | None = None) -> Run | None:
+    """Mark a queued run working and return its row (the agent starts from it, no re-read);
+    None when it is no longer queued (cancelled, claimed). The tree lock and the root's id
+    in one statement, the claim and the row in another."""
+    if tree_lock_of(run_id) is None:
+        return None
+    run = claim_queued(run_id=run_id, worker_id=worker_id, now=timezone.now())
+    if run is None:
+        return None
+    _publish_in_transaction(
+        run,
+        RunStateChanged(
             status=run.status,
             state=run.state,
             detail="",
@@ -267,7 +159,7 @@ def run_claim(*, run_id: int, worker_id: int | None = None) -> bool:
             worked_seconds=round(run.worked_seconds() or 0, 3),  # its clock starts (or resumes)
         ),
     )
-    return True
+    return run
 
 
 def run_set_state(
@@ -286,12 +178,11 @@ def run_set_state(
 @transaction.atomic
 def run_finish(*, run_id: int, report: str = "", error: str = "") -> None:
     """End a run: done with its report, or failed with its error. A finished run stays so."""
-    root_id = root_id_of(run_id)
-    if root_id is None:
+    # The tree lock and the root's id in one statement; then the run's row, locked, with
+    # its tool steps counted: two reads, each once.
+    if tree_lock_of(run_id) is None:
         return
-    tree_lock(root_id=root_id)
-    # No first(): its ORDER BY is compiled for nothing on a primary key.
-    run = next(iter(Run.objects.select_for_update(no_key=True).filter(pk=run_id)), None)
+    run = run_for_finish(run_id)
     if run is None or run.status not in ACTIVE_STATUSES:
         return
     now = timezone.now()
@@ -326,7 +217,7 @@ def run_finish(*, run_id: int, report: str = "", error: str = "") -> None:
         error=error,
         finished_at=iso(now),
         duration_seconds=None if duration is None else round(duration, 3),
-        tool_calls=Step.objects.filter(run_id=run.pk, kind=Step.Kind.TOOL).count(),
+        tool_calls=run.tool_calls,
         input_tokens=run.input_tokens,
         output_tokens=run.output_tokens,
         resumable=(run.is_root and endings.resumable(status=run.status, error=error)) or None,

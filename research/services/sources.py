@@ -21,11 +21,13 @@ def source_record(
     snippet: str = "",
     text: str = "",
     sha256: str = "",
+    root_id: int | None = None,
 ) -> Source:
-    """Record one thing `run_id` saw; the tree (root) is taken from the run."""
+    """Record one thing `run_id` saw; the tree (root) is taken from the run unless the
+    caller (an agent, which knows its tree) passes it."""
     return Source.objects.create(
         run_id=run_id,
-        root_id=root_id_of(run_id),
+        root_id=root_id_of(run_id) if root_id is None else root_id,
         kind=kind,
         url=url[:_URL_MAX],
         final_url=final_url[:_URL_MAX],
@@ -36,10 +38,14 @@ def source_record(
     )
 
 
-def sources_record(*, run_id: int, kind: str, items: Iterable[Mapping[str, str]]) -> list[Source]:
+def sources_record(
+    *, run_id: int, kind: str, items: Iterable[Mapping[str, str]], root_id: int | None = None
+) -> list[Source]:
     """Record several sources of one kind (mappings with url and optional title, snippet,
-    text) in one insert: a search's results, a query's passages."""
-    root_id = root_id_of(run_id)
+    text) in one insert: a search's results, a query's passages. The tree (root) is taken
+    from the run unless the caller passes it."""
+    if root_id is None:
+        root_id = root_id_of(run_id)
     rows = [
         Source(
             run_id=run_id,
@@ -55,6 +61,8 @@ def sources_record(*, run_id: int, kind: str, items: Iterable[Mapping[str, str]]
     return Source.objects.bulk_create(rows)
 
 
-def sources_record_search(*, run_id: int, results: Iterable[Mapping[str, str]]) -> list[Source]:
+def sources_record_search(
+    *, run_id: int, results: Iterable[Mapping[str, str]], root_id: int | None = None
+) -> list[Source]:
     """Record the results of one web search (mappings with url, title, snippet)."""
-    return sources_record(run_id=run_id, kind=Source.Kind.SEARCH, items=results)
+    return sources_record(run_id=run_id, kind=Source.Kind.SEARCH, items=results, root_id=root_id)

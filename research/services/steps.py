@@ -9,8 +9,15 @@ model) come from the caller, read once per agent: no write reads them again. The
 are built once (research.sql): six for a model call (the run's counters, its state and the
 roll-up are one UPDATE), five for a tool call, and one more for the agent's checkpoint of the
 step (research.models_checkpoints), in the same transaction.
+
+An agent's records go to the process's writer (research.services.writer), which writes the
+records of all its agents in one transaction per batch: each record hands it a `Part` (what
+it changes; research.services.step_batch merges the batch's UPDATEs) and `alone`, the record
+in a transaction of its own as above, for a batch that fails and for callers already inside
+an atomic block.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 from functools import cache
@@ -28,7 +35,9 @@ from research.events.store import allocate_seqs, publish_all
 from research.models import ACTIVE_STATUSES, Checkpoint, LLMCall, Run, RunState, Step
 from research.models_checkpoints import pack
 from research.selectors.runs import RunFacts, run_facts
-from research.sql import Insert, as_decimal, one
+from research.services.step_batch import Part, usage_event
+from research.services.writer import step_writer
+from research.sql import Insert, as_decimal, inserts_deferred, one
 
 _RUNS = Run._meta.db_table
 _COST = Run._meta.get_field("cost_usd")
@@ -203,43 +212,75 @@ def model_call_record(
     next_state: NextState | None = None,
     checkpoint: dict[str, Any] | None = None,
 ) -> Decimal:
-    """Record one model call in one transaction: the ledger row, the run's steps, tokens and
-    cost, the cost and tokens rolled up to every ancestor, the transcript `step` (fields of
-    Step: kind, input, output) and `next_state`, with their events. Returns the call's cost."""
+    """Record one model call in one transaction (the writer's batch, research.services.writer):
+    the ledger row, the run's steps, tokens and cost, the cost and tokens rolled up to every
+    ancestor, the transcript `step` (fields of Step: kind, input, output) and `next_state`,
+    with their events. Returns the call's cost."""
     cost = pricing.cost(facts.model, input_tokens, output_tokens)
+
+    def rows() -> None:
+        _inserts()["call"].row(
+            facts.run_id,
+            facts.parent_id,
+            facts.depth,
+            facts.model,
+            input_tokens,
+            output_tokens,
+            cost,
+            latency_ms,
+            timezone.now(),
+        )
+        if step is not None:
+            _insert_step(facts.run_id, **step)
+        _insert_checkpoint(facts.run_id, checkpoint)
+
+    usage = (cost, input_tokens, output_tokens)
+
+    def alone() -> Decimal:
+        # The usage is real all the same when the run ended: recorded without the state.
+        _unless_ended(lambda state: _model_call(facts, usage, rows, state), next_state)
+        return cost
+
+    def events(counters: dict[str, Any]) -> list[Payload]:
+        usage = usage_event(counters)
+        if next_state is None:
+            return [usage]
+        return [usage, _state_row(facts, next_state, status=counters["own"]["status"])]
+
+    state = None if next_state is None else next_state.state
+    part = Part(facts, usage, state, 1 + (next_state is not None), rows, events, result=cost)
+    return step_writer.write(part, alone)
+
+
+def _unless_ended(write: Callable[[NextState | None], None], next_state: NextState | None) -> None:
+    """`write` in a transaction of its own with `next_state`; when the run ended meanwhile
+    (_RunEnded), again without it: the record is kept, the run's state is not moved."""
     try:
         with transaction.atomic():
-            first = allocate_seqs(root_id=facts.root_id, count=1 + (next_state is not None))
-            _inserts()["call"].row(
-                facts.run_id,
-                facts.parent_id,
-                facts.depth,
-                facts.model,
-                input_tokens,
-                output_tokens,
-                cost,
-                latency_ms,
-                timezone.now(),
-            )
-            usage, state = _add_usage(facts, cost, input_tokens, output_tokens, next_state)
-            events = [(facts.run_id, usage)]
-            if step is not None:
-                _insert_step(facts.run_id, **step)
-            _insert_checkpoint(facts.run_id, checkpoint)
-            if state is not None:
-                events.append((facts.run_id, state))
-            publish_all(root_id=facts.root_id, events=events, first_seq=first)
+            write(next_state)
     except _RunEnded:
-        # The usage is real all the same: record it without the state.
-        return model_call_record(
-            facts=facts,
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-            latency_ms=latency_ms,
-            step=step,
-            checkpoint=checkpoint,
-        )
-    return cost
+        with transaction.atomic():
+            write(None)
+
+
+def _model_call(
+    facts: RunFacts,
+    usage: tuple[Decimal, int, int],
+    rows: Callable[[], None],
+    next_state: NextState | None,
+) -> None:
+    """A model call written alone, in the caller's transaction: its event numbers (the tree
+    lock), its usage and state in one UPDATE, then its rows (`rows`) and events, deferred to
+    one round trip (research.sql.inserts_deferred); _RunEnded when the run ended before its
+    `next_state`."""
+    with inserts_deferred():
+        first = allocate_seqs(root_id=facts.root_id, count=1 + (next_state is not None))
+        rows()
+        payload, state = _add_usage(facts, *usage, next_state)
+        events = [(facts.run_id, payload)]
+        if state is not None:
+            events.append((facts.run_id, state))
+        publish_all(root_id=facts.root_id, events=events, first_seq=first)
 
 
 def tool_call_record(
@@ -250,26 +291,41 @@ def tool_call_record(
     checkpoint: dict[str, Any] | None = None,
 ) -> None:
     """Record one tool call's transcript step, its checkpoint and the state the agent goes on
-    to, at once."""
-    if next_state is None:
-        if checkpoint is None:
+    to, at once (in the writer's batch)."""
+
+    def alone() -> None:
+        if next_state is None and checkpoint is None:
             _insert_step(facts.run_id, **step)
             return
-        with transaction.atomic():
-            _insert_step(facts.run_id, **step)
-            _insert_checkpoint(facts.run_id, checkpoint)
-        return
-    try:
-        with transaction.atomic():
+        _unless_ended(lambda state: _tool_call(facts, step, checkpoint, state), next_state)
+
+    def rows() -> None:
+        _insert_step(facts.run_id, **step)
+        _insert_checkpoint(facts.run_id, checkpoint)
+
+    def events(counters: dict[str, Any]) -> list[Payload]:
+        return [_state_row(facts, next_state, status=counters["own"]["status"])]
+
+    state = None if next_state is None else next_state.state
+    part = Part(facts, None, state, int(next_state is not None), rows, events)
+    return step_writer.write(part, alone)
+
+
+def _tool_call(
+    facts: RunFacts,
+    step: dict[str, Any],
+    checkpoint: dict[str, Any] | None,
+    next_state: NextState | None,
+) -> None:
+    """A tool call's statements, in the caller's transaction; _RunEnded when the run ended
+    before its `next_state`. Its rows go in after the UPDATEs, as a model call's."""
+    with inserts_deferred():
+        _insert_step(facts.run_id, **step)
+        _insert_checkpoint(facts.run_id, checkpoint)
+        if next_state is not None:
             seq = allocate_seqs(root_id=facts.root_id, count=1)
-            _insert_step(facts.run_id, **step)
-            _insert_checkpoint(facts.run_id, checkpoint)
             payload = _set_state(facts, next_state)
             publish_all(root_id=facts.root_id, events=[(facts.run_id, payload)], first_seq=seq)
-    except _RunEnded:
-        with transaction.atomic():
-            _insert_step(facts.run_id, **step)
-            _insert_checkpoint(facts.run_id, checkpoint)
 
 
 def usage_add(*, run_id: int, input_tokens: int, output_tokens: int, latency_ms: int) -> Decimal:

@@ -11,9 +11,9 @@ from django.conf import settings
 from django.db import transaction
 
 from research.errors import InvalidInput, LimitReached, ResearchError
-from research.events import tree_lock
 from research.models import Run
 from research.services.launch import Launch
+from research.services.locks import parent_for_spawn
 from research.services.runs import (
     subagent_record,
     validate_max_steps,
@@ -35,8 +35,7 @@ def subagents_spawn(*, parent_id: int, launches: Sequence[Launch], batch: bool =
 
     Holds the root's row lock, so that agents of one tree spawning at once cannot pass the
     tree limit together. In a batch, a refusal starts with the entry it is about."""
-    parent = Run.objects.get(pk=parent_id)  # read and locked once for the whole batch
-    tree_lock(root_id=parent.root_id)
+    parent = parent_for_spawn(parent_id)  # read, its tree locked, once for the whole batch
     siblings = list(
         Run.objects.filter(parent_id=parent_id).order_by("id").values_list("name", "pk")
     )
@@ -94,8 +93,7 @@ def verifier_spawn(*, parent_id: int, name: str, **fields) -> Run:
     """Record the verifier the runtime starts on a root's draft (issue 14). The runtime, not
     the model, asks for it: seed 000's limits and the task's length do not apply, and the
     name gets a number if the model already used it."""
-    parent = Run.objects.get(pk=parent_id)
-    tree_lock(root_id=parent.root_id)
+    parent = parent_for_spawn(parent_id)
     taken = set(Run.objects.filter(parent_id=parent_id).values_list("name", flat=True))
     unique, number = name, 1
     while unique in taken:

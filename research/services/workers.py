@@ -5,13 +5,13 @@ import os
 import socket
 from datetime import timedelta
 
-from django.db import transaction
 from django.db.models.functions import Now
 from django.utils import timezone
 
 from research.endings import SERVER_STOPPED as INTERRUPTED
 from research.endings import WORKER_LOST
 from research.models import ACTIVE_STATUSES, Run, Status, Worker
+from research.services.locks import claim_next_root
 from research.services.resume import roots_resume_interrupted
 from research.services.runs import runs_fail
 
@@ -100,21 +100,11 @@ def _process_alive(worker: Worker) -> bool:
     return True
 
 
-@transaction.atomic
 def root_claim_next(*, worker_id: int) -> int | None:
-    """Take the oldest unclaimed queued root for this worker. SKIP LOCKED lets many workers
-    claim at once without waiting on each other or taking the same run twice."""
-    run = (
-        Run.objects.select_for_update(skip_locked=True, no_key=True)
-        .filter(status=Status.QUEUED, parent__isnull=True, worker__isnull=True)
-        .order_by("created_at", "id")
-        .only("pk")
-        .first()
-    )
-    if run is None:
-        return None
-    Run.objects.filter(pk=run.pk).update(worker_id=worker_id)
-    return run.pk
+    """Take the oldest unclaimed queued root for this worker: one statement (SKIP LOCKED on
+    PostgreSQL, so many workers claim at once without waiting on each other or taking the
+    same run twice)."""
+    return claim_next_root(worker_id=worker_id)
 
 
 def roots_ended(*, run_ids: list[int]) -> set[int]:

@@ -217,6 +217,7 @@ class Command(BaseCommand):
 
     @staticmethod
     def start_run(user: AbstractBaseUser, options: dict) -> Run:
+        # The operator's own command on the machine: never bound by the users' start rate.
         return services.run_start(
             owner=user,
             topic=options["topic"],
@@ -227,6 +228,7 @@ class Command(BaseCommand):
             clarify=options["clarify"],
             callback_url=options["callback_url"],
             follows_id=options["follows"],
+            throttle=False,
         )
 
     def do_list(self, user: AbstractBaseUser, options: dict) -> None:

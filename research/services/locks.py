@@ -1,0 +1,101 @@
+"""The tree lock taken from a run's id in one statement, and the claims that return their row.
+
+`root_id_of` then `tree_lock` is two round trips where the caller knows only the run: the
+statement here reads the root's id and locks its row at once (the same lock, FOR NO KEY
+UPDATE, as `research.events.tree_lock`). Built once, like the step's statements.
+"""
+
+from functools import cache
+
+from django.db import connection
+
+from research.models import Run, Status, Step
+from research.sql import one, row_lock
+
+_RUNS = Run._meta.db_table
+
+
+def tree_lock_of(run_id: int) -> int | None:
+    """Lock the tree of `run_id` until the caller's transaction ends and return its root's
+    id; None when the run is gone."""
+    row = one(_tree_lock_of_sql(), [run_id])
+    return None if row is None else row[0]
+
+
+@cache
+def _tree_lock_of_sql() -> str:
+    return (
+        f"SELECT id FROM {_RUNS} WHERE id = (SELECT root_id FROM {_RUNS} WHERE id = %s){row_lock()}"
+    )
+
+
+def claim_queued(*, run_id: int, worker_id: int | None, now) -> Run | None:
+    """Mark a queued run working in one statement that returns its row; None when it is no
+    longer queued. Its start keeps the time it first started (a root resumed after review)."""
+    worker = ", worker_id = %s" if worker_id is not None else ""
+    sql = (
+        f"UPDATE {_RUNS} SET status = %s, started_at = COALESCE(started_at, %s){worker} "
+        f"WHERE id = %s AND status = %s RETURNING *"
+    )
+    started = connection.ops.adapt_datetimefield_value(now)
+    params = [Status.WORKING.value, started] + ([worker_id] if worker_id is not None else [])
+    return next(iter(Run.objects.raw(sql, params + [run_id, Status.QUEUED.value])), None)
+
+
+def claim_next_root(*, worker_id: int) -> int | None:
+    """Take the oldest unclaimed queued root for this worker in one statement. SKIP LOCKED
+    lets many workers claim at once without waiting on each other or taking the same run
+    twice; SQLite's one writer does the same."""
+    row = one(_claim_next_sql(), [worker_id, Status.QUEUED.value])
+    return None if row is None else row[0]
+
+
+@cache
+def _claim_next_sql() -> str:
+    lock = ""
+    if connection.features.has_select_for_update_skip_locked:
+        lock = " FOR NO KEY UPDATE SKIP LOCKED"
+    return (
+        f"UPDATE {_RUNS} SET worker_id = %s WHERE id = (SELECT id FROM {_RUNS} "
+        "WHERE status = %s AND parent_id IS NULL AND worker_id IS NULL "
+        f"ORDER BY created_at, id LIMIT 1{lock}) RETURNING id"
+    )
+
+
+def run_for_finish(run_id: int) -> Run | None:
+    """The run's row, locked, with `tool_calls` (its tool steps) counted in the same
+    statement: what a finish reads, once. Take the tree lock first (tree_lock_of)."""
+    return next(iter(Run.objects.raw(_finish_sql(), [Step.Kind.TOOL.value, run_id])), None)
+
+
+@cache
+def _finish_sql() -> str:
+    lock = row_lock(of="r")
+    steps = Step._meta.db_table
+    return (
+        f"SELECT r.*, (SELECT COUNT(*) FROM {steps} s WHERE s.run_id = r.id AND s.kind = %s) "
+        f"AS tool_calls FROM {_RUNS} r WHERE r.id = %s{lock}"
+    )
+
+
+def parent_for_spawn(parent_id: int) -> Run:
+    """The parent of a spawn, as a spawn needs it (owner, root, depth, model, dataset,
+    worker), with its tree locked, in one statement: the root row is locked, the parent's
+    row only read. Raises Run.DoesNotExist when it is gone, as Run.objects.get does.
+
+    Counts that the lock guards (the tree's sub-agents) are read after it, in a statement
+    of their own: on PostgreSQL a statement's snapshot is taken before its lock is granted,
+    so a count in the same statement could miss a spawn that committed meanwhile."""
+    parent = next(iter(Run.objects.raw(_parent_sql(), [parent_id])), None)
+    if parent is None:
+        raise Run.DoesNotExist(f"run {parent_id} does not exist")
+    return parent
+
+
+@cache
+def _parent_sql() -> str:
+    lock = row_lock(of="r")
+    fields = "p.id, p.owner_id, p.root_id, p.depth, p.model, p.dataset_id, p.worker_id"
+    return (
+        f"SELECT {fields} FROM {_RUNS} p JOIN {_RUNS} r ON r.id = p.root_id WHERE p.id = %s{lock}"
+    )

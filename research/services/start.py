@@ -1,0 +1,135 @@
+"""Starting a research: the one service every edge calls (the API, the page and its
+follow-ups and re-runs, MCP, the CLI), with its options: the start throttle, the review of
+the plan, the clarifying questions, a callback, a research it follows up."""
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+
+from research import pricing
+from research.errors import InvalidInput
+from research.events import RunCreated, publish
+from research.models import Dataset, Run, RunState, State
+from research.ops.throttles import ResearchStartThrottle, throttle_check
+from research.pricing import DEMO_MODEL
+from research.services.callbacks import callback_register, callback_url_check
+from research.services.followups import followed_research, followup_sources_carry
+from research.services.runs import (
+    root_queued,
+    validate_max_steps,
+    validate_topic,
+    working_roots_check,
+)
+from research.services.starter import starter_dataset_load
+
+
+def validate_model(model: str | None) -> str:
+    model = model or settings.RESEARCH_MODEL
+    if not pricing.is_known(model):
+        raise InvalidInput(
+            f"unknown model {model!r}: a model needs a known price "
+            f"(set RESEARCH_MODEL_PRICES). Known models: {', '.join(pricing.known_models())}.",
+            field="model",
+        )
+    if not pricing.can_run(model):
+        raise InvalidInput(
+            f"model {model!r} cannot run here: no LLM endpoint is configured (set "
+            "OPENAI_API_KEY, or OPENAI_BASE_URL for a compatible server); the demo model runs "
+            "offline.",
+            field="model",
+        )
+    return model
+
+
+def run_start(
+    *,
+    owner: AbstractBaseUser,
+    topic: str,
+    max_steps: int | None = None,
+    model: str | None = None,
+    dataset_id: int | None = None,
+    review_plan: bool = False,
+    clarify: bool = False,
+    callback_url: str = "",
+    follows_id: int | None = None,
+    throttle: bool = True,
+) -> Run:
+    """Create a root run, queued; the agent runtime picks it up after commit. With
+    `review_plan`, it pauses after its first plan until the analyst approves it; with `clarify`,
+    its lead may first ask the analyst questions (research.services.clarify); with a
+    `callback_url`, its end is posted there (research.services.callbacks); with `follows_id`,
+    it follows up that done research (research.services.followups), on its dataset by default.
+
+    Every edge starts a research here: the checks, the working limit and the callback are one
+    transaction, so a research is queued (its agents may start) only with everything it was
+    started with. Each start is counted against the owner's THROTTLE_RESEARCH_START first,
+    valid or not, as DRF counted a POST before reading it: over the rate it raises Throttled
+    and nothing is checked or stored. `throttle=False` is for the operator's own tools on the
+    machine (the CLI, benches), which the rate never bound. The count is a cache round trip,
+    made before the transaction opens so that a slow or absent Redis holds no connection."""
+    if throttle:
+        throttle_check(ResearchStartThrottle, owner)
+    return _root_create(
+        owner=owner,
+        topic=topic,
+        max_steps=max_steps,
+        model=model,
+        dataset_id=dataset_id,
+        review_plan=review_plan,
+        clarify=clarify,
+        callback_url=callback_url,
+        follows_id=follows_id,
+    )
+
+
+@transaction.atomic
+def _root_create(
+    *,
+    owner: AbstractBaseUser,
+    topic: str,
+    max_steps: int | None,
+    model: str | None,
+    dataset_id: int | None,
+    review_plan: bool,
+    clarify: bool,
+    callback_url: str,
+    follows_id: int | None,
+) -> Run:
+    topic = validate_topic(topic)
+    if callback_url:
+        callback_url = callback_url_check(callback_url)
+    max_steps = validate_max_steps(max_steps)
+    model = validate_model(model)
+    follows = followed_research(owner=owner, run_id=follows_id)
+    if follows is not None and dataset_id is None:
+        dataset_id = follows.dataset_id
+    dataset = None
+    if dataset_id is not None:
+        dataset = Dataset.objects.filter(owner=owner, pk=dataset_id).first()
+        if dataset is None:
+            raise InvalidInput(f"no dataset with id {dataset_id}.", field="dataset")
+    elif model == DEMO_MODEL:
+        # The offline demo model can only quote a knowledge base: give it the owner's starter
+        # one, loaded on their first demo run (a second or two, once).
+        dataset, _, _ = starter_dataset_load(owner=owner)
+
+    working_roots_check(owner=owner)
+    run = Run.objects.create(
+        owner=owner,
+        topic=topic,
+        model=model,
+        max_steps=max_steps,
+        dataset=dataset,
+        review_plan=bool(review_plan),
+        clarify=bool(clarify),
+        follows=follows,
+    )
+    run.root = run
+    run.save(update_fields=["root"])
+    RunState.objects.create(run=run, state=State.QUEUED)
+    followup_sources_carry(run=run, follows=follows)
+    if callback_url:
+        callback_register(run_id=run.pk, url=callback_url)
+    publish(root_id=run.root_id, run_id=run.pk, payload=RunCreated.of(run))
+    root_queued(run.pk)
+    return run

@@ -1,0 +1,182 @@
+"""A batch of step records in two UPDATEs: every counter, roll-up, state and event number.
+
+Written one by one (research.services.steps), a model call takes its event numbers from the
+root row, then adds its usage to the run and its ancestors; a tool call takes its numbers,
+then moves the run to its next state: two UPDATEs a record. The writer's batch
+(research.services.writer) adds up what all its records change, run by run, and sends it as
+one `UPDATE runs ... FROM (VALUES ...)` for the roots of the batch (their event numbers, their
+counters) and one for the other runs (their counters, roll-ups and states), the roots first:
+the root row is the tree's lock (events.store.tree_lock), taken before any other row of its
+tree. Each record's usage event then carries the counters as they were after that record,
+worked back from the rows RETURNING gives, and its events the numbers reserved for it, in the
+order of the batch. Rows (ledger, steps, states, checkpoints, events) are deferred and go in
+one INSERT per table (research.sql.inserts_deferred).
+
+A record whose run ended meanwhile raises steps' _RunEnded, which has the writer write the
+batch again record by record.
+"""
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from decimal import Decimal
+from functools import cache
+from typing import Any
+
+from django.db import connection
+
+from research.events import Payload, RunUsage
+from research.events.delivery import expect
+from research.events.payloads import money
+from research.events.store import publish_all
+from research.models import ACTIVE_STATUSES, Run
+from research.selectors.runs import RunFacts
+from research.sql import as_decimal
+
+_RUNS = Run._meta.db_table
+# Per run: steps, input and output tokens, cost; tree input, output tokens, tree cost; events.
+_COUNTERS = (
+    "steps",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+    "tree_input_tokens",
+    "tree_output_tokens",
+    "tree_cost_usd",
+    "event_seq",
+)
+_MONEY = {"cost_usd", "tree_cost_usd"}
+
+
+@dataclass
+class Part:
+    """What one record changes: `usage` (cost, input, output tokens) for a model call, the
+    state it goes on to, its rows (written by `rows`, deferred) and how its events are
+    made from the counters after it (`events(counters)` -> payloads)."""
+
+    facts: RunFacts
+    usage: tuple[Decimal, int, int] | None
+    next_state: str | None
+    event_count: int
+    rows: Callable[[], None]
+    events: Callable[[dict[str, Any]], list[Payload]]
+    result: Any = None
+
+
+class RunEnded(Exception):
+    """A run of the batch ended meanwhile: the records go one by one."""
+
+
+def write_parts(parts: Sequence[Part]) -> list[Any]:
+    """Write the records of a batch, in the writer's transaction; what each returns."""
+    deltas: dict[int, list[Any]] = {}
+    for part in parts:
+        for pk, change in _changes(part):
+            row = deltas.setdefault(pk, [0, 0, 0, Decimal(0), 0, 0, Decimal(0), 0, None])
+            for index, value in enumerate(change[:8]):
+                row[index] += value
+            if change[8] is not None:
+                row[8] = change[8]
+    roots = {part.facts.root_id for part in parts}
+    after: dict[int, dict[str, Any]] = {}
+    # Roots first (each tree's lock), each group in id order (the same order in every process).
+    for group in (sorted(pk for pk in deltas if pk in roots), sorted(set(deltas) - roots)):
+        if group:
+            after.update(_update(group, deltas))
+    for part in parts:
+        if (
+            part.next_state is not None
+            and after[part.facts.run_id]["status"] not in ACTIVE_STATUSES
+        ):
+            raise RunEnded
+    # Counters after each record: from the last record's back to the first.
+    current = {pk: dict(row) for pk, row in after.items()}
+    states: list[tuple[dict[str, Any], dict[str, Any]]] = []
+    for part in reversed(parts):
+        states.append((dict(current[part.facts.run_id]), dict(current[part.facts.root_id])))
+        for pk, change in _changes(part):
+            for name, value in zip(_COUNTERS, change[:8], strict=True):
+                current[pk][name] -= value
+    for part, (own, root) in zip(parts, reversed(states), strict=True):
+        part.rows()
+        if not part.event_count:
+            continue
+        first = root["event_seq"] - part.event_count + 1
+        expect(part.facts.root_id, first, part.event_count)
+        payloads = part.events({"own": own, "root": root})
+        events = [(part.facts.run_id, payload) for payload in payloads]
+        publish_all(root_id=part.facts.root_id, events=events, first_seq=first)
+    return [part.result for part in parts]
+
+
+def usage_event(counters: dict[str, Any]) -> RunUsage:
+    own, root = counters["own"], counters["root"]
+    return RunUsage(
+        steps=own["steps"],
+        input_tokens=own["input_tokens"],
+        output_tokens=own["output_tokens"],
+        cost_usd=money(own["cost_usd"]),
+        tree_cost_usd=money(own["tree_cost_usd"]),
+        root_tree_cost_usd=money(root["tree_cost_usd"]),
+        root_tree_input_tokens=root["tree_input_tokens"],
+        root_tree_output_tokens=root["tree_output_tokens"],
+    )
+
+
+def _changes(part: Part) -> list[tuple[int, tuple[Any, ...]]]:
+    """(run id, deltas of _COUNTERS and the new state) of every row the record changes."""
+    facts = part.facts
+    changes: dict[int, list[Any]] = {}
+
+    def row(pk: int) -> list[Any]:
+        return changes.setdefault(pk, [0, 0, 0, Decimal(0), 0, 0, Decimal(0), 0, None])
+
+    if part.usage is not None:
+        cost, input_tokens, output_tokens = part.usage
+        own = row(facts.run_id)
+        own[:4] = [1, input_tokens, output_tokens, cost]
+        for pk in facts.lineage:
+            row(pk)[4:7] = [input_tokens, output_tokens, cost]
+    row(facts.run_id)[8] = part.next_state
+    row(facts.root_id)[7] = part.event_count
+    return [(pk, tuple(values)) for pk, values in changes.items()]
+
+
+def _update(ids: list[int], deltas: dict[int, list[Any]]) -> dict[int, dict[str, Any]]:
+    params: list[Any] = [*ACTIVE_STATUSES]
+    for pk in ids:
+        steps, tin, tout, cost, trin, trout, trcost, events, state = deltas[pk]
+        params += [pk, steps, tin, tout, _money(cost), trin, trout, _money(trcost), events, state]
+    with connection.cursor() as cursor:
+        cursor.execute(_update_sql(len(ids)), params)
+        rows = cursor.fetchall()
+    after = {}
+    for pk, *values, status in rows:
+        counters = dict(zip(_COUNTERS, values, strict=True))
+        for name in _MONEY:
+            counters[name] = as_decimal(counters[name])
+        after[pk] = {**counters, "status": status}
+    return after
+
+
+def _money(value: Decimal) -> Any:
+    return Run._meta.get_field("cost_usd").get_db_prep_save(value, connection)
+
+
+@cache
+def _update_sql(count: int) -> str:
+    postgres = connection.vendor == "postgresql"
+    numeric, text, bigint = ("::numeric", "::varchar", "::bigint") if postgres else ("", "", "")
+    active = ", ".join(["%s"] * len(ACTIVE_STATUSES))
+    sets = ", ".join(
+        f"{name} = {_RUNS}.{name} + v.c{index}{numeric if name in _MONEY else ''}"
+        for index, name in enumerate(_COUNTERS, start=2)
+    )
+    columns = ", ".join(f"column{index} AS c{index}" for index in range(1, 11))
+    values = ", ".join(["(" + ", ".join(["%s"] * 10) + ")"] * count)
+    returning = ", ".join(f"{_RUNS}.{name}" for name in ("id", *_COUNTERS, "status"))
+    return (
+        f"UPDATE {_RUNS} SET {sets}, state = CASE WHEN v.c10{text} IS NOT NULL AND "
+        f"{_RUNS}.status IN ({active}) THEN v.c10{text} ELSE {_RUNS}.state END "
+        f"FROM (SELECT {columns} FROM (VALUES {values}) AS vals) AS v "
+        f"WHERE {_RUNS}.id = v.c1{bigint} RETURNING {returning}"
+    )

@@ -1,0 +1,202 @@
+"""Group commit: one writer thread per process writes the step records of all its agents.
+
+An agent hands its record over (`write`) and waits for it: the agent's next move sees its
+write done, so the cost cap, spawns and the run's end read what they read today. The writer
+takes what has queued meanwhile (up to BATCH_MAX records, without waiting for more: the
+records that arrive while one batch is written are the next batch) and writes the whole batch
+in one transaction, so a batch costs one commit instead of one per record. Each record's
+events are stored in that transaction and pushed after it commits, in the order their numbers
+were given (research.events.store), and only then are the waiters woken.
+
+A batch that fails is rolled back and its records are written again one by one, each in its
+own transaction as before group commit (`alone`): a record whose run ended meanwhile
+(steps._RunEnded) is then handled as it always was, and a bad record fails only its own agent,
+with the exception it would have raised. A lost connection is closed before the records are
+written again, so they go through a fresh one, and when that fails too its OperationalError
+reaches the agents, whose agents.runtime.resilience.retrying hands the record over again.
+
+Where the caller is already inside an atomic block (a test's transaction, a spawn), or no
+writer runs (the CLI, a test without a pool), the record is written inline as before. The pool
+starts the writer and stops it (agents.runtime.pool); the thread closes its connection on its
+way out, and starts again with the next pool.
+"""
+
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from django.db import connection, transaction
+
+from research.services.step_batch import write_parts
+from research.sql import drop_broken_connection, inserts_deferred
+
+log = logging.getLogger(__name__)
+
+BATCH_MAX = 64
+# After this long without a record the writer gives its connection back to the PostgreSQL
+# pool, as a waiting agent does: connections follow the work, not the threads alive.
+IDLE_SECONDS = 0.2
+
+
+class _Record:
+    __slots__ = ("part", "alone", "done", "result", "error")
+
+    def __init__(self, part: Any, alone: Callable[[], Any]) -> None:
+        self.part = part
+        self.alone = alone
+        self.done = threading.Event()
+        self.result: Any = None
+        self.error: BaseException | None = None
+
+
+class Writer:
+    """The process's writer thread and its queue; started and stopped by each pool."""
+
+    def __init__(self, together: Callable[[list[Any]], list[Any]]) -> None:
+        self._write_together = together
+        self._lock = threading.Lock()
+        self._ready = threading.Condition(self._lock)
+        self._queue: deque[_Record | None] = deque()
+        self._thread: threading.Thread | None = None
+        self._users: set[int] = set()
+        self.batches = 0
+        self.records = 0
+        self.retried = 0  # batches rolled back and written again record by record
+
+    def start(self, user: object) -> None:
+        """Start the thread unless it runs, for `user` (a pool) until its stop."""
+        with self._lock:
+            self._users.add(id(user))
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="step-writer", daemon=True)
+                self._thread.start()
+
+    def stop(self, user: object, timeout: float = 10.0) -> None:
+        """After the last user's stop: write what is queued, close the connection, end."""
+        with self._lock:
+            self._users.discard(id(user))
+            thread = self._thread
+            if self._users or thread is None:
+                return
+            self._thread = None
+            self._queue.append(None)
+            self._ready.notify()
+        thread.join(timeout)
+
+    @property
+    def thread(self) -> threading.Thread | None:
+        return self._thread
+
+    def queued(self) -> int:
+        """Records handed over and not yet taken into a batch."""
+        with self._lock:
+            return len(self._queue)
+
+    def write(self, part: Any, alone: Callable[[], Any]) -> Any:
+        """Write a record and return what it returns. `part` is what the writer's `together`
+        takes (research.services.step_batch.Part): the batch's parts in its transaction, which
+        raises to have the batch written record by record; `alone` writes the record in a
+        transaction of its own, as before group commit."""
+        with self._lock:
+            thread = self._thread
+            inline = (
+                thread is None or thread is threading.current_thread() or connection.in_atomic_block
+            )
+            if not inline:
+                record = _Record(part, alone)
+                self._queue.append(record)
+                self._ready.notify()
+        if inline:
+            return alone()
+        record.done.wait()
+        if record.error is not None:
+            raise record.error
+        return record.result
+
+    def _take(self, timeout: float | None) -> list[_Record] | None:
+        """The next batch; None to stop; [] when nothing came within `timeout`."""
+        with self._lock:
+            if not self._queue and not self._ready.wait_for(lambda: self._queue, timeout):
+                return []
+            batch: list[_Record] = []
+            while self._queue and len(batch) < BATCH_MAX:
+                record = self._queue[0]
+                if record is None:
+                    if batch:
+                        break  # written first; the stop comes with the next take
+                    self._queue.popleft()
+                    return None
+                batch.append(self._queue.popleft())
+            return batch
+
+    def _run(self) -> None:
+        try:
+            idle = None
+            while (batch := self._take(idle)) is not None:
+                if batch:
+                    self._write(batch)
+                    idle = IDLE_SECONDS
+                else:
+                    _give_back_connection()
+                    idle = None
+        finally:
+            connection.close()
+
+    def _write(self, batch: list[_Record]) -> None:
+        self.batches += 1
+        self.records += len(batch)
+        try:
+            alone = any(record.part is None for record in batch)
+            if alone or not self._together(batch):
+                self._one_by_one(batch)
+        except BaseException as error:  # never leave an agent waiting
+            log.exception("the step writer failed a batch")
+            for record in batch:
+                if not record.done.is_set():
+                    record.error = error
+            if not isinstance(error, Exception):
+                raise
+        finally:
+            for record in batch:
+                record.done.set()
+
+    def _together(self, batch: list[_Record]) -> bool:
+        """The batch in one transaction; False when it was rolled back."""
+        committed = []
+        try:
+            with transaction.atomic():
+                # The first after-commit callback: the events' pushes follow it in order.
+                transaction.on_commit(lambda: committed.append(True))
+                # Every record's rows at the end, one INSERT per table for the whole batch.
+                with inserts_deferred():
+                    results = self._write_together([record.part for record in batch])
+        except Exception:
+            if committed:  # a push failed after the commit: the records are written
+                log.exception("pushing a batch's events failed")
+                return True
+            log.debug("a batch of %d records failed; writing them one by one", len(batch))
+            self.retried += 1
+            drop_broken_connection()
+            return False
+        for record, result in zip(batch, results, strict=True):
+            record.result = result
+        return True
+
+    def _one_by_one(self, batch: list[_Record]) -> None:
+        for record in batch:
+            try:
+                record.result = record.alone()
+            except Exception as error:
+                record.error = error
+                drop_broken_connection()
+            record.done.set()
+
+
+def _give_back_connection() -> None:
+    if connection.settings_dict.get("OPTIONS", {}).get("pool"):
+        connection.close()
+
+
+step_writer = Writer(write_parts)

@@ -1,0 +1,234 @@
+"""Group commit (research.services.writer): the records of many agents in one transaction,
+the same rows and events as one by one, and a bad record failing only its own agent."""
+
+import threading
+
+import pytest
+from django.db import connection, transaction
+
+from agents.runtime import resilience
+from research import selectors, services
+from research.models import Event, LLMCall, Run, Step
+from research.services import NextState, step_writer
+from tests.conftest import wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def writer():
+    owner = object()
+    step_writer.start(owner)
+    yield step_writer
+    step_writer.stop(owner)
+
+
+@pytest.fixture
+def agents(tree_factory, settings):
+    """Two trees of a root and two children each, all working; their facts."""
+    settings.RESEARCH_MAX_WORKING_ROOTS = 10
+    facts = []
+    for index in range(2):
+        root = tree_factory(topic=f"tree {index}", children=("a", "b"), grandchildren=())
+        for run in [root, *root.children.all()]:
+            services.run_claim(run_id=run.pk)
+            facts.append(selectors.run_facts(run=Run.objects.get(pk=run.pk)))
+    return facts
+
+
+def _one_step(facts, output: object = "results") -> None:
+    services.model_call_record(
+        facts=facts,
+        input_tokens=100,
+        output_tokens=20,
+        latency_ms=1,
+        step={"kind": "model", "input": {"tool_calls": [["web_search", "{}"]]}, "output": ""},
+        next_state=NextState("searching", "a query"),
+    )
+    services.tool_call_record(
+        facts=facts,
+        step={"kind": "tool", "tool": "web_search", "input": {"q": output}, "output": "results"},
+        next_state=NextState("thinking"),
+    )
+
+
+def _together(writer, calls) -> dict[int, BaseException]:
+    """Run each call in its own thread while the writer is held busy, so that all their first
+    records queue up and go in one batch; the errors they raised, by index."""
+    gate = threading.Event()
+    busy = threading.Thread(target=writer.write, args=(None, gate.wait))  # written alone
+    busy.start()
+    wait_for(lambda: writer.queued() == 0, message="the writer never took the busy record")
+    errors: dict[int, BaseException] = {}
+
+    def run(index, call) -> None:
+        try:
+            call()
+        except BaseException as error:
+            errors[index] = error
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=run, args=item) for item in enumerate(calls)]
+    for thread in threads:
+        thread.start()
+    wait_for(lambda: writer.queued() == len(calls), message="the records never queued")
+    batches = writer.batches
+    gate.set()
+    for thread in [busy, *threads]:
+        thread.join(20)
+    assert writer.batches - batches <= 1 + len(calls)  # the first records went together
+    return errors
+
+
+def test_a_batch_writes_every_agents_records_with_gapless_ordered_events(writer, agents):
+    batches, retried = writer.batches, writer.retried
+    errors = _together(writer, [lambda facts=facts: _one_step(facts) for facts in agents])
+
+    assert errors == {}
+    assert writer.batches - batches < 2 * len(agents)  # fewer commits than records
+    assert writer.retried == retried  # each batch went in one transaction
+    for facts in agents:
+        run = Run.objects.get(pk=facts.run_id)
+        assert (run.steps, run.input_tokens, run.state) == (1, 100, "thinking")
+        assert LLMCall.objects.filter(run_id=facts.run_id).count() == 1
+        assert Step.objects.filter(run_id=facts.run_id).count() == 2
+    for root_id in {facts.root_id for facts in agents}:
+        root = Run.objects.get(pk=root_id)
+        assert root.tree_input_tokens == 300  # the root and its two children
+        events = list(Event.objects.filter(root_id=root_id).order_by("seq"))
+        assert [event.seq for event in events] == list(range(1, len(events) + 1))
+        assert [event.payload["seq"] for event in events] == [event.seq for event in events]
+        # Each usage event carries the counters as they were after its own record.
+        usages = [event.payload for event in events if event.type == "run.usage"]
+        assert [usage["root_tree_input_tokens"] for usage in usages] == [100, 200, 300]
+        assert {(usage["steps"], usage["input_tokens"]) for usage in usages} == {(1, 100)}
+        children = [usage for usage in usages if usage["run"] != root_id]
+        assert all(usage["tree_cost_usd"] == usage["cost_usd"] for usage in children)
+
+
+def test_a_bad_record_fails_only_its_agent_with_the_error_it_raises_alone(writer, agents):
+    bad = agents[1]
+    with pytest.raises(TypeError) as alone, transaction.atomic():  # inline, as before
+        _one_step(bad, output=object())
+
+    errors = _together(
+        writer,
+        [
+            lambda facts=facts: _one_step(facts, output=object() if facts is bad else "fine")
+            for facts in agents
+        ],
+    )
+
+    assert writer.retried >= 1
+    assert list(errors) == [1]
+    assert type(errors[1]) is TypeError and str(errors[1]) == str(alone.value)
+    for facts in agents:
+        assert Run.objects.get(pk=facts.run_id).steps == 1
+        tools = Step.objects.filter(run_id=facts.run_id, kind="tool").count()
+        assert tools == (0 if facts is bad else 1)
+
+
+def test_a_record_of_a_run_ended_meanwhile_is_kept_without_its_state(writer, agents):
+    ended = agents[2]
+    services.run_finish(run_id=ended.run_id, error="interrupted: the server stopped")
+
+    errors = _together(writer, [lambda facts=facts: _one_step(facts) for facts in agents])
+
+    assert errors == {}
+    run = Run.objects.get(pk=ended.run_id)
+    assert (run.status, run.state, run.input_tokens) == ("failed", "ended", 100)
+    assert Step.objects.filter(run_id=ended.run_id, kind="tool").exists()
+    seqs = list(Event.objects.filter(root_id=ended.root_id).values_list("seq", flat=True))
+    assert sorted(seqs) == list(range(1, len(seqs) + 1))
+
+
+@pytest.mark.skipif("connection.vendor != 'postgresql'")
+def test_a_lost_connection_is_written_again_through_a_fresh_one(writer, agents):
+    from tests.test_resilience import terminate_backends
+
+    facts = agents[0]
+    _one_step(facts)
+    connection.ensure_connection()
+    assert terminate_backends(sparing=connection.connection.info.backend_pid) >= 1
+
+    resilience.retrying("a step", lambda: _one_step(facts))
+
+    assert Run.objects.get(pk=facts.run_id).steps == 2
+    assert LLMCall.objects.filter(run_id=facts.run_id).count() == 2
+
+
+def test_the_writer_stops_with_its_last_user_closes_its_connection_and_starts_again(agents):
+    first, second = object(), object()
+    step_writer.start(first)
+    step_writer.start(second)
+    thread = step_writer.thread
+    _one_step(agents[0])
+    step_writer.stop(first)
+    assert step_writer.thread is thread and thread.is_alive()
+    step_writer.stop(second)
+    assert step_writer.thread is None and not thread.is_alive()
+    if connection.vendor == "postgresql":
+        wait_for(lambda: _pool_in_use() <= 1, timeout=5, message="the writer kept a connection")
+
+    step_writer.start(first)
+    try:
+        assert step_writer.thread is not thread
+        _one_step(agents[0])
+    finally:
+        step_writer.stop(first)
+    assert Run.objects.get(pk=agents[0].run_id).steps == 2
+
+
+def _pool_in_use() -> int:
+    connection.ensure_connection()
+    stats = connection.pool.get_stats()
+    return stats["pool_size"] - stats["pool_available"]
+
+
+def test_rows_pipelined_on_a_connection_the_server_ends_fail_as_a_lost_connection(agents):
+    """The server ends the connection while a batch's INSERTs are in the pipeline: the error
+    its exit raises is psycopg's own, and reaches the agents as Django's OperationalError,
+    which resilience.retrying retries on a fresh connection."""
+    from django.db import OperationalError
+    from django.utils import timezone
+
+    from research.models import RunState
+    from research.sql import Insert, drop_broken_connection, inserts_deferred
+
+    if connection.vendor != "postgresql":
+        pytest.skip("the pipeline is PostgreSQL's")
+    run_id = agents[0].run_id
+    steps = Insert(Step, ["run", "kind", "tool", "input", "output", "is_error", "at"])
+    states = Insert(RunState, ["run", "state", "detail", "at"])
+
+    connection.ensure_connection()
+    mine = connection.connection.info.backend_pid
+
+    def end_after_the_last(execute, sql, params, many, context):
+        result = execute(sql, params, many, context)  # queued, not yet answered
+        if RunState._meta.db_table in sql:
+            end_backend(mine)  # only this connection: the pool's others stay
+        return result
+
+    with (
+        pytest.raises(OperationalError),
+        connection.execute_wrapper(end_after_the_last),
+        inserts_deferred(),
+    ):
+        steps.row(run_id, "tool", "list_siblings", {}, "", False, timezone.now())
+        states.row(run_id, "thinking", "", timezone.now())
+    drop_broken_connection()
+
+    assert Step.objects.filter(run_id=run_id, tool="list_siblings").count() == 0
+
+
+def end_backend(pid: int) -> None:
+    """pg_terminate_backend one connection, from a connection of its own."""
+    import psycopg
+
+    db = connection.settings_dict
+    with psycopg.connect(
+        host=db["HOST"], port=db["PORT"], user=db["USER"], dbname=db["NAME"], autocommit=True
+    ) as other:
+        other.execute("SELECT pg_terminate_backend(%s)", [pid])

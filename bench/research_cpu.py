@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/research_cpu.py              # 5 researches measured (make bench)
     .venv/bin/python bench/research_cpu.py --repeat 10
+    .venv/bin/python bench/research_cpu.py --statements   # SQL statements and commits instead
 
 A research of the demo's shape: a root spawns 4 sub-agents in one turn, waits and writes its
 draft; three sub-agents each search the web once and read two pages, one lists its siblings
@@ -11,6 +12,11 @@ PostgreSQL with the agents in its process and the in-memory channel layer; the s
 (latency 0 ms), the SearXNG-style search and the pages (tests/fakeweb.py) run in this process,
 so the CPU counted, the web process's user + system time from /proc, is Canopy's alone. The
 research is started through the REST API and followed on its websocket, as the page does.
+
+With --statements, daphne runs with bench/statement_settings.py: every statement of every
+thread's connection, and every commit, goes to a log, and this prints the statements and
+transactions per research and the statement shapes most run (the CPU figures of that run
+include the log's own cost, so they are not comparable with a run without it).
 """
 
 import argparse
@@ -27,6 +33,8 @@ from pathlib import Path
 PROJECT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT))
 sys.path.insert(0, str(PROJECT / "bench"))
+
+from collections import Counter  # noqa: E402
 
 from served import Client, Server, watch  # noqa: E402
 
@@ -46,9 +54,13 @@ def main() -> None:
 
         django.setup()
         fresh_database()
+        if options.statements:
+            log_statements()
         with Server(llm, layer="memory") as server:
             figures = measure(llm, server, options)
     report(figures)
+    if options.statements:
+        report_statements(figures, top=options.top)
     if options.json:
         Path(options.json).write_text(json.dumps(figures, indent=2))
 
@@ -60,6 +72,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--py-spy", metavar="FILE", help="sample the web process meanwhile (py-spy, raw format)"
     )
+    parser.add_argument(
+        "--statements",
+        action="store_true",
+        help="count the web process's SQL statements and commits per research",
+    )
+    parser.add_argument("--top", type=int, default=30, help="statement shapes listed (30)")
     return parser.parse_args()
 
 
@@ -116,6 +134,25 @@ def script_research(llm: ScriptedLLM, web: str, topic: str) -> None:
     llm.script("# Draft\n\nthe research's report", reply("Every claim is supported."))
 
 
+STATEMENT_LOG = Path(f"/tmp/canopy-bench-statements-{os.getpid()}.log")
+
+
+def log_statements() -> None:
+    """daphne (started after this) logs its statements: see bench/statement_settings.py."""
+    STATEMENT_LOG.write_text("")
+    os.environ["DJANGO_SETTINGS_MODULE"] = "statement_settings"
+    os.environ["CANOPY_STATEMENT_LOG"] = str(STATEMENT_LOG)
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        [str(PROJECT / "bench"), str(PROJECT), os.environ.get("PYTHONPATH", "")]
+    )
+
+
+def statement_lines() -> list[str]:
+    if not STATEMENT_LOG.exists():
+        return []
+    return STATEMENT_LOG.read_text().splitlines()
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU of a process so far, all its threads."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -139,21 +176,33 @@ def measure(llm: ScriptedLLM, server: Server, options: argparse.Namespace) -> di
         topic = f"research cpu {index} {time.time()}"
         script_research(llm, web, topic)
         calls_before = len(llm.requests)
+        lines_before = len(statement_lines())
         before, started = cpu_seconds(pid), time.monotonic()
         status = asyncio.run(one_research(client, topic))
         wall = time.monotonic() - started
         cpu = cpu_seconds(pid) - before
+        if options.statements:
+            time.sleep(0.5)  # the last agent's and the pool's own statements after the end
+            lines = statement_lines()[lines_before:]
+        else:
+            lines = []
         model_calls = len(llm.requests) - calls_before
         if status != "done" or llm.unscripted:
             raise SystemExit(f"the research ended {status}; unscripted: {llm.unscripted}")
-        runs.append({"cpu_s": cpu, "wall_s": wall, "model_calls": model_calls})
+        run = {"cpu_s": cpu, "wall_s": wall, "model_calls": model_calls}
+        if options.statements:
+            run["statements"] = sum(line != "-- commit" for line in lines)
+            run["transactions"] = sum(line == "-- commit" for line in lines)
+            run["shapes"] = Counter(line for line in lines if line != "-- commit")
+        runs.append(run)
     measured = runs[1:]
     if sampler is not None:
         sampler.send_signal(signal.SIGINT)
         sampler.wait(30)
-    idle_before = cpu_seconds(pid)
+    idle_before, idle_lines = cpu_seconds(pid), len(statement_lines())
     time.sleep(2)
     idle_per_second = (cpu_seconds(pid) - idle_before) / 2
+    idle_statements = (len(statement_lines()) - idle_lines) / 2
     cpu = statistics.median(run["cpu_s"] for run in measured)
     model_calls = measured[0]["model_calls"]
     return {
@@ -164,6 +213,7 @@ def measure(llm: ScriptedLLM, server: Server, options: argparse.Namespace) -> di
         "wall_s_per_research": statistics.median(run["wall_s"] for run in measured),
         "first_research_cpu_s": runs[0]["cpu_s"],
         "idle_cpu_ms_per_second": idle_per_second * 1000,
+        "idle_log_lines_per_second": idle_statements,
         "runs": runs,
     }
 
@@ -192,6 +242,30 @@ def report(figures: dict) -> None:
         f"start: {figures['first_research_cpu_s']:.2f} s of CPU; idle process: "
         f"{figures['idle_cpu_ms_per_second']:.1f} ms of CPU a second"
     )
+
+
+def report_statements(figures: dict, *, top: int) -> None:
+    measured = figures["runs"][1:]
+    statements = statistics.median(run["statements"] for run in measured)
+    transactions = statistics.median(run["transactions"] for run in measured)
+    calls = figures["model_calls"]
+    print(
+        f"statements per research: {statements:.0f} ({statements / calls:.1f} per model call); "
+        f"transactions per research: {transactions:.0f} ({transactions / calls:.1f} per call); "
+        f"median of {len(measured)}"
+    )
+    print(
+        "idle process (the pool's claim poll, heartbeats): "
+        f"{figures['idle_log_lines_per_second']:.1f} log lines a second"
+    )
+    shapes: Counter[str] = Counter()
+    for run in measured:
+        shapes.update(run["shapes"])
+    print(f"statement shapes per research, most run first (top {top}):")
+    for sql, count in shapes.most_common(top):
+        print(f"{count / len(measured):6.1f}  {sql[:150]}")
+    for run in figures["runs"]:
+        run["shapes"] = dict(run.get("shapes", {}))
 
 
 if __name__ == "__main__":

@@ -468,6 +468,15 @@ def populate(*, total: int) -> str:
         "tree_input_tokens", "tree_output_tokens", "report", "error", "created_at",
         "cancel_requested", "cancel_reason", "event_seq",
     ]  # fmt: skip
+    # Every other column that may not be NULL gets its model default, as the ORM would give
+    # it (an INSERT of our own sends no defaults, and new columns keep coming).
+    defaults = {
+        field.name: field.get_default()
+        for field in Run._meta.concrete_fields
+        if not field.null and not field.primary_key and field.has_default()
+        and field.name not in fields
+    }  # fmt: skip
+    fields += list(defaults)
     insert = Insert(Run, fields)
     base = timezone.now() - timedelta(days=30)
     batch = 2000
@@ -475,7 +484,7 @@ def populate(*, total: int) -> str:
         rows = [
             (owner, 0, "", "", f"listed topic {start + offset}", "scripted", "done", "ended",
              10, 3, 300, 60, 0, 0, 300, 60, "a report", "",
-             base + timedelta(seconds=start + offset), False, "", 0)
+             base + timedelta(seconds=start + offset), False, "", 0, *defaults.values())
             for offset, owner in enumerate(owners[start : start + batch])
         ]  # fmt: skip
         with transaction.atomic():

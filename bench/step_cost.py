@@ -5,12 +5,15 @@ Canopy's: its writes (states, usage, steps, events), its reads and the loop.
     .venv/bin/python bench/step_cost.py --database sqlite --turns 40
     .venv/bin/python bench/step_cost.py --database postgres --turns 40
 
-The agent runs in this process's main thread, so the query log sees every statement it
-makes. It prints, per step (medians of --repeat runs): Canopy's milliseconds, the CPU of
-the agent's thread (the model client included; the scripted model runs in other threads),
-SQL statements and commits (each transaction committed, and each statement run outside
-one, which the database commits on its own), on either database. `--statements` lists the
-statements of the last run, grouped, most frequent first.
+The agent runs in this process's main thread and hands its step records to the process's
+writer thread (research.services.writer) as it does in a pool; `--inline` writes them in the
+agent's thread instead, as before group commit. It prints, per step (medians of --repeat
+runs): Canopy's milliseconds, the CPU of the agent's and the writer's threads together (the
+model client included; the scripted model runs in other threads) and the whole process's
+(the scripted model included), SQL statements and commits of every connection (each
+transaction committed, and each statement run outside one, which the database commits on its
+own), on either database. `--statements` lists the statements of the last run, grouped, most
+frequent first.
 """
 
 import argparse
@@ -18,8 +21,10 @@ import os
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections import Counter
+from contextlib import contextmanager
 from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parent.parent
@@ -51,6 +56,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--turns", type=int, default=40, help="tool-call turns (40)")
     parser.add_argument("--repeat", type=int, default=5, help="runs measured (5)")
     parser.add_argument("--statements", action="store_true", help="list the statements")
+    parser.add_argument("--inline", action="store_true", help="no writer thread (as before)")
+    parser.add_argument("--agents", type=int, default=1, help="agents at once, each a thread (1)")
     return parser.parse_args()
 
 
@@ -65,6 +72,7 @@ def configure(llm: ScriptedLLM, options: argparse.Namespace, folder: str) -> Non
         RESEARCH_MODEL_PRICES='{"scripted": [1.0, 2.0]}',
         RESEARCH_AGENTS_IN_WEB="false",
         RESEARCH_MAX_STEPS_LIMIT=str(max(40, options.turns + 1)),
+        RESEARCH_MAX_WORKING_ROOTS=str(max(3, options.agents)),
     )
     os.environ.pop("REDIS_URL", None)
 
@@ -88,75 +96,135 @@ def create_postgres_database() -> None:
 
 
 class QueryCounter:
-    """Counts the statements of this thread's connection, those run outside a transaction
-    (each its own commit) and the commits of transactions."""
+    """Counts the statements of every thread's connection (the agent's and the writer's),
+    those run outside a transaction (each its own commit) and the commits of transactions."""
 
-    def __init__(self, connection) -> None:
+    def __init__(self) -> None:
         self.queries = 0
         self.commits = 0
         self.statements: Counter[str] = Counter()
-        self.connection = connection
 
-    def __call__(self, execute, sql, params, many, context):
-        self.queries += 1
-        self.statements[" ".join(sql.split())[:110]] += 1
-        # SQLite's BEGIN of an atomic block runs before the block counts as one.
-        if not self.connection.in_atomic_block and not sql.startswith("BEGIN"):
-            self.commits += 1
-        return execute(sql, params, many, context)
+    @contextmanager
+    def counting(self):
+        from django.db.backends.base.base import BaseDatabaseWrapper
+        from django.db.backends.utils import CursorWrapper
 
-    def counting_commits(self):
-        """Count the connection's commits meanwhile (Django's commit of an atomic block)."""
-        commit = self.connection.commit
+        execute, commit = CursorWrapper._execute_with_wrappers, BaseDatabaseWrapper.commit
+        lock = threading.Lock()
+        counter = self
 
-        def counted() -> None:
-            self.commits += 1
-            commit()
+        def counted_execute(cursor, sql, params, many, executor):
+            with lock:
+                counter.queries += 1
+                counter.statements[" ".join(sql.split())[:110]] += 1
+                # SQLite's BEGIN of an atomic block runs before the block counts as one.
+                if not cursor.db.in_atomic_block and not sql.startswith("BEGIN"):
+                    counter.commits += 1
+            return execute(cursor, sql, params, many, executor)
 
-        self.connection.commit = counted
-        return self
+        def counted_commit(connection):
+            with lock:
+                counter.commits += 1
+            return commit(connection)
+
+        CursorWrapper._execute_with_wrappers = counted_execute
+        BaseDatabaseWrapper.commit = counted_commit
+        try:
+            yield self
+        finally:
+            CursorWrapper._execute_with_wrappers = execute
+            BaseDatabaseWrapper.commit = commit
+
+
+def thread_cpu(thread: threading.Thread | None) -> float:
+    """Seconds of CPU a live thread has used so far (0 without one)."""
+    if thread is None:
+        return 0.0
+    return time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
 
 
 def measure(llm: ScriptedLLM, options: argparse.Namespace, index: int) -> dict[str, float]:
     from django.contrib.auth.models import User
     from django.db import connection
 
-    from agents.loop.lifetime import run_agent
-    from agents.runtime.context import CancelToken
     from research import services
     from research.models import LLMCall
 
     owner, _ = User.objects.get_or_create(username="bench")
-    topic = f"step cost {index} {time.time()}"
-    llm.script(
-        topic,
-        *[call("cancel_subagent", name="nobody") for _ in range(options.turns)],
-        reply("done"),
-    )
-    run = services.run_start(owner=owner, topic=topic, max_steps=options.turns + 1)
-    services.run_claim(run_id=run.pk)
-    counter = QueryCounter(connection).counting_commits()
+    runs = []
+    for agent in range(options.agents):
+        topic = f"step cost {index}.{agent} {time.time()}"
+        llm.script(
+            topic,
+            *[call("cancel_subagent", name="nobody") for _ in range(options.turns)],
+            reply("done"),
+        )
+        run = services.run_start(
+            owner=owner, topic=topic, max_steps=options.turns + 1, throttle=False
+        )
+        services.run_claim(run_id=run.pk)
+        runs.append(run.pk)
+    writer = services.step_writer
+    if not options.inline:
+        writer.start(owner)
+    counter = QueryCounter()
     commits_before = _commits(connection)
-    started, cpu_started = time.perf_counter(), time.thread_time()
+    batches_before = (writer.batches, writer.records)
     try:
-        with connection.execute_wrapper(counter):
-            run_agent(run_id=run.pk, token=CancelToken(run.pk), pool=None)
+        writer_cpu = thread_cpu(writer.thread)
+        started, process_started = time.perf_counter(), time.process_time()
+        with counter.counting():
+            agents_cpu = run_agents(runs)
+        wall = time.perf_counter() - started
+        cpu = agents_cpu + thread_cpu(writer.thread) - writer_cpu
+        process_cpu = time.process_time() - process_started
     finally:
-        del connection.commit  # the class's own again
-    wall = time.perf_counter() - started
-    cpu = time.thread_time() - cpu_started
+        writer.stop(owner)
     server_commits = _commits(connection) - commits_before
-    model_ms = sum(LLMCall.objects.filter(run=run).values_list("latency_ms", flat=True))
+    latencies = LLMCall.objects.filter(run_id__in=runs).values_list("latency_ms", flat=True)
+    model_ms = sum(latencies) / len(runs)  # one agent's, as they wait on theirs together
     steps = options.turns + 1
+    every = steps * len(runs)
+    batches, records = writer.batches - batches_before[0], writer.records - batches_before[1]
     return {
-        "canopy_ms": (wall * 1000 - model_ms) / steps,
+        "canopy_ms": (wall * 1000 - model_ms) / every,
         "model_ms": model_ms / steps,
-        "cpu_ms": cpu * 1000 / steps,
-        "queries": counter.queries / steps,
-        "commits": counter.commits / steps,
-        "server_commits": server_commits / steps,
+        "cpu_ms": cpu * 1000 / every,
+        "process_cpu_ms": process_cpu * 1000 / every,
+        "queries": counter.queries / every,
+        "commits": counter.commits / every,
+        "server_commits": server_commits / every,
+        "batch": records / batches if batches else 0.0,
         "statements": counter.statements,
     }
+
+
+def run_agents(runs: list[int]) -> float:
+    """Run each agent to its end, the first in this thread and the others in threads of
+    their own, all at once; the CPU seconds of their threads."""
+    from django.db import connection
+
+    from agents.loop.lifetime import run_agent
+    from agents.runtime.context import CancelToken
+
+    spent: list[float] = []
+
+    def one(run_id: int) -> None:
+        started = time.thread_time()
+        try:
+            run_agent(run_id=run_id, token=CancelToken(run_id), pool=None)
+        finally:
+            spent.append(time.thread_time() - started)
+            if threading.current_thread() is not threading.main_thread():
+                connection.close()
+
+    others = [threading.Thread(target=one, args=(run_id,)) for run_id in runs[1:]]
+    for thread in others:
+        thread.start()
+    one(runs[0])
+    for thread in others:
+        thread.join()
+    return sum(spent)
 
 
 def _commits(connection) -> int:
@@ -175,12 +243,19 @@ def report(options: argparse.Namespace, figures: list[dict[str, float]]) -> None
         return statistics.median(figure[key] for figure in figures)
 
     runs = f"{options.turns} tool turns + 1 answer, {options.repeat} runs"
-    print(f"database: {options.database}, {runs}")
+    if options.agents > 1:
+        runs = f"{options.agents} agents at once, each {runs}"
+    writer = "writes in the agent's thread" if options.inline else "writer thread"
+    print(f"database: {options.database}, {runs}, {writer}")
+    # With agents at once: the wall time less one agent's model time, over all their steps.
     print(f"canopy ms per step (median): {median('canopy_ms'):.2f}  (goal <= 2)")
     print(f"model ms per step (median): {median('model_ms'):.2f}")
     print(f"canopy CPU ms per step, model client included (median): {median('cpu_ms'):.2f}")
+    print(f"  (agent and writer threads; whole process: {median('process_cpu_ms'):.2f})")
     print(f"statements per step: {median('queries'):.1f}")
-    print(f"commits per step: {median('commits'):.1f}")
+    print(f"commits per step: {median('commits'):.2f}")
+    if not options.inline:
+        print(f"records per batch (median): {median('batch'):.1f}")
     if options.database == "postgres":
         print(f"commits per step (whole server, approx.): {median('server_commits'):.1f}")
 

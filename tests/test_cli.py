@@ -90,15 +90,16 @@ def fields(output: str) -> dict[str, str]:
     return values
 
 
-def script_team(llm, topic: str, *, delay: float = 0.0) -> None:
-    """The root spawns one sub-agent, waits for it, and writes a report."""
+def script_team(llm, topic: str, *, facet=None) -> None:
+    """The root spawns one sub-agent, waits for it, and writes a report; the sub-agent answers
+    "facet notes", or as `facet` (a turn function) says."""
     llm.script(
         topic,
         call("spawn_subagent", name="facet", reason="one facet", task=f"{topic} facet"),
         call("wait_subagents"),
-        slow(delay, reply("# Findings\n\nThe facet agent found **everything**.")),
+        reply("# Findings\n\nThe facet agent found **everything**."),
     )
-    llm.script(f"{topic} facet", slow(delay, reply("facet notes")))
+    llm.script(f"{topic} facet", facet or reply("facet notes"))
 
 
 @pytest.fixture
@@ -541,13 +542,22 @@ def test_tail_of_an_ended_sub_agent_prints_its_events_and_its_exit_status(db, al
 def test_tail_prints_the_events_of_a_running_tree_in_order(
     agent_pool, scripted_llm, settings, alice
 ):
-    script_team(scripted_llm, "Tailed topic", delay=1.5)
+    # The sub-agent answers once the tail has printed its first line, not after a delay: a
+    # tail slower to start than the delay (two test processes on two cores) saw the tree end.
+    tailing = threading.Event()
+
+    def held(messages):
+        tailing.wait(30)
+        return reply("facet notes")
+
+    script_team(scripted_llm, "Tailed topic", facet=held)
     root = services.run_start(owner=alice, topic="Tailed topic")
     tail = research_process(settings, "tail", str(root.pk), "--user", "alice")
 
     first = tail.stdout.readline()
     root.refresh_from_db()
     assert root.status == "working"  # tail started while the tree ran
+    tailing.set()
     # The pipe's buffer holds what readline() read ahead: read on through the same file.
     rest, err = tail.stdout.read(), tail.stderr.read()
     code = tail.wait(timeout=30)

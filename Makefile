@@ -40,8 +40,11 @@ lint: install
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
 
+# Two pytest-xdist workers, whole files each (a file's module fixtures start once): each has
+# its own test database and Redis database (tests/settings.py). TEST_WORKERS=0 runs in one.
+TEST_WORKERS ?= 2
 test: install services lint
-	$(VENV)/bin/pytest
+	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile
 
 # Canopy's own cost, measured against its ideal on this machine; writes the plots of
 # docs/performance.md. About ten minutes.

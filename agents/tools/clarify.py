@@ -8,13 +8,13 @@ from typing import Annotated
 from pydantic import Field
 
 from agents import prompts
-from agents.runtime.context import AgentContext, Paused
+from agents.runtime.context import AgentContext
 from agents.tools.base import ToolError
+from agents.tools.plan import wait_for_analyst
 from agents.tools.tool import Tool, tool
 from research import services
 from research.errors import ResearchError
 from research.models import Run, State
-from research.selectors import team as team_reads
 from research.services.clarify import MAX_QUESTIONS, QUESTION_MAX_CHARS
 
 Question = Annotated[str, Field(max_length=QUESTION_MAX_CHARS)]
@@ -53,9 +53,6 @@ def ask_clarifying_questions(
         asked = services.clarify_ask(root_id=ctx.run_id, questions=questions)
     except ResearchError as error:
         raise ToolError(error.message) from None
-    if asked:
-        raise Paused()
-    # Cancelled meanwhile (or ended by a sweep): stop as a cancel does.
-    ctx.cancel.apply(team_reads.cancel_flags(run_id=ctx.run_id))
-    ctx.cancel.check()
-    raise ToolError("the research could not wait for the analyst: go on with the topic as it is")
+    wait_for_analyst(
+        ctx, asked, "the research could not wait for the analyst: go on with the topic as it is"
+    )

@@ -5,7 +5,7 @@ covers (`plan_item`), and each item's status follows its sub-agents. A research 
 plan review pauses after its first plan until the analyst approves it.
 """
 
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 from django.conf import settings
 from pydantic import Field
@@ -52,12 +52,10 @@ def write_plan(
     if services.plan_needs_review(root_id=ctx.run_id):
         # The analyst reviews the plan before any work on it: nothing may run meanwhile.
         end_subagents(ctx, reason=PAUSED_FOR_REVIEW)
-        if services.plan_pause(root_id=ctx.run_id):
-            raise Paused()
-        # Cancelled meanwhile (or ended by a sweep): stop as a cancel does.
-        ctx.cancel.apply(team_reads.cancel_flags(run_id=ctx.run_id))
-        ctx.cancel.check()
-        raise ToolError("the research could not pause for review: it is no longer working")
+        paused = services.plan_pause(root_id=ctx.run_id)
+        wait_for_analyst(
+            ctx, paused, "the research could not pause for review: it is no longer working"
+        )
     items = "\n".join(f"{number}. {item}" for number, item in enumerate(plan.items, start=1))
     return (
         f"plan saved (version {plan.version}):\n{items}\n"
@@ -65,6 +63,17 @@ def write_plan(
         "again to revise the plan; a sub-agent stays linked to the text of its item, so an "
         "item you reword is a new item."
     )
+
+
+def wait_for_analyst(ctx: AgentContext, paused: bool, refusal: str) -> NoReturn:
+    """End the lead's thread once its root is `paused` for the analyst (a plan's review, its
+    questions); a root that could not pause was cancelled meanwhile (or ended by a sweep):
+    stop as a cancel does, or else tell the model `refusal`."""
+    if paused:
+        raise Paused()
+    ctx.cancel.apply(team_reads.cancel_flags(run_id=ctx.run_id))
+    ctx.cancel.check()
+    raise ToolError(refusal)
 
 
 def plan_item_text(ctx: AgentContext, number: int | None) -> str:

@@ -18,6 +18,16 @@ def short(text: str, length: int = 80) -> str:
     return Truncator(text).chars(length)
 
 
+def excerpt_of(field: str, length: int = 80):
+    """A list or inline column with the start of a long text `field`, headed by its name."""
+
+    @admin.display(description=field)
+    def excerpt(self, record) -> str:
+        return short(getattr(record, field), length)
+
+    return excerpt
+
+
 def to_the_second(moment: datetime | None) -> str:
     return date_format(timezone.localtime(moment), TO_THE_SECOND) if moment else "-"
 

@@ -8,7 +8,7 @@ from django.http import HttpRequest
 from django.utils.html import format_html
 
 from research import services
-from research.admin.base import ReadOnlyAdmin, changelist_url, short
+from research.admin.base import ReadOnlyAdmin, changelist_url, excerpt_of
 from research.errors import InvalidInput
 from research.models import (
     Chunk,
@@ -130,10 +130,7 @@ class ChunkAdmin(ReadOnlyAdmin):
     list_select_related = ["document"]
     raw_id_fields = ["document", "dataset"]
     search_fields = ["text"]
-
-    @admin.display(description="text")
-    def excerpt(self, chunk: Chunk) -> str:
-        return short(chunk.text)
+    excerpt = excerpt_of("text")
 
 
 @admin.register(Source)

@@ -5,7 +5,7 @@ from django.contrib import admin
 from django.db.models import Count, QuerySet
 from django.http import HttpRequest
 
-from research.admin.base import AtTheSecond, ReadOnlyAdmin, short
+from research.admin.base import AtTheSecond, ReadOnlyAdmin, excerpt_of
 from research.models import Event, LLMCall, Message, Profile, RunState, Step, Worker
 
 
@@ -24,10 +24,7 @@ class MessageAdmin(ReadOnlyAdmin):
     list_select_related = ["from_run", "author", "to_run"]
     raw_id_fields = ["from_run", "to_run"]
     search_fields = ["text"]
-
-    @admin.display(description="text")
-    def excerpt(self, message: Message) -> str:
-        return short(message.text)
+    excerpt = excerpt_of("text")
 
 
 @admin.register(LLMCall)
@@ -55,10 +52,7 @@ class StepAdmin(AtTheSecond, ReadOnlyAdmin):
     list_select_related = ["run"]
     raw_id_fields = ["run"]
     search_fields = ["output"]
-
-    @admin.display(description="output")
-    def excerpt(self, step: Step) -> str:
-        return short(step.output)
+    excerpt = excerpt_of("output")
 
 
 @admin.register(Event)

@@ -4,6 +4,7 @@ all (what agents record about runs has its own lists, `records`)."""
 from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin.options import IncorrectLookupParameters
+from django.contrib.admin.utils import flatten_fieldsets
 from django.db.models import BooleanField, ExpressionWrapper, Q, QuerySet
 from django.http import HttpRequest
 from django.urls import reverse
@@ -11,7 +12,7 @@ from django.utils.html import format_html_join
 from django.utils.safestring import SafeString
 
 from research import pricing, services
-from research.admin.base import AtTheSecond, ReadOnlyInline, changelist_url, short
+from research.admin.base import AtTheSecond, ReadOnlyInline, changelist_url, excerpt_of, short
 from research.admin.report import report_html
 from research.endings import ending_of
 from research.models import (
@@ -87,10 +88,7 @@ class StepInline(AtTheSecond, ReadOnlyInline):
     verbose_name_plural = "transcript"
     fields = ["kind", "tool", "input", "output_excerpt", "is_error", "at_second"]
     readonly_fields = fields
-
-    @admin.display(description="output")
-    def output_excerpt(self, step: Step) -> str:
-        return short(step.output, 300)
+    output_excerpt = excerpt_of("output", 300)
 
 
 class LLMCallInline(ReadOnlyInline):
@@ -100,52 +98,6 @@ class LLMCallInline(ReadOnlyInline):
     verbose_name_plural = "LLM calls"
     fields = ["model", "input_tokens", "output_tokens", "cost_usd", "latency_ms", "at"]
     readonly_fields = fields
-
-
-# Fixed by run_start and the spawn (and the worker by the claim), never edited by hand:
-# the events and messages endpoints trust root_id, the owner decides who sees the whole tree,
-# and pricing.cost raises for a model with no price.
-RUN_FIXED_FIELDS = [
-    "owner",
-    "name",
-    "reason",
-    "kind",
-    "tier",
-    "tools",
-    "plan_item",
-    "review_plan",
-    "clarify",
-    "clarification",
-    "topic",
-    "model",
-    "dataset",
-    "max_steps",
-    "parent",
-    "root",
-    "depth",
-    "worker",
-    "follows",
-]
-# Written by the services and the agents, never typed in by hand.
-RUN_AGENT_FIELDS = [
-    "status",
-    "state",
-    "steps",
-    "input_tokens",
-    "output_tokens",
-    "cost_usd",
-    "tree_cost_usd",
-    "report",
-    "error",
-    "created_at",
-    "started_at",
-    "finished_at",
-    "cancel_requested",
-    "cancel_reason",
-    "event_seq",
-    "flagged_claims",
-    "notes_pending",
-]
 
 
 class ModelFilter(admin.SimpleListFilter):
@@ -221,7 +173,10 @@ class RunAdmin(admin.ModelAdmin):
     list_select_related = ["owner"]
     # One count a page, not two: at 100,000 runs each is a scan of the table.
     show_full_result_count = False
-    readonly_fields = [*RUN_FIXED_FIELDS, *RUN_AGENT_FIELDS, "records", "ending", "report_shown"]
+    # Every field shown is read-only. The first three sets are fixed by run_start and the spawn
+    # (and the worker by the claim), never edited by hand: the events and messages endpoints
+    # trust root_id, the owner decides who sees the whole tree, and pricing.cost raises for a
+    # model with no price. The rest is written by the services and the agents.
     fieldsets = [
         (None, {"fields": ["owner", "name", "reason", "topic", "dataset", "max_steps"]}),
         (
@@ -255,6 +210,7 @@ class RunAdmin(admin.ModelAdmin):
         ("Result", {"fields": ["ending", "report_shown", "error", "flagged_claims", "report"]}),
         ("Times", {"fields": ["created_at", "started_at", "finished_at"]}),
     ]
+    readonly_fields = flatten_fieldsets(fieldsets)
     inlines = [
         PlanInline,
         ChildInline,

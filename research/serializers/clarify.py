@@ -21,13 +21,10 @@ class ClarificationSerializer(serializers.Serializer):
     skipped = serializers.BooleanField(help_text="the analyst skipped the questions")
 
 
-class AnswersField(TextsField):
-    item_name = "answer"
-
-
 class ClarifyAnswerSerializer(serializers.Serializer):
     # The answers' checks live in the service (the page, the CLI and MCP say the same thing).
-    answers = AnswersField(
+    answers = TextsField(
+        item_name="answer",
         required=False,
         allow_null=True,
         help_text='one answer per question, in order; "" leaves one unanswered',

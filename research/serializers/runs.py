@@ -115,13 +115,10 @@ class RunChangeSerializer(serializers.Serializer):
     starred = serializers.BooleanField(help_text="star the research in the library, or not")
 
 
-class PlanItemsField(TextsField):
-    item_name = "plan item"
-
-
 class PlanApproveSerializer(serializers.Serializer):
     # The items' checks live in the service (the page and the API say the same thing).
-    items = PlanItemsField(
+    items = TextsField(
+        item_name="plan item",
         required=False,
         allow_null=True,
         help_text="the plan as edited; leave out to approve it as it is",

@@ -95,21 +95,32 @@ def plan_pause(*, root_id: int, state: str = State.REVIEWING, detail: str = REVI
         status=Status.PAUSED, state=state, worker=None, paused_at=timezone.now()
     )
     if paused:
-        RunState.objects.create(run_id=root_id, state=state, detail=detail)
         run = Run.objects.only("started_at", "finished_at", "paused_at", "paused_seconds").get(
             pk=root_id
         )
-        publish(
-            root_id=root_id,
-            run_id=root_id,
-            payload=RunStateChanged(
-                status=Status.PAUSED,
-                state=state,
-                detail=detail,
-                worked_seconds=round(run.worked_seconds() or 0, 3),
-            ),
+        worked = run.worked_seconds() or 0
+        _clock_state(
+            run_id=root_id, status=Status.PAUSED, state=state, detail=detail, worked=worked
         )
     return bool(paused)
+
+
+def _clock_state(
+    *, run_id: int, status: str, state: str, detail: str, worked: float | None
+) -> None:
+    """A root's move that stops or starts its clock (a pause for the analyst, its resume): the
+    row of its timeline and its event, with the time it `worked` so far (the page's clock)."""
+    RunState.objects.create(run_id=run_id, state=state, detail=detail)
+    publish(
+        root_id=run_id,
+        run_id=run_id,
+        payload=RunStateChanged(
+            status=status,
+            state=state,
+            detail=detail,
+            worked_seconds=None if worked is None else round(worked, 3),
+        ),
+    )
 
 
 @transaction.atomic
@@ -149,16 +160,8 @@ def root_resume(*, run: Run, detail: str) -> None:
         paused_at=None,
         paused_seconds=F("paused_seconds") + paused_for,
     )
-    RunState.objects.create(run_id=run.pk, state=State.QUEUED, detail=detail)
-    publish(
-        root_id=run.pk,
-        run_id=run.pk,
-        payload=RunStateChanged(
-            status=Status.QUEUED,
-            state=State.QUEUED,
-            detail=detail,
-            worked_seconds=None if worked is None else round(worked, 3),
-        ),
+    _clock_state(
+        run_id=run.pk, status=Status.QUEUED, state=State.QUEUED, detail=detail, worked=worked
     )
     root_queued(run.pk)
 

@@ -69,67 +69,47 @@ def run_start(
     made before the transaction opens so that a slow or absent Redis holds no connection."""
     if throttle:
         throttle_check(ResearchStartThrottle, owner)
-    return _root_create(
-        owner=owner,
-        topic=topic,
-        max_steps=max_steps,
-        model=model,
-        dataset_id=dataset_id,
-        review_plan=review_plan,
-        clarify=clarify,
-        callback_url=callback_url,
-        follows_id=follows_id,
-    )
+    with transaction.atomic():
+        topic = validate_topic(topic)
+        if callback_url:
+            callback_url = callback_url_check(callback_url)
+        max_steps = validate_max_steps(max_steps)
+        model = validate_model(model)
+        follows = followed_research(owner=owner, run_id=follows_id)
+        if follows is not None and dataset_id is None:
+            dataset_id = follows.dataset_id
+        dataset = _dataset_of(owner=owner, dataset_id=dataset_id, model=model)
+        working_roots_check(owner=owner)
+        run = Run.objects.create(
+            owner=owner,
+            topic=topic,
+            model=model,
+            max_steps=max_steps,
+            dataset=dataset,
+            review_plan=bool(review_plan),
+            clarify=bool(clarify),
+            follows=follows,
+        )
+        run.root = run
+        run.save(update_fields=["root"])
+        RunState.objects.create(run=run, state=State.QUEUED)
+        followup_sources_carry(run=run, follows=follows)
+        if callback_url:
+            callback_register(run_id=run.pk, url=callback_url)
+        publish(root_id=run.root_id, run_id=run.pk, payload=RunCreated.of(run))
+        root_queued(run.pk)
+    return run
 
 
-@transaction.atomic
-def _root_create(
-    *,
-    owner: AbstractBaseUser,
-    topic: str,
-    max_steps: int | None,
-    model: str | None,
-    dataset_id: int | None,
-    review_plan: bool,
-    clarify: bool,
-    callback_url: str,
-    follows_id: int | None,
-) -> Run:
-    topic = validate_topic(topic)
-    if callback_url:
-        callback_url = callback_url_check(callback_url)
-    max_steps = validate_max_steps(max_steps)
-    model = validate_model(model)
-    follows = followed_research(owner=owner, run_id=follows_id)
-    if follows is not None and dataset_id is None:
-        dataset_id = follows.dataset_id
-    dataset = None
+def _dataset_of(*, owner: AbstractBaseUser, dataset_id: int | None, model: str) -> Dataset | None:
     if dataset_id is not None:
         dataset = Dataset.objects.filter(owner=owner, pk=dataset_id).first()
         if dataset is None:
             raise InvalidInput(f"no dataset with id {dataset_id}.", field="dataset")
-    elif model == DEMO_MODEL:
+        return dataset
+    if model == DEMO_MODEL:
         # The offline demo model can only quote a knowledge base: give it the owner's starter
         # one, loaded on their first demo run (a second or two, once).
         dataset, _, _ = starter_dataset_load(owner=owner)
-
-    working_roots_check(owner=owner)
-    run = Run.objects.create(
-        owner=owner,
-        topic=topic,
-        model=model,
-        max_steps=max_steps,
-        dataset=dataset,
-        review_plan=bool(review_plan),
-        clarify=bool(clarify),
-        follows=follows,
-    )
-    run.root = run
-    run.save(update_fields=["root"])
-    RunState.objects.create(run=run, state=State.QUEUED)
-    followup_sources_carry(run=run, follows=follows)
-    if callback_url:
-        callback_register(run_id=run.pk, url=callback_url)
-    publish(root_id=run.root_id, run_id=run.pk, payload=RunCreated.of(run))
-    root_queued(run.pk)
-    return run
+        return dataset
+    return None

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal
 from functools import cache
-from typing import Any, Required, TypedDict, Unpack
+from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -128,31 +128,17 @@ def _truncated(output: str) -> str:
     return output
 
 
-class StepFields(TypedDict, total=False):
-    """A transcript step as its writer gives it (the `step` of a model or a tool call, the
-    arguments of step_record): the columns of Step but its run and its time."""
-
-    kind: Required[str]
-    tool: str
-    input: dict[str, Any] | None
-    output: str
-    is_error: bool
-
-
-def _step_columns(step: StepFields) -> dict[str, Any]:
-    """The step's columns as stored, in the order of the "step" insert: no input is {}, the
-    output is cut to RESEARCH_STEP_RESULT_MAX_CHARS."""
-    return {
-        "kind": step["kind"],
-        "tool": step.get("tool", ""),
-        "input": step.get("input") or {},
-        "output": _truncated(step.get("output", "")),
-        "is_error": step.get("is_error", False),
-    }
-
-
-def _insert_step(run_id: int, step: StepFields) -> None:
-    _inserts()["step"].row(run_id, *_step_columns(step).values(), timezone.now())
+def _insert_step(
+    run_id: int,
+    *,
+    kind: str,
+    tool: str = "",
+    input: dict[str, Any] | None = None,
+    output: str = "",
+    is_error: bool = False,
+) -> None:
+    values = (run_id, kind, tool, input or {}, _truncated(output), is_error, timezone.now())
+    _inserts()["step"].row(*values)
 
 
 def _add_usage(
@@ -222,7 +208,7 @@ def model_call_record(
     input_tokens: int,
     output_tokens: int,
     latency_ms: int,
-    step: StepFields | None = None,
+    step: dict[str, Any] | None = None,
     next_state: NextState | None = None,
     checkpoint: dict[str, Any] | None = None,
 ) -> Decimal:
@@ -245,7 +231,7 @@ def model_call_record(
             timezone.now(),
         )
         if step is not None:
-            _insert_step(facts.run_id, step)
+            _insert_step(facts.run_id, **step)
         _insert_checkpoint(facts.run_id, checkpoint)
 
     usage = (cost, input_tokens, output_tokens)
@@ -300,7 +286,7 @@ def _model_call(
 def tool_call_record(
     *,
     facts: RunFacts,
-    step: StepFields,
+    step: dict[str, Any],
     next_state: NextState | None = None,
     checkpoint: dict[str, Any] | None = None,
 ) -> None:
@@ -309,12 +295,12 @@ def tool_call_record(
 
     def alone() -> None:
         if next_state is None and checkpoint is None:
-            _insert_step(facts.run_id, step)
+            _insert_step(facts.run_id, **step)
             return
         _unless_ended(lambda state: _tool_call(facts, step, checkpoint, state), next_state)
 
     def rows() -> None:
-        _insert_step(facts.run_id, step)
+        _insert_step(facts.run_id, **step)
         _insert_checkpoint(facts.run_id, checkpoint)
 
     def events(counters: dict[str, Any]) -> list[Payload]:
@@ -327,14 +313,14 @@ def tool_call_record(
 
 def _tool_call(
     facts: RunFacts,
-    step: StepFields,
+    step: dict[str, Any],
     checkpoint: dict[str, Any] | None,
     next_state: NextState | None,
 ) -> None:
     """A tool call's statements, in the caller's transaction; _RunEnded when the run ended
     before its `next_state`. Its rows go in after the UPDATEs, as a model call's."""
     with inserts_deferred():
-        _insert_step(facts.run_id, step)
+        _insert_step(facts.run_id, **step)
         _insert_checkpoint(facts.run_id, checkpoint)
         if next_state is not None:
             seq = allocate_seqs(root_id=facts.root_id, count=1)
@@ -350,7 +336,22 @@ def usage_add(*, run_id: int, input_tokens: int, output_tokens: int, latency_ms:
     )
 
 
-def step_record(*, run_id: int, **step: Unpack[StepFields]) -> Step:
+def step_record(
+    *,
+    run_id: int,
+    kind: str,
+    tool: str = "",
+    input: dict[str, Any] | None = None,
+    output: str = "",
+    is_error: bool = False,
+) -> Step:
     """Record one transcript step alone, through the ORM (the agents record theirs with their
     calls); returns the row."""
-    return Step.objects.create(run_id=run_id, **_step_columns(step))
+    return Step.objects.create(
+        run_id=run_id,
+        kind=kind,
+        tool=tool,
+        input=input or {},
+        output=_truncated(output),
+        is_error=is_error,
+    )

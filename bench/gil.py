@@ -45,7 +45,7 @@ def main() -> None:
     print("| agents | CPU slots | ratio to ideal | runnable threads p50 / p95 / max | "
           "CPU ms per model call | context switches per model call |")  # fmt: skip
     print("| --- | --- | --- | --- | --- | --- |")
-    with ScriptedLLM() as llm:
+    with ScriptedLLM(keep_alive=True) as llm:
         for slots in options.slots:
             os.environ["RESEARCH_AGENT_CPU_SLOTS"] = str(slots)
             with Server(llm, layer="memory") as server:

@@ -36,7 +36,7 @@ def main() -> None:
 
     messages = conversation(options.messages)
     tools = tool_schemas(12)
-    with ScriptedLLM() as llm:
+    with ScriptedLLM(keep_alive=True) as llm:
         llm.default(call("web_search", query="otters and their rivers"))
         client = OpenAIChat(base_url=llm.base_url, api_key="bench", timeout=30, max_retries=2)
         for _ in range(20):  # warm: imports, the connection pool, the first request's setup

@@ -48,7 +48,7 @@ FACETS = ("history", "chemistry", "economics")
 
 def main() -> None:
     options = parse_args()
-    with ScriptedLLM() as llm, FakeWeb() as web:
+    with ScriptedLLM(keep_alive=True) as llm, FakeWeb() as web:
         environment(web)
         import django
 

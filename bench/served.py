@@ -50,7 +50,7 @@ def main() -> None:
     django.setup()
     fresh_database()
     results: dict = {"quick": options.quick}
-    with ScriptedLLM() as llm:
+    with ScriptedLLM(keep_alive=True) as llm:
         for layer in ("memory", "redis"):
             with Server(llm, layer=layer) as server:
                 results[layer] = measure_layer(llm, server, layer, options)

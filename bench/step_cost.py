@@ -34,11 +34,12 @@ from agents.llm.scripted import ScriptedLLM, call, reply  # noqa: E402  (no Djan
 
 POSTGRES_DATABASE = os.environ.get("BENCH_STEP_DATABASE", "canopy_bench")
 POSTGRES_URL = f"postgres://postgres@127.0.0.1:5432/{POSTGRES_DATABASE}"
+TOOLS = {"cancel_subagent": {"name": "nobody"}, "web_search": {"query": "nothing"}}
 
 
 def main() -> None:
     options = parse_args()
-    with ScriptedLLM() as llm, tempfile.TemporaryDirectory() as folder:
+    with ScriptedLLM(keep_alive=True) as llm, tempfile.TemporaryDirectory() as folder:
         configure(llm, options, folder)
         import django
 
@@ -58,6 +59,14 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--statements", action="store_true", help="list the statements")
     parser.add_argument("--inline", action="store_true", help="no writer thread (as before)")
     parser.add_argument("--agents", type=int, default=1, help="agents at once, each a thread (1)")
+    parser.add_argument(
+        "--tool",
+        choices=sorted(TOOLS),
+        default="cancel_subagent",
+        help="the cheap tool of each turn: cancel_subagent acts (one read; the agent waits "
+        "for its records before it), web_search reads (no provider set: no query; the agent "
+        "does not wait) (cancel_subagent)",
+    )
     return parser.parse_args()
 
 
@@ -73,6 +82,7 @@ def configure(llm: ScriptedLLM, options: argparse.Namespace, folder: str) -> Non
         RESEARCH_AGENTS_IN_WEB="false",
         RESEARCH_MAX_STEPS_LIMIT=str(max(40, options.turns + 1)),
         RESEARCH_MAX_WORKING_ROOTS=str(max(3, options.agents)),
+        SEARCH_PROVIDER="",
     )
     os.environ.pop("REDIS_URL", None)
 
@@ -156,7 +166,7 @@ def measure(llm: ScriptedLLM, options: argparse.Namespace, index: int) -> dict[s
         topic = f"step cost {index}.{agent} {time.time()}"
         llm.script(
             topic,
-            *[call("cancel_subagent", name="nobody") for _ in range(options.turns)],
+            *[call(options.tool, **TOOLS[options.tool]) for _ in range(options.turns)],
             reply("done"),
         )
         run = services.run_start(
@@ -246,7 +256,7 @@ def report(options: argparse.Namespace, figures: list[dict[str, float]]) -> None
     if options.agents > 1:
         runs = f"{options.agents} agents at once, each {runs}"
     writer = "writes in the agent's thread" if options.inline else "writer thread"
-    print(f"database: {options.database}, {runs}, {writer}")
+    print(f"database: {options.database}, {runs} of {options.tool}, {writer}")
     # With agents at once: the wall time less one agent's model time, over all their steps.
     print(f"canopy ms per step (median): {median('canopy_ms'):.2f}  (goal <= 2)")
     print(f"model ms per step (median): {median('model_ms'):.2f}")

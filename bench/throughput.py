@@ -33,7 +33,7 @@ def main() -> None:
     options = parse_args()
     if not os.environ.get("DATABASE_URL", "").startswith("postgres"):
         sys.exit("set DATABASE_URL to a PostgreSQL database of its own (see the docstring)")
-    with ScriptedLLM() as llm:
+    with ScriptedLLM(keep_alive=True) as llm:
         configure(llm, options)
         import django
 

@@ -71,7 +71,10 @@ from agents.llm.turns import (  # noqa: F401  (the script helpers tests import f
 class ScriptedLLM:
     """The server; see the module docstring. Thread-safe: agents call it from many threads."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, keep_alive: bool = False) -> None:
+        # Tests want one request per connection (see _Handler); benchmarks keep connections
+        # alive, as a real endpoint does, so a call's cost is not a new TCP connection's.
+        self._handler = _KeepAliveHandler if keep_alive else _Handler
         self._lock = threading.Lock()
         self._scripts: dict[str, deque[TurnSpec]] = {}
         self._requests: list[dict[str, Any]] = []
@@ -86,7 +89,7 @@ class ScriptedLLM:
 
     def start(self) -> "ScriptedLLM":
         self._stopping.clear()
-        server = _Server(("127.0.0.1", 0), _Handler)
+        server = _Server(("127.0.0.1", 0), self._handler)
         server.scripted = self
         self._server = server
         self._thread = threading.Thread(
@@ -309,6 +312,15 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(data)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client timed out and left; the turn is spent, as with a real endpoint
+
+
+class _KeepAliveHandler(_Handler):
+    """HTTP/1.1: the client's connection stays open between requests (benchmarks)."""
+
+    protocol_version = "HTTP/1.1"
+    # Headers and body go out in two writes: with Nagle's algorithm the body would wait for
+    # the client's delayed ACK (40 ms) on a kept connection.
+    disable_nagle_algorithm = True
 
 
 def _close_django_connections() -> None:

@@ -19,6 +19,7 @@ from agents.loop import checkpoints, review
 from agents.loop.calls import ParallelCalls, PlannedCall, group_calls, group_state
 from agents.loop.instructions import system_prompt, task_message
 from agents.loop.parsing import parse_call
+from agents.loop.records import Records
 from agents.runtime import resilience, tree
 from agents.runtime.context import AgentContext, Cancelled, Paused
 from agents.tools import Tool, ToolError, toolset
@@ -66,14 +67,23 @@ class Agent:
         self.parallel = ParallelCalls()
         # The state the last write recorded: a write that would record it again is skipped.
         self.shown: NextState | None = None
+        # Its step records, committed by the process's writer while it goes on.
+        self.records = Records(self._blocking)
 
     def run(self) -> str:
         try:
             draft = self._rounds()
-            return self._reviewed(draft) if self.ctx.is_root else draft
+            # Its review, its verifier and its end come after its records, as they did.
+            self.records.written()
+            report = self._reviewed(draft) if self.ctx.is_root else draft
+            self.records.written()
+            return report
         finally:
             with self._blocking():  # waiting for tool threads to end: others may run
                 self.parallel.close()
+            # A cancel, a pause or a failure: what was handed over is written before the
+            # run's end is (lifetime), and a failure here never replaces the outcome.
+            resilience.cleanup("writing the agent's last records", self.records.written)
 
     def _reviewed(self, draft: str) -> str:
         """The root's draft, verified and revised once when reports are verified, with its
@@ -185,16 +195,16 @@ class Agent:
         if steps >= self.max_steps:
             return ""
         cap = settings.RESEARCH_TREE_COST_CAP_USD
-        if (
-            cap
-            and resilience.retrying("reading the tree's cost", lambda: tree.tree_cost(self.ctx))
-            >= cap
-        ):
+        if cap and self._tree_cost() >= cap:
             return f" (the research reached its cost cap of ${cap})"
         if tree.writing_time_left(self.ctx):
             whose = "the research's" if self.ctx.is_root else "your"
             return f" ({whose} time is nearly up: what is left is kept for writing)"
         return None
+
+    def _tree_cost(self):
+        self.records.written()  # its own calls count toward the cap
+        return resilience.retrying("reading the tree's cost", lambda: tree.tree_cost(self.ctx))
 
     def _round_state(self, steps: int) -> NextState:
         """The state of the model call that follows `steps` calls: thinking, or writing."""
@@ -216,6 +226,7 @@ class Agent:
 
     def _show(self, state: NextState) -> None:
         if state != self.shown:
+            self.records.written()  # a state written alone follows the states handed over
             resilience.retrying(
                 "recording a state",
                 lambda: services.run_set_state(
@@ -251,19 +262,12 @@ class Agent:
         )
         # The model's answer is paid for: a connection the database ended meanwhile costs a
         # reconnect, not the answer (the write is one transaction, so a retry never doubles it).
-        # The record is written by the process's writer (research.services.writer), with
-        # other agents' in one transaction: other agents run Python meanwhile.
-        with self._blocking():
-            self._record_model_call(response, latency_ms, step, next_state, checkpoint)
-        self.shown = next_state or self.shown
-        self.messages.append(message)
-        self.checkpoints.written(len(self.messages))
-        return response, planned
-
-    def _record_model_call(self, response, latency_ms, step, next_state, checkpoint) -> None:
-        resilience.retrying(
+        # The record goes to the process's writer (research.services.writer), which commits
+        # it with other records in one transaction while this agent goes on.
+        self.records.hand_over(
             "recording a model call",
-            lambda: services.model_call_record(
+            partial(
+                services.model_call_record,
                 facts=self.facts,
                 input_tokens=response.input_tokens,
                 output_tokens=response.output_tokens,
@@ -273,6 +277,10 @@ class Agent:
                 checkpoint=checkpoint,
             ),
         )
+        self.shown = next_state or self.shown
+        self.messages.append(message)
+        self.checkpoints.written(len(self.messages))
+        return response, planned
 
     def _plan(self, call: ToolCall) -> PlannedCall:
         try:
@@ -289,6 +297,10 @@ class Agent:
         following = [group_state(group) for group in groups[1:]] + [after]
         for group, after_group in zip(groups, following, strict=True):
             self.ctx.cancel.check()
+            if any(item.tool is not None and not item.parallel for item in group):
+                # A tool that acts (spawns, messages, plans, ends) does so after this agent's
+                # records, so its rows and events follow theirs as they did.
+                self.records.written()
             with self._blocking():
                 results = self._run_group(group)
             states = [None] * (len(group) - 1) + [after_group]
@@ -335,13 +347,16 @@ class Agent:
         checkpoint = self.checkpoints.next(
             self.ctx, self.messages, message, answers_refused=self.answers_refused
         )
-        with self._blocking():  # written by the process's writer, as a model call's
-            resilience.retrying(
-                "recording a tool call",
-                lambda: services.tool_call_record(
-                    facts=self.facts, step=step, next_state=next_state, checkpoint=checkpoint
-                ),
-            )
+        self.records.hand_over(  # written by the process's writer, as a model call's
+            "recording a tool call",
+            partial(
+                services.tool_call_record,
+                facts=self.facts,
+                step=step,
+                next_state=next_state,
+                checkpoint=checkpoint,
+            ),
+        )
         self.shown = next_state or self.shown
         self.checkpoints.written(len(self.messages) + 1)  # the caller appends it
         return message

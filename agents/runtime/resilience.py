@@ -33,7 +33,7 @@ def cleanup(what: str, step: Callable[[], object]) -> None:
         log.exception("cleanup failed: %s", what)
 
 
-def _lost_connection(error: BaseException) -> bool:
+def lost_connection(error: BaseException) -> bool:
     return isinstance(error, OperationalError | InterfaceError)
 
 
@@ -44,7 +44,7 @@ def retrying(what: str, action: Callable[[], object]) -> object:
         try:
             return action()
         except DatabaseError as error:
-            if not _lost_connection(error) or attempt == RECORD_ATTEMPTS:
+            if not lost_connection(error) or attempt == RECORD_ATTEMPTS:
                 raise
             log.warning("%s: the database connection was lost (%s); retrying", what, error)
             drop_broken_connection()

@@ -211,11 +211,13 @@ def model_call_record(
     step: dict[str, Any] | None = None,
     next_state: NextState | None = None,
     checkpoint: dict[str, Any] | None = None,
-) -> Decimal:
+    wait: bool = True,
+) -> Any:
     """Record one model call in one transaction (the writer's batch, research.services.writer):
     the ledger row, the run's steps, tokens and cost, the cost and tokens rolled up to every
     ancestor, the transcript `step` (fields of Step: kind, input, output) and `next_state`,
-    with their events. Returns the call's cost."""
+    with their events. Returns the call's cost, or with `wait=False` at once the record's
+    Pending, whose wait() returns it once committed."""
     cost = pricing.cost(facts.model, input_tokens, output_tokens)
 
     def rows() -> None:
@@ -249,7 +251,12 @@ def model_call_record(
 
     state = None if next_state is None else next_state.state
     part = Part(facts, usage, state, 1 + (next_state is not None), rows, events, result=cost)
-    return step_writer.write(part, alone)
+    return _written(part, alone, wait=wait)
+
+
+def _written(part: Part, alone: Callable[[], Any], *, wait: bool) -> Any:
+    """The record written by the process's writer: its result, or its Pending (`wait=False`)."""
+    return step_writer.write(part, alone) if wait else step_writer.hand_over(part, alone)
 
 
 def _unless_ended(write: Callable[[NextState | None], None], next_state: NextState | None) -> None:
@@ -289,9 +296,10 @@ def tool_call_record(
     step: dict[str, Any],
     next_state: NextState | None = None,
     checkpoint: dict[str, Any] | None = None,
-) -> None:
+    wait: bool = True,
+) -> Any:
     """Record one tool call's transcript step, its checkpoint and the state the agent goes on
-    to, at once (in the writer's batch)."""
+    to, at once (in the writer's batch); with `wait=False`, the record's Pending at once."""
 
     def alone() -> None:
         if next_state is None and checkpoint is None:
@@ -308,7 +316,7 @@ def tool_call_record(
 
     state = None if next_state is None else next_state.state
     part = Part(facts, None, state, int(next_state is not None), rows, events)
-    return step_writer.write(part, alone)
+    return _written(part, alone, wait=wait)
 
 
 def _tool_call(

@@ -1,7 +1,10 @@
 """Group commit: one writer thread per process writes the step records of all its agents.
 
-An agent hands its record over (`write`) and waits for it: the agent's next move sees its
-write done, so the cost cap, spawns and the run's end read what they read today. The writer
+An agent hands its record over (`hand_over`) and goes on: its next model call or its tools
+run while the record is written. It waits on its records (Pending.wait) only where it must
+see them committed: before a tool that acts (a spawn, a message, a plan), before reading the
+tree's cost for its cap, and before its end (agents.loop.agent). `write` hands over and
+waits, for callers with no such point. The writer
 takes what has queued meanwhile (up to BATCH_MAX records, without waiting for more: the
 records that arrive while one batch is written are the next batch) and writes the whole batch
 in one transaction, so a batch costs one commit instead of one per record. Each record's
@@ -13,7 +16,9 @@ own transaction as before group commit (`alone`): a record whose run ended meanw
 (steps._RunEnded) is then handled as it always was, and a bad record fails only its own agent,
 with the exception it would have raised. A lost connection is closed before the records are
 written again, so they go through a fresh one, and when that fails too its OperationalError
-reaches the agents, whose agents.runtime.resilience.retrying hands the record over again.
+reaches the agents where they wait, and agents.runtime.resilience.retrying writes the record
+again. A record is one transaction's worth: a crash loses the records not yet committed,
+never half of one.
 
 Where the caller is already inside an atomic block (a test's transaction, a spawn), or no
 writer runs (the CLI, a test without a pool), the record is written inline as before. The pool
@@ -40,7 +45,10 @@ BATCH_MAX = 64
 IDLE_SECONDS = 0.2
 
 
-class _Record:
+class Pending:
+    """A record handed over: `wait()` returns what it returned once it is committed, or
+    raises what it raised."""
+
     __slots__ = ("part", "alone", "done", "result", "error")
 
     def __init__(self, part: Any, alone: Callable[[], Any]) -> None:
@@ -50,6 +58,19 @@ class _Record:
         self.result: Any = None
         self.error: BaseException | None = None
 
+    def wait(self) -> Any:
+        self.done.wait()
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+    @classmethod
+    def written(cls, result: Any) -> "Pending":
+        record = cls(None, lambda: result)
+        record.result = result
+        record.done.set()
+        return record
+
 
 class Writer:
     """The process's writer thread and its queue; started and stopped by each pool."""
@@ -58,7 +79,7 @@ class Writer:
         self._write_together = together
         self._lock = threading.Lock()
         self._ready = threading.Condition(self._lock)
-        self._queue: deque[_Record | None] = deque()
+        self._queue: deque[Pending | None] = deque()
         self._thread: threading.Thread | None = None
         self._users: set[int] = set()
         self.batches = 0
@@ -99,28 +120,31 @@ class Writer:
         takes (research.services.step_batch.Part): the batch's parts in its transaction, which
         raises to have the batch written record by record; `alone` writes the record in a
         transaction of its own, as before group commit."""
+        return self.hand_over(part, alone).wait()
+
+    def hand_over(self, part: Any, alone: Callable[[], Any]) -> Pending:
+        """Queue a record and return at once: the caller waits on the Pending where it must
+        see the record committed. Written inline (done when it returns, its error raised
+        here) where `write` writes inline."""
         with self._lock:
             thread = self._thread
             inline = (
                 thread is None or thread is threading.current_thread() or connection.in_atomic_block
             )
             if not inline:
-                record = _Record(part, alone)
+                record = Pending(part, alone)
                 self._queue.append(record)
                 self._ready.notify()
         if inline:
-            return alone()
-        record.done.wait()
-        if record.error is not None:
-            raise record.error
-        return record.result
+            return Pending.written(alone())
+        return record
 
-    def _take(self, timeout: float | None) -> list[_Record] | None:
+    def _take(self, timeout: float | None) -> list[Pending] | None:
         """The next batch; None to stop; [] when nothing came within `timeout`."""
         with self._lock:
             if not self._queue and not self._ready.wait_for(lambda: self._queue, timeout):
                 return []
-            batch: list[_Record] = []
+            batch: list[Pending] = []
             while self._queue and len(batch) < BATCH_MAX:
                 record = self._queue[0]
                 if record is None:
@@ -144,7 +168,7 @@ class Writer:
         finally:
             connection.close()
 
-    def _write(self, batch: list[_Record]) -> None:
+    def _write(self, batch: list[Pending]) -> None:
         self.batches += 1
         self.records += len(batch)
         try:
@@ -162,7 +186,7 @@ class Writer:
             for record in batch:
                 record.done.set()
 
-    def _together(self, batch: list[_Record]) -> bool:
+    def _together(self, batch: list[Pending]) -> bool:
         """The batch in one transaction; False when it was rolled back."""
         committed = []
         try:
@@ -184,7 +208,7 @@ class Writer:
             record.result = result
         return True
 
-    def _one_by_one(self, batch: list[_Record]) -> None:
+    def _one_by_one(self, batch: list[Pending]) -> None:
         for record in batch:
             try:
                 record.result = record.alone()

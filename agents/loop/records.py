@@ -1,0 +1,46 @@
+"""An agent's step records on their way to the database: handed to the process's writer
+(research.services.writer) and waited on only where the agent must see them committed.
+
+A model call's record is committed while the agent's tools run, and a tool call's while its
+next model call is out: the agent does not wait for a commit on every step. It waits (`written`)
+before a tool that acts (a spawn, a message, a plan: its rows and events follow the records'),
+before reading the tree's cost for its cap, before a state written alone, and before its end.
+"""
+
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+
+from django.db import DatabaseError
+
+from agents.runtime import resilience
+from research.services.writer import Pending
+
+
+class Records:
+    def __init__(self, blocking: Callable[[], AbstractContextManager[None]]) -> None:
+        self._blocking = blocking  # other agents run Python while this one waits
+        # What each record is, its Pending, and how to write it again.
+        self._unwritten: list[tuple[str, Pending, Callable[[], object]]] = []
+
+    def hand_over(self, what: str, write: Callable[..., object]) -> None:
+        """Give a record to the writer and go on at once. `write(wait=...)` is the service
+        call; a record written inline (no writer runs) fails here, as it always did."""
+        pending = resilience.retrying(what, lambda: write(wait=False))
+        self._unwritten.append((what, pending, lambda: write(wait=True)))
+
+    def written(self) -> None:
+        """Wait until every record handed over is committed. A record lost with its
+        connection is written again on a fresh one (resilience); any other failure is
+        raised, as it was where the record was written before."""
+        unwritten, self._unwritten = self._unwritten, []
+        if any(not pending.done.is_set() for _, pending, _ in unwritten):
+            with self._blocking():
+                for _, pending, _ in unwritten:
+                    pending.done.wait()
+        for what, pending, again in unwritten:
+            try:
+                pending.wait()
+            except DatabaseError as error:
+                if not resilience.lost_connection(error):
+                    raise
+                resilience.retrying(what, again)

@@ -1,0 +1,92 @@
+"""An agent's records on their way (agents.loop.records): the agent goes on to its next
+model call while its records wait for the database, and waits for them where it must."""
+
+import threading
+
+import pytest
+from django.db import connection
+
+from agents.llm.scripted import call, reply
+from agents.loop.lifetime import run_agent
+from agents.runtime.context import CancelToken
+from research import services
+from research.models import Event, Run, Step
+from research.services import step_writer
+from tests.conftest import wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture
+def held_writer(settings):
+    """The process's writer, held busy by a record that waits for `release()`: what agents
+    hand over meanwhile queues, uncommitted."""
+    settings.SEARCH_PROVIDER = ""  # web_search answers at once, without a query
+    owner = object()
+    step_writer.start(owner)
+    gate = threading.Event()
+    busy = threading.Thread(target=step_writer.write, args=(None, gate.wait))
+    busy.start()
+    wait_for(lambda: step_writer.queued() == 0, message="the writer never took the record")
+    yield gate.set
+    gate.set()
+    busy.join(10)
+    step_writer.stop(owner)
+
+
+def _agent_in_thread(run: Run) -> threading.Thread:
+    def work() -> None:
+        try:
+            services.run_claim(run_id=run.pk)
+            run_agent(run_id=run.pk, token=CancelToken(run.pk), pool=None)
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    return thread
+
+
+def test_an_agent_goes_on_to_its_next_model_call_while_its_records_wait(
+    held_writer, scripted_llm, run_factory
+):
+    run = run_factory(topic="records on their way")
+    searches = [call("web_search", query=f"query {number}") for number in range(3)]
+    scripted_llm.script("records on their way", *searches, reply("The report."))
+
+    agent = _agent_in_thread(run)
+    # Every model call is made although none of the steps before it is committed yet.
+    wait_for(lambda: len(scripted_llm.requests_for("records on their way")) == 4)
+    assert Run.objects.get(pk=run.pk).steps == 0
+    assert not Step.objects.filter(run_id=run.pk).exists()
+    held_writer()
+    agent.join(20)
+
+    run.refresh_from_db()
+    assert (run.status, run.steps, run.report) == ("done", 4, "The report.")
+    kinds = list(Step.objects.filter(run_id=run.pk).order_by("id").values_list("kind", "tool"))
+    assert kinds == [("model", ""), ("tool", "web_search")] * 3 + [("model", "")]
+    events = list(Event.objects.filter(root_id=run.pk).order_by("seq"))
+    assert [event.seq for event in events] == list(range(1, len(events) + 1))
+    assert events[-1].type == "run.finished"  # its end follows every record
+    assert events[-2].type == "run.report"
+    states = [event.payload["state"] for event in events if event.type == "run.state"]
+    assert states == ["queued", *["thinking", "searching"] * 3, "thinking", "writing"]
+
+
+def test_a_tool_that_acts_waits_for_the_agents_records(held_writer, scripted_llm, run_factory):
+    run = run_factory(topic="acting waits")
+    scripted_llm.script("acting waits", call("cancel_subagent", name="nobody"), reply("Done."))
+
+    agent = _agent_in_thread(run)
+    wait_for(lambda: len(scripted_llm.requests_for("acting waits")) == 1)
+    agent.join(0.5)  # the tool waits for the first record, which the writer holds
+    assert agent.is_alive()
+    assert len(scripted_llm.requests_for("acting waits")) == 1
+    held_writer()
+    agent.join(20)
+
+    run.refresh_from_db()
+    assert (run.status, run.steps) == ("done", 2)
+    [result] = scripted_llm.tool_results("acting waits", name="cancel_subagent")
+    assert result["content"] == "error: you have no sub-agents to cancel"

@@ -113,8 +113,9 @@ def test_an_endpoint_that_is_down_fails_the_run_with_a_readable_error(agent_pool
 
 
 def test_cancel_mid_run_ends_it_within_a_second(agent_pool, scripted_llm, alice):
+    # 0.1 s a call: the research would take 3 s, so the cancel comes while it works.
     scripted_llm.script(
-        "long", *[call("web_search", query=f"q{i}") for i in range(30)], reply("never")
+        "long", *[slow(0.1, call("web_search", query=f"q{i}")) for i in range(30)], reply("never")
     )
     run = start(alice, "A long research", max_steps=40)
     wait_for(lambda: Run.objects.get(pk=run.pk).steps >= 2)

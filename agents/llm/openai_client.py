@@ -3,16 +3,30 @@
 Retries and timeouts are the client's own (exponential backoff on connection errors, 408, 409,
 429 and 5xx; 4xx such as 401 are not retried). What the client finally raises is turned into an
 LLMError whose message an analyst can act on, e.g. "llm: 503 from api.example.com after 3 tries".
+
+The lean call (issue 25). The first try of every call goes over the agent thread's own kept
+connection (research.outbound.kept): the body as bytes serialised once, the answer parsed once.
+A model call is most of an agent's CPU per step, and the client's request building, retry
+loop and HTTP stack were most of that. A first try that fails goes on as the client would: a
+status it does not retry is described from the answer at once (the same words); one it
+retries, a timeout or a lost connection is handed to the client after the client's own first
+backoff, with one try fewer left, and the tries counted include the first. Behind a proxy from
+the environment every call goes through the client, which honours it.
 """
 
 import json
+import time
+from types import SimpleNamespace
 from typing import Any
 
 import openai
 from django.conf import settings
 
 from agents.llm.base import ChatResponse, LLMError, ToolCall
+from agents.llm.encoding import EncodedRequests
 from research.clean import cut
+from research.outbound.errors import TimedOut, TransferFailed
+from research.outbound.kept import Answer, KeptEndpoint
 from research.outbound.sdk import RawResponse, openai_http_client
 
 # The client sends the number of retries it has taken in this header on every try, so the
@@ -39,29 +53,69 @@ class OpenAIChat:
             max_retries=max_retries,
             http_client=openai_http_client("llm"),
         )
+        base = str(self._client.base_url)
+        self._host = _host(self._client.base_url)
+        self._kept = None
+        if KeptEndpoint.usable(base):
+            headers = {**self._client.auth_headers, **_strings(self._client.default_headers)}
+            self._kept = KeptEndpoint(base, timeout=timeout, headers=headers)
+        self._encoded = EncodedRequests()
+        # After a failed first try: the client, with the tries that are left.
+        self._rest = self._client.with_options(max_retries=max(0, max_retries - 1))
 
     def chat(
         self, *, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
     ) -> ChatResponse:
-        request: dict[str, Any] = {"model": model, "messages": messages}
-        if tools:
-            request["tools"] = tools
         # The lean call: the client's create() walks the whole conversation to transform it
         # and builds pydantic models of the answer, on every call, and the conversation only
-        # grows. The body goes as bytes serialised once, and the answer comes back as the raw
-        # response, parsed once; the client still does the retries, timeouts and errors.
-        body = json.dumps(request, ensure_ascii=False, separators=(",", ":")).encode()
+        # grows. The body goes as bytes, each message serialised once, and the answer comes
+        # back raw, parsed once.
+        body = self._encoded.body(model, messages, tools)
+        if self._kept is None:
+            return self._through_client(self._client, body, earlier_tries=0)
         try:
-            response = self._client.post("/chat/completions", content=body, cast_to=RawResponse)
-        except openai.APIError as error:
-            raise LLMError(self._describe(error)) from error
-        return _chat_response(_parsed(response), host=_host(self._client.base_url))
+            answer = self._kept.post("/chat/completions", body)
+        except TransferFailed as failure:
+            return self._after_first_try(body, self._failure_text(failure), headers=None)
+        if 200 <= answer.status < 300:
+            return _chat_response(_parsed(answer.body), host=self._host)
+        if 300 <= answer.status < 400:  # a redirect: the client follows it, with every try
+            return self._through_client(self._client, body, earlier_tries=0)
+        text = _status_text(answer.status, _answer_detail(answer), host=self._host, tries=1)
+        if not self._client._should_retry(
+            SimpleNamespace(status_code=answer.status, headers=answer.headers)
+        ):
+            raise LLMError(text)
+        return self._after_first_try(body, text, headers=answer.headers)
 
-    def _describe(self, error: openai.APIError) -> str:
+    def _after_first_try(self, body: bytes, text: str, *, headers: Any) -> ChatResponse:
+        """The first try failed in a way the client retries: the rest of the tries are the
+        client's, after its first backoff; with none left, the first try's failure."""
+        if self.max_retries == 0:
+            raise LLMError(text)
+        options = SimpleNamespace(get_max_retries=lambda default: self.max_retries)
+        time.sleep(self._client._calculate_retry_timeout(self.max_retries, options, headers))
+        return self._through_client(self._rest, body, earlier_tries=1)
+
+    def _through_client(self, client: openai.OpenAI, body: bytes, *, earlier_tries: int):
+        try:
+            response = client.post("/chat/completions", content=body, cast_to=RawResponse)
+        except openai.APIError as error:
+            raise LLMError(self._describe(error, client, earlier_tries)) from error
+        return _chat_response(_parsed(response.content), host=self._host)
+
+    def _failure_text(self, failure: TransferFailed, tries: int = 1) -> str:
+        if isinstance(failure, TimedOut):
+            return (
+                f"llm: no answer from {self._host} within {self.timeout:g}s after {_plural(tries)}"
+            )
+        return f"llm: cannot connect to {self._host} after {_plural(tries)}"
+
+    def _describe(self, error: openai.APIError, client: openai.OpenAI, earlier_tries: int) -> str:
         host = _host(error.request.url)
-        tries = _tries(error.request, default=self.max_retries + 1)
+        tries = earlier_tries + _tries(error.request, default=client.max_retries + 1)
         if isinstance(error, openai.APIStatusError):
-            return _describe_status(error, host=host, tries=tries)
+            return _status_text(error.status_code, _error_detail(error), host=host, tries=tries)
         if isinstance(error, openai.APITimeoutError):
             return f"llm: no answer from {host} within {self.timeout:g}s after {_plural(tries)}"
         if isinstance(error, openai.APIConnectionError):
@@ -69,30 +123,47 @@ class OpenAIChat:
         return f"llm: bad answer from {host}: {_short(error.message)}"
 
 
-def _describe_status(error: openai.APIStatusError, *, host: str, tries: int) -> str:
-    status = error.status_code
+def _status_text(status: int, detail: str, *, host: str, tries: int) -> str:
     if status in _RETRIED_STATUSES or status >= 500:
         return f"llm: {status} from {host} after {_plural(tries)}"
-    message = f"llm: {status} from {host}: {_error_detail(error)}"
+    message = f"llm: {status} from {host}: {detail}"
     return message if tries == 1 else f"{message} (after {_plural(tries)})"
 
 
 def _error_detail(error: openai.APIStatusError) -> str:
     """The server's own words: the client keeps the body's "error" object (or its text)."""
-    body = error.body
+    return _detail(error.body, error.response.reason_phrase)
+
+
+def _answer_detail(answer: Answer) -> str:
+    """The same words from an answer to the first try, read as the client reads a body."""
+    text = answer.body.decode("utf-8", "replace").strip()
+    try:
+        body: Any = json.loads(text)
+    except ValueError:
+        body = text
+    return _detail(body.get("error", body) if isinstance(body, dict) else body, answer.reason)
+
+
+def _detail(body: Any, reason: str) -> str:
     if isinstance(body, dict) and body.get("message"):
         return _short(str(body["message"]))
     if isinstance(body, str) and body.strip():
         return _short(body)
-    return error.response.reason_phrase or "no detail"
+    return reason or "no detail"
 
 
-def _parsed(response: RawResponse) -> Any:
+def _parsed(content: bytes) -> Any:
     """The answer's JSON, or None when it is not JSON (a proxy's HTML page)."""
     try:
-        return json.loads(response.content)
+        return json.loads(content)
     except ValueError:
         return None
+
+
+def _strings(headers: Any) -> dict[str, str]:
+    """The client's default headers that have a value (it marks the others Omit)."""
+    return {name: value for name, value in headers.items() if isinstance(value, str)}
 
 
 def _chat_response(completion: Any, *, host: str) -> ChatResponse:

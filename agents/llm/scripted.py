@@ -39,7 +39,9 @@ carries usage, 100 prompt and 20 completion tokens unless given `usage=(input, o
 Records. `.requests` holds every parsed request body; `.requests_for(match)` those whose task
 contains `match`; `.tool_results(match, name=None)` the tool-result messages those
 conversations sent back, each once, in order, with the tool's `name` filled in from the
-assistant turn that called it. `ScriptedLLM.down_url()` is a base URL where nothing listens.
+assistant turn that called it. `.connections` counts the connections accepted: one a request,
+unless `ScriptedLLM(keep_alive=True)` keeps them open between requests as a real endpoint does
+(the benchmarks). `ScriptedLLM.down_url()` is a base URL where nothing listens.
 """
 
 import itertools
@@ -81,6 +83,7 @@ class ScriptedLLM:
         self._unscripted: list[str] = []
         self._errors: list[str] = []
         self._ids = itertools.count(1)
+        self._connections = 0
         self._stopping = threading.Event()
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -120,6 +123,12 @@ class ScriptedLLM:
         if self._server is None:
             raise RuntimeError("ScriptedLLM is not started")
         return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    @property
+    def connections(self) -> int:
+        """Connections accepted so far (each carries one request unless kept alive)."""
+        with self._lock:
+            return self._connections
 
     @staticmethod
     def down_url() -> str:
@@ -261,6 +270,8 @@ class ScriptedLLM:
 
 class _Server(ThreadingHTTPServer):
     def process_request_thread(self, request, client_address) -> None:
+        with self.scripted._lock:
+            self.scripted._connections += 1
         try:
             super().process_request_thread(request, client_address)
         finally:

@@ -67,6 +67,7 @@ class Agent:
         self.parallel = ParallelCalls()
         # The state the last write recorded: a write that would record it again is skipped.
         self.shown: NextState | None = None
+        self._sent_schemas: tuple[tuple[int, ...], list[dict[str, Any]]] = ((), [])
         # Its step records, committed by the process's writer while it goes on.
         self.records = Records(self._blocking)
 
@@ -244,7 +245,7 @@ class Agent:
             response = self.model.chat(
                 model=self.ctx.model,
                 messages=self.messages,
-                tools=[tool.schema() for tool in tools],
+                tools=self._schemas(tools),
             )
         if not tools:
             response.tool_calls = []  # a model that calls tools in the last round is ignored
@@ -281,6 +282,14 @@ class Agent:
         self.messages.append(message)
         self.checkpoints.written(len(self.messages))
         return response, planned
+
+    def _schemas(self, tools: list[Tool]) -> list[dict[str, Any]]:
+        """The tools' schemas, built again only when the tools offered change: the same
+        list is sent serialised once (agents.llm.encoding)."""
+        key = tuple(id(tool) for tool in tools)
+        if self._sent_schemas[0] != key:
+            self._sent_schemas = (key, [tool.schema() for tool in tools])
+        return self._sent_schemas[1]
 
     def _plan(self, call: ToolCall) -> PlannedCall:
         try:

@@ -1,0 +1,143 @@
+"""The lean model call (agents.llm.openai_client, research.outbound.kept, agents.llm.encoding):
+one kept connection per agent thread, each message serialised once, and the first try's
+failures going on as the openai client's own would (tests/test_llm.py has their texts)."""
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from agents.llm import LLMError
+from agents.llm.encoding import EncodedRequests
+from agents.llm.scripted import ScriptedLLM, call, fail, reply
+from tests.test_llm import TOOLS, ask, chat_client, host_of
+
+
+def test_an_agents_calls_share_one_kept_connection():
+    with ScriptedLLM(keep_alive=True) as llm:
+        llm.script(
+            "task", call("web_search", query="a"), call("web_search", query="b"), reply("ok")
+        )
+        client = chat_client(llm.base_url)
+
+        answers = [ask(client, "task", tools=TOOLS) for _ in range(3)]
+
+        assert answers[-1].content == "ok"
+        assert len(llm.requests) == 3
+        assert llm.connections == 1
+
+
+def test_each_thread_keeps_its_own_connection():
+    with ScriptedLLM(keep_alive=True) as llm:
+        llm.default(*[reply("ok")] * 4)
+        client = chat_client(llm.base_url)
+        threads = [threading.Thread(target=lambda: [ask(client, "t") for _ in range(2)])]
+        threads.append(threading.Thread(target=lambda: [ask(client, "t") for _ in range(2)]))
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(10)
+
+        assert len(llm.requests) == 4
+        assert llm.connections == 2
+
+
+class ClosesWhileKept(BaseHTTPRequestHandler):
+    """A server that closes each connection after its answer without saying so, as one does
+    when a kept connection sits idle past its timeout."""
+
+    protocol_version = "HTTP/1.1"
+    connections = 0
+
+    def setup(self) -> None:
+        super().setup()
+        type(self).connections += 1
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers["Content-Length"]))
+        body = json.dumps(
+            {"choices": [{"message": {"role": "assistant", "content": "fine"}}], "usage": {}}
+        ).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+        self.close_connection = True
+
+    def log_message(self, format, *args) -> None:
+        pass
+
+
+def test_a_kept_connection_the_server_closed_is_replaced_without_a_failed_try():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), ClosesWhileKept)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        client = chat_client(f"http://127.0.0.1:{server.server_address[1]}/v1")
+        answers = [ask(client, "task").content for _ in range(3)]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+    assert answers == ["fine"] * 3
+    assert ClosesWhileKept.connections == 3
+
+
+def test_behind_a_proxy_every_call_goes_through_the_openai_client(monkeypatch):
+    with ScriptedLLM(keep_alive=True) as llm:
+        monkeypatch.setenv("HTTP_PROXY", "http://127.0.0.1:9")  # nothing listens there
+        monkeypatch.setenv("NO_PROXY", "")
+        # The process's clients are built once: this test's are built with the proxy set.
+        monkeypatch.setattr("research.outbound.clients._clients", {})
+        client = chat_client(llm.base_url, max_retries=0, timeout=2)
+
+        with pytest.raises(LLMError) as error:
+            ask(client, "task")
+
+        # The client went to the proxy (which is down), not to the endpoint.
+        assert str(error.value) == f"llm: cannot connect to {host_of(llm)} after 1 try"
+        assert llm.requests == []
+
+
+def test_a_rate_limit_on_the_first_try_is_retried_by_the_client_after_its_wait(llm_scripted):
+    llm_scripted.script("task", fail(429, message="slow down"), reply("after the wait"))
+
+    response = ask(chat_client(llm_scripted.base_url, max_retries=1, timeout=2), "task")
+
+    assert response.content == "after the wait"
+    assert len(llm_scripted.requests) == 2
+
+
+def test_a_rate_limit_on_every_try_counts_the_first(llm_scripted):
+    llm_scripted.script("task", fail(429, times=2), reply("never seen"))
+
+    with pytest.raises(LLMError) as error:
+        ask(chat_client(llm_scripted.base_url, max_retries=1, timeout=2), "task")
+
+    assert str(error.value) == f"llm: 429 from {host_of(llm_scripted)} after 2 tries"
+
+
+@pytest.fixture
+def llm_scripted():
+    with ScriptedLLM() as server:
+        yield server
+
+
+def test_the_body_is_the_whole_requests_json_as_the_conversation_grows_and_changes():
+    encoded = EncodedRequests()
+    messages = [
+        {"role": "system", "content": "You research: «café»."},
+        {"role": "user", "content": "t"},
+    ]
+    tools = [{"type": "function", "function": {"name": "web_search"}}]
+
+    def whole(model, messages, tools):
+        request = {"model": model, "messages": messages, **({"tools": tools} if tools else {})}
+        return json.dumps(request, ensure_ascii=False, separators=(",", ":")).encode()
+
+    assert encoded.body("m", messages, tools) == whole("m", messages, tools)
+    messages.append({"role": "assistant", "content": "next"})
+    assert encoded.body("m", messages, tools) == whole("m", messages, tools)
+    replaced = [messages[0], {"role": "user", "content": "another task"}]
+    assert encoded.body("m", replaced, []) == whole("m", replaced, [])
+    assert encoded.body("m", messages, tools) == whole("m", messages, tools)

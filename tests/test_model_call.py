@@ -2,11 +2,19 @@
 one kept connection per agent thread, each message serialised once, and the first try's
 failures going on as the openai client's own would (tests/test_llm.py has their texts)."""
 
+import datetime
+import ipaddress
 import json
+import ssl
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import certifi
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 from agents.llm import LLMError
 from agents.llm.encoding import EncodedRequests
@@ -141,3 +149,79 @@ def test_the_body_is_the_whole_requests_json_as_the_conversation_grows_and_chang
     replaced = [messages[0], {"role": "user", "content": "another task"}]
     assert encoded.body("m", replaced, []) == whole("m", replaced, [])
     assert encoded.body("m", messages, tools) == whole("m", messages, tools)
+
+
+def _self_signed(folder) -> tuple[str, str]:
+    """A certificate for 127.0.0.1 and its key, as PEM files."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    certificate = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=1))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_path, key_path = folder / "cert.pem", folder / "key.pem"
+    cert_path.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return str(cert_path), str(key_path)
+
+
+class CountsConnections(ThreadingHTTPServer):
+    accepted = 0
+
+    def get_request(self):
+        self.accepted += 1  # before the TLS handshake, which may fail
+        return super().get_request()
+
+
+class Completes(ClosesWhileKept):
+    """An HTTPS endpoint that answers every call (and keeps its connections)."""
+
+    def do_POST(self) -> None:
+        super().do_POST()
+        self.close_connection = False
+
+
+def test_a_tls_handshake_the_kept_connection_fails_leaves_the_endpoint_to_the_client(
+    tmp_path, monkeypatch
+):
+    cert, key = _self_signed(tmp_path)
+    server = CountsConnections(("127.0.0.1", 0), Completes)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    # The operator's trust store has the endpoint's certificate; the kept connection's does
+    # not (as when they differ): the openai client's is the one that counts.
+    monkeypatch.setenv("SSL_CERT_FILE", cert)
+    monkeypatch.setattr("research.outbound.clients._clients", {})
+    certifi_only = ssl.create_default_context(cafile=certifi.where())
+    monkeypatch.setattr("research.outbound.kept._tls", lambda: certifi_only)
+    try:
+        client = chat_client(f"https://127.0.0.1:{server.server_address[1]}/v1", max_retries=0)
+        answers = [ask(client, "task").content for _ in range(3)]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+    assert answers == ["fine"] * 3  # no failed try, no wait
+    # One handshake refused by the kept connection, then the client's one kept connection:
+    # the kept connection is not tried again.
+    assert server.accepted == 2

@@ -76,6 +76,11 @@ class OpenAIChat:
         try:
             answer = self._kept.post("/chat/completions", body)
         except TransferFailed as failure:
+            if failure.kind.startswith("SSL"):
+                # This connection's TLS is not the client's (another CA, a client certificate):
+                # the client, which the operator configured, takes every call from now on.
+                self._kept = None
+                return self._through_client(self._client, body, earlier_tries=0)
             return self._after_first_try(body, self._failure_text(failure), headers=None)
         if 200 <= answer.status < 300:
             return _chat_response(_parsed(answer.body), host=self._host)
@@ -104,12 +109,11 @@ class OpenAIChat:
             raise LLMError(self._describe(error, client, earlier_tries)) from error
         return _chat_response(_parsed(response.content), host=self._host)
 
-    def _failure_text(self, failure: TransferFailed, tries: int = 1) -> str:
+    def _failure_text(self, failure: TransferFailed) -> str:
+        """The words the client would use for a first and only try that got no answer."""
         if isinstance(failure, TimedOut):
-            return (
-                f"llm: no answer from {self._host} within {self.timeout:g}s after {_plural(tries)}"
-            )
-        return f"llm: cannot connect to {self._host} after {_plural(tries)}"
+            return f"llm: no answer from {self._host} within {self.timeout:g}s after 1 try"
+        return f"llm: cannot connect to {self._host} after 1 try"
 
     def _describe(self, error: openai.APIError, client: openai.OpenAI, earlier_tries: int) -> str:
         host = _host(error.request.url)

@@ -14,6 +14,7 @@ openai client it stands in front of (the operator chose the endpoint).
 """
 
 import http.client
+import os
 import ssl
 import threading
 import urllib.request
@@ -122,7 +123,12 @@ class KeptEndpoint:
 
 @cache
 def _tls() -> ssl.SSLContext:
-    """Verified TLS with the certificates the openai client's httpx trusts (certifi's)."""
+    """Verified TLS with the certificates the openai client's httpx trusts: SSL_CERT_FILE or
+    SSL_CERT_DIR where the environment names them, else certifi's. A handshake this context
+    fails hands the endpoint to the openai client for good (agents.llm.openai_client)."""
+    cafile, capath = os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR")
+    if cafile or capath:
+        return ssl.create_default_context(cafile=cafile or None, capath=capath or None)
     try:
         import certifi
     except ImportError:

@@ -26,6 +26,10 @@ class Records:
         """Give a record to the writer and go on at once. `write(wait=...)` is the service
         call; a record written inline (no writer runs) fails here, as it always did."""
         pending = resilience.retrying(what, lambda: write(wait=False))
+        # Those committed already are let go (a long run of reading steps never waits).
+        self._unwritten = [
+            entry for entry in self._unwritten if not entry[1].done.is_set() or entry[1].error
+        ]
         self._unwritten.append((what, pending, lambda: write(wait=True)))
 
     def written(self) -> None:

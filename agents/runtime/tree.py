@@ -58,7 +58,7 @@ def answer_refusal(ctx: AgentContext) -> str | None:
     cancelled). No query when it started none."""
     if not ctx.spawned:
         return None
-    children = team_reads.children_of(run_id=ctx.run_id).only("pk", "name", "status")
+    children = team_reads.children_named(run_id=ctx.run_id)
     pending = [
         f'"{run.name}" ({"still working" if run.status in ACTIVE_STATUSES else "report not read"})'
         for run in children

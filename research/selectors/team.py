@@ -6,6 +6,7 @@ the fields the team tools show.
 
 from decimal import Decimal
 from functools import cache
+from typing import NamedTuple
 
 from django.db import connection
 from django.db.models import QuerySet
@@ -21,6 +22,25 @@ def run_by_id(*, run_id: int) -> Run:
 def children_of(*, run_id: int) -> QuerySet[Run]:
     """The run's sub-agents, oldest first."""
     return Run.objects.filter(parent_id=run_id).order_by("id")
+
+
+class Child(NamedTuple):
+    pk: int
+    name: str
+    status: str
+
+
+def children_named(*, run_id: int) -> list[Child]:
+    """(id, name, status) of the run's sub-agents, oldest first. The team tools that name a
+    child (wait, cancel, inspect) and the answer check read it: built once, not by the ORM."""
+    with connection.cursor() as cursor:
+        cursor.execute(_children_sql(), [run_id])
+        return [Child(*row) for row in cursor.fetchall()]
+
+
+@cache
+def _children_sql() -> str:
+    return f"SELECT id, name, status FROM {Run._meta.db_table} WHERE parent_id = %s ORDER BY id"
 
 
 def working_children_ids(*, run_id: int, among: list[int] | None = None) -> list[int]:

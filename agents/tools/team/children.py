@@ -28,8 +28,8 @@ from research.selectors import team as team_reads
 
 def _named_children(
     ctx: AgentContext, names: list[str] | None, *, action: str = "wait for"
-) -> list[Run]:
-    children = list(team_reads.children_of(run_id=ctx.run_id).only("pk", "name"))
+) -> list[team_reads.Child]:
+    children = team_reads.children_named(run_id=ctx.run_id)
     if not children:
         raise ToolError(f"you have no sub-agents to {action}")
     if not names:

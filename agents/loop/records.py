@@ -5,6 +5,9 @@ A model call's record is committed while the agent's tools run, and a tool call'
 next model call is out: the agent does not wait for a commit on every step. It waits (`written`)
 before a tool that acts (a spawn, a message, a plan: its rows and events follow the records'),
 before reading the tree's cost for its cap, before a state written alone, and before its end.
+A record lost with its connection is written again there, so it lands after the records
+handed over behind it (its transcript row and events come later); a record is one
+transaction, so nothing is ever half written.
 """
 
 from collections.abc import Callable

@@ -5,7 +5,8 @@ The model call is an agent's hottest outbound request, and each agent makes its 
 after another from its own thread, so each thread keeps its own connection (the standard
 library's http.client): no pool to take it from, no URL objects, no request model built per
 call. A connection the server closed while it sat idle fails at its first use; the request
-then goes once more on a new connection, as every keep-alive client does. Anything else is
+then goes once more on a new connection. (A server that died while answering looks the same
+and gets the request twice; the openai client retries a lost connection too.) Anything else is
 raised in this package's neutral words (ConnectFailed, TimedOut, TransferFailed), once: the
 caller (agents.llm.openai_client) decides about retries.
 

@@ -8,6 +8,7 @@ above the budget (seed 001). Everything the agent does is written through resear
 import logging
 import time
 from contextlib import AbstractContextManager, nullcontext
+from decimal import Decimal
 from functools import partial
 from typing import Any
 
@@ -203,7 +204,7 @@ class Agent:
             return f" ({whose} time is nearly up: what is left is kept for writing)"
         return None
 
-    def _tree_cost(self):
+    def _tree_cost(self) -> Decimal:
         self.records.written()  # its own calls count toward the cap
         return resilience.retrying("reading the tree's cost", lambda: tree.tree_cost(self.ctx))
 

@@ -346,6 +346,7 @@ def test_a_cancelled_research_reads_cancelled_and_the_verifier_shows_its_task_cu
     expect(cancel).to_be_in_viewport()
     if page.size_name == "phone":
         assert page.locator("#tree-card").get_attribute("data-view") == "list"
+        expect(agent(page, "shallows")).to_be_visible()  # spawned with check, drawn apart
         row = agent(page, "shallows").bounding_box()
         assert row["height"] >= 44, "a list row is too small to tap"
     no_sideways_scroll(page, "working")

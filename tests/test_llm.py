@@ -182,8 +182,11 @@ def test_tool_results_return_what_the_agent_sent_back_once_each(llm):
     assert llm.tool_results("another task") == []
 
 
-def test_server_error_then_success_is_retried_by_the_client(llm):
-    llm.script("task", fail(500), reply("after retry"))
+# The first try goes over the agent thread's kept connection, the others through the openai
+# client (agents.llm.openai_client): a 429 is retried after the client's wait, as a 5xx is.
+@pytest.mark.parametrize("status", [500, 429])
+def test_server_error_then_success_is_retried_by_the_client(llm, status):
+    llm.script("task", fail(status), reply("after retry"))
 
     response = ask(chat_client(llm.base_url, max_retries=2, timeout=2), "task")
 
@@ -191,13 +194,14 @@ def test_server_error_then_success_is_retried_by_the_client(llm):
     assert len(llm.requests) == 2
 
 
-def test_server_error_on_every_try_names_status_host_and_tries(llm):
-    llm.script("task", fail(503, times=3), reply("never seen"))
+@pytest.mark.parametrize("status", [503, 429])
+def test_server_error_on_every_try_names_status_host_and_tries(llm, status):
+    llm.script("task", fail(status, times=3), reply("never seen"))
 
     with pytest.raises(LLMError) as error:
         ask(chat_client(llm.base_url, max_retries=2, timeout=2), "task")
 
-    assert str(error.value) == f"llm: 503 from {host_of(llm)} after 3 tries"
+    assert str(error.value) == f"llm: {status} from {host_of(llm)} after 3 tries"
     assert len(llm.requests) == 3
 
 

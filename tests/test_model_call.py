@@ -1,6 +1,7 @@
 """The lean model call (agents.llm.openai_client, research.outbound.kept, agents.llm.encoding):
 one kept connection per agent thread, each message serialised once, and the first try's
-failures going on as the openai client's own would (tests/test_llm.py has their texts)."""
+failures going on as the openai client's own would (tests/test_llm.py has their texts and
+their tries, 429 included)."""
 
 import datetime
 import ipaddress
@@ -9,7 +10,6 @@ import ssl
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-import certifi
 import pytest
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -18,7 +18,7 @@ from cryptography.x509.oid import NameOID
 
 from agents.llm import LLMError
 from agents.llm.encoding import EncodedRequests
-from agents.llm.scripted import ScriptedLLM, call, fail, reply
+from agents.llm.scripted import ScriptedLLM, call, reply
 from tests.test_llm import TOOLS, ask, chat_client, host_of
 
 
@@ -40,8 +40,9 @@ def test_each_thread_keeps_its_own_connection():
     with ScriptedLLM(keep_alive=True) as llm:
         llm.default(*[reply("ok")] * 4)
         client = chat_client(llm.base_url)
-        threads = [threading.Thread(target=lambda: [ask(client, "t") for _ in range(2)])]
-        threads.append(threading.Thread(target=lambda: [ask(client, "t") for _ in range(2)]))
+        threads = [
+            threading.Thread(target=lambda: [ask(client, "t") for _ in range(2)]) for _ in "ab"
+        ]
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -105,30 +106,6 @@ def test_behind_a_proxy_every_call_goes_through_the_openai_client(monkeypatch):
         # The client went to the proxy (which is down), not to the endpoint.
         assert str(error.value) == f"llm: cannot connect to {host_of(llm)} after 1 try"
         assert llm.requests == []
-
-
-def test_a_rate_limit_on_the_first_try_is_retried_by_the_client_after_its_wait(llm_scripted):
-    llm_scripted.script("task", fail(429, message="slow down"), reply("after the wait"))
-
-    response = ask(chat_client(llm_scripted.base_url, max_retries=1, timeout=2), "task")
-
-    assert response.content == "after the wait"
-    assert len(llm_scripted.requests) == 2
-
-
-def test_a_rate_limit_on_every_try_counts_the_first(llm_scripted):
-    llm_scripted.script("task", fail(429, times=2), reply("never seen"))
-
-    with pytest.raises(LLMError) as error:
-        ask(chat_client(llm_scripted.base_url, max_retries=1, timeout=2), "task")
-
-    assert str(error.value) == f"llm: 429 from {host_of(llm_scripted)} after 2 tries"
-
-
-@pytest.fixture
-def llm_scripted():
-    with ScriptedLLM() as server:
-        yield server
 
 
 def test_the_body_is_the_whole_requests_json_as_the_conversation_grows_and_changes():
@@ -212,8 +189,8 @@ def test_a_tls_handshake_the_kept_connection_fails_leaves_the_endpoint_to_the_cl
     # not (as when they differ): the openai client's is the one that counts.
     monkeypatch.setenv("SSL_CERT_FILE", cert)
     monkeypatch.setattr("research.outbound.clients._clients", {})
-    certifi_only = ssl.create_default_context(cafile=certifi.where())
-    monkeypatch.setattr("research.outbound.kept._tls", lambda: certifi_only)
+    trusts_nothing = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    monkeypatch.setattr("research.outbound.kept._tls", lambda: trusts_nothing)
     try:
         client = chat_client(f"https://127.0.0.1:{server.server_address[1]}/v1", max_retries=0)
         answers = [ask(client, "task").content for _ in range(3)]

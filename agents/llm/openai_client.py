@@ -102,7 +102,9 @@ class OpenAIChat:
         time.sleep(self._client._calculate_retry_timeout(self.max_retries, options, headers))
         return self._through_client(self._rest, body, earlier_tries=1)
 
-    def _through_client(self, client: openai.OpenAI, body: bytes, *, earlier_tries: int):
+    def _through_client(
+        self, client: openai.OpenAI, body: bytes, *, earlier_tries: int
+    ) -> ChatResponse:
         try:
             response = client.post("/chat/completions", content=body, cast_to=RawResponse)
         except openai.APIError as error:

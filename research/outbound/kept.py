@@ -15,7 +15,6 @@ openai client it stands in front of (the operator chose the endpoint).
 """
 
 import http.client
-import os
 import ssl
 import threading
 import urllib.request
@@ -23,6 +22,8 @@ from dataclasses import dataclass
 from email.message import Message
 from functools import cache
 from urllib.parse import urlsplit
+
+import httpx2
 
 from research.outbound.errors import ConnectFailed, TimedOut, TransferFailed
 
@@ -57,27 +58,23 @@ class KeptEndpoint:
     def usable(base_url: str) -> bool:
         """False where a proxy from the environment applies: the openai client's httpx would
         go through it, and this connection would not."""
-        host = urlsplit(base_url).hostname or ""
+        parts = urlsplit(base_url)
         proxies = urllib.request.getproxies()
-        scheme = urlsplit(base_url).scheme
-        if not (proxies.get(scheme) or proxies.get("all")):
+        if not (proxies.get(parts.scheme) or proxies.get("all")):
             return True
-        return bool(urllib.request.proxy_bypass(host))
+        return bool(urllib.request.proxy_bypass(parts.hostname or ""))
 
     def post(self, path: str, body: bytes) -> Answer:
         connection, kept = self._connection()
-        try:
-            return self._exchange(connection, path, body)
-        except _CLOSED_WHILE_KEPT as error:
-            connection.close()
-            if not kept:
-                raise TransferFailed(type(error).__name__, str(error)) from None
-        connection, _ = self._connection()  # closed while kept: once more, on a new one
-        try:
-            return self._exchange(connection, path, body)
-        except _CLOSED_WHILE_KEPT as error:
-            connection.close()
-            raise TransferFailed(type(error).__name__, str(error)) from None
+        while True:
+            try:
+                return self._exchange(connection, path, body)
+            except _CLOSED_WHILE_KEPT as error:
+                connection.close()
+                if not kept:
+                    raise TransferFailed(type(error).__name__, str(error)) from None
+            # Closed while kept: once more, on a new connection (which is not kept).
+            connection, kept = self._connection()
 
     def _exchange(self, connection: http.client.HTTPConnection, path: str, body: bytes) -> Answer:
         try:
@@ -124,14 +121,8 @@ class KeptEndpoint:
 
 @cache
 def _tls() -> ssl.SSLContext:
-    """Verified TLS with the certificates the openai client's httpx trusts: SSL_CERT_FILE or
-    SSL_CERT_DIR where the environment names them, else certifi's. A handshake this context
-    fails hands the endpoint to the openai client for good (agents.llm.openai_client)."""
-    cafile, capath = os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR")
-    if cafile or capath:
-        return ssl.create_default_context(cafile=cafile or None, capath=capath or None)
-    try:
-        import certifi
-    except ImportError:
-        return ssl.create_default_context()
-    return ssl.create_default_context(cafile=certifi.where())
+    """The TLS the openai client's httpx2 verifies with, built by httpx2 itself (SSL_CERT_FILE
+    or SSL_CERT_DIR from the environment, else the system's). A handshake it fails all the
+    same (a client certificate the operator configured) hands the endpoint to the openai
+    client for good (agents.llm.openai_client)."""
+    return httpx2.create_ssl_context()

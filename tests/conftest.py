@@ -20,6 +20,20 @@ def _no_loop_recorded_for_async_to_sync():
 
 
 @pytest.fixture
+def own_channel_layer():
+    """A channel layer of this test's own, dropped at its end. channels_redis keeps, per layer
+    object, one asyncio lock for receiving on the process's channel, released by a clean-up
+    task after each message: a test whose loop closes before that task ran leaves the lock
+    held and bound to the dead loop, and the next test to receive fails with "bound to a
+    different event loop". A server runs one loop for its life, so only tests meet this."""
+    from channels.layers import channel_layers
+
+    channel_layers.backends.clear()
+    yield
+    channel_layers.backends.clear()
+
+
+@pytest.fixture
 def scripted_llm(settings):
     """A scripted OpenAI-compatible endpoint that every real model name now talks to."""
     with ScriptedLLM() as llm:

@@ -17,7 +17,8 @@ from frontend.routing import auth_stack, websocket_urlpatterns
 from research import services
 from research.models import Event, Run
 
-pytestmark = pytest.mark.django_db(transaction=True)
+# Each test receives on a channel layer of its own (see the fixture).
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("own_channel_layer")]
 
 ORIGIN = b"http://127.0.0.1:8000"
 

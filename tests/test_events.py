@@ -12,6 +12,8 @@ from research.events import RunStateChanged
 from research.models import Event
 
 URL = "/v1/gb/research"
+# The tests that listen receive on a channel layer of their own (see the fixture).
+pytestmark = pytest.mark.usefixtures("own_channel_layer")
 
 
 def _seqs(root_id: int) -> list[int]:

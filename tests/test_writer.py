@@ -8,7 +8,7 @@ from django.db import connection, transaction
 
 from agents.runtime import resilience
 from research import selectors, services
-from research.models import Event, LLMCall, Run, Step
+from research.models import Event, LLMCall, Run, RunState, Step
 from research.services import NextState, step_writer
 from tests.conftest import wait_for
 
@@ -141,6 +141,40 @@ def test_a_record_of_a_run_ended_meanwhile_is_kept_without_its_state(writer, age
     assert Step.objects.filter(run_id=ended.run_id, kind="tool").exists()
     seqs = list(Event.objects.filter(root_id=ended.root_id).values_list("seq", flat=True))
     assert sorted(seqs) == list(range(1, len(seqs) + 1))
+
+
+def test_a_state_handed_over_follows_its_agents_records_and_skips_a_run_ended_meanwhile(
+    writer, agents
+):
+    ended = agents[2]
+    services.run_finish(run_id=ended.run_id, error="interrupted: the server stopped")
+
+    def step_then_show(facts) -> None:
+        _one_step(facts)
+        services.state_record(facts=facts, state="writing", detail="the report", wait=True)
+
+    errors = _together(writer, [lambda facts=facts: step_then_show(facts) for facts in agents])
+
+    assert errors == {}
+    for facts in agents:
+        run = Run.objects.get(pk=facts.run_id)
+        timeline = list(
+            RunState.objects.filter(run_id=facts.run_id)
+            .order_by("id")
+            .values_list("state", flat=True)
+        )
+        events = Event.objects.filter(root_id=facts.root_id, payload__run=facts.run_id)
+        last = events.order_by("seq").last().payload
+        if facts is ended:
+            assert (run.state, "writing" in timeline) == ("ended", False)
+            assert not events.filter(type="run.state", payload__state="writing").exists()
+        else:
+            assert (run.state, timeline[-2:]) == ("writing", ["thinking", "writing"])
+            assert (last["type"], last["state"], last["detail"]) == (
+                "run.state",
+                "writing",
+                "the report",
+            )
 
 
 @pytest.mark.skipif("connection.vendor != 'postgresql'")

@@ -228,11 +228,11 @@ class Agent:
 
     def _show(self, state: NextState) -> None:
         if state != self.shown:
-            self.records.written()  # a state written alone follows the states handed over
-            resilience.retrying(
+            # Handed over behind its records, as they are: the writer keeps their order.
+            self.records.hand_over(
                 "recording a state",
-                lambda: services.run_set_state(
-                    run_id=self.ctx.run_id, state=state.state, detail=state.detail, facts=self.facts
+                partial(
+                    services.state_record, facts=self.facts, state=state.state, detail=state.detail
                 ),
             )
             self.shown = state

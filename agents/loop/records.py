@@ -2,9 +2,10 @@
 (research.services.writer) and waited on only where the agent must see them committed.
 
 A model call's record is committed while the agent's tools run, and a tool call's while its
-next model call is out: the agent does not wait for a commit on every step. It waits (`written`)
-before a tool that acts (a spawn, a message, a plan: its rows and events follow the records'),
-before reading the tree's cost for its cap, before a state written alone, and before its end.
+next model call is out, and so is the state it shows before a model call: the agent does not
+wait for a commit on every step. It waits (`written`) before a tool that acts (a spawn, a
+message, a plan: its rows and events follow the records'), before reading the tree's cost for
+its cap, and before its end.
 A record lost with its connection is written again there, so it lands after the records
 handed over behind it (its transcript row and events come later); a record is one
 transaction, so nothing is ever half written.

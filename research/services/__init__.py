@@ -52,6 +52,7 @@ from research.services.start import run_start
 from research.services.steps import (
     NextState,
     model_call_record,
+    state_record,
     step_record,
     tool_call_record,
     usage_add,
@@ -117,6 +118,7 @@ __all__ = [
     "source_record",
     "sources_record_search",
     "step_record",
+    "state_record",
     "step_writer",
     "subagent_create",
     "subagent_spawn",

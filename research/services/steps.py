@@ -109,16 +109,30 @@ def _state_row(facts: RunFacts, next_state: NextState, *, status: str) -> Payloa
     return RunStateChanged(status=status, state=next_state.state, detail=detail)
 
 
-def state_record(*, facts: RunFacts, state: str, detail: str = "") -> None:
+def state_record(*, facts: RunFacts, state: str, detail: str = "", wait: bool | None = None) -> Any:
     """Move a working run to `state` (a row of its timeline and an event); nothing when the
-    run has ended meanwhile."""
-    try:
-        with transaction.atomic():
-            seq = allocate_seqs(root_id=facts.root_id, count=1)
-            payload = _set_state(facts, NextState(state, detail))
-            publish_all(root_id=facts.root_id, events=[(facts.run_id, payload)], first_seq=seq)
-    except _RunEnded:
-        pass
+    run has ended meanwhile. Written at once in a transaction of its own; with `wait`, by the
+    process's writer in its batch as a step record is (True: and waited for; False: its
+    Pending returned at once)."""
+    next_state = NextState(state, detail)
+
+    def alone() -> None:
+        try:
+            with transaction.atomic():
+                seq = allocate_seqs(root_id=facts.root_id, count=1)
+                payload = _set_state(facts, next_state)
+                publish_all(root_id=facts.root_id, events=[(facts.run_id, payload)], first_seq=seq)
+        except _RunEnded:
+            pass
+
+    if wait is None:
+        return alone()
+
+    def events(counters: dict[str, Any]) -> list[Payload]:
+        return [_state_row(facts, next_state, status=counters["own"]["status"])]
+
+    part = Part(facts, None, state, 1, lambda: None, events)
+    return _written(part, alone, wait=wait)
 
 
 def _truncated(output: str) -> str:

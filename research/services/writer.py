@@ -1,11 +1,10 @@
 """Group commit: one writer thread per process writes the step records of all its agents.
 
-An agent hands its record over (`hand_over`) and goes on: its next model call or its tools
-run while the record is written. It waits on its records (Pending.wait) only where it must
-see them committed: before a tool that acts (a spawn, a message, a plan), before reading the
-tree's cost for its cap, before a state written alone, and before its end
-(agents.loop.records). `write` hands over and
-waits, for callers with no such point. The writer
+An agent hands its record over (`hand_over`: a model call, a tool call, the state it shows)
+and goes on: its next model call or its tools run while the record is written. It waits on its
+records (Pending.wait) only where it must see them committed: before a tool that acts (a spawn,
+a message, a plan), before reading the tree's cost for its cap, and before its end
+(agents.loop.records). `write` hands over and waits, for callers with no such point. The writer
 takes what has queued meanwhile (up to BATCH_MAX records, without waiting for more: the
 records that arrive while one batch is written are the next batch) and writes the whole batch
 in one transaction, so a batch costs one commit instead of one per record. Each record's

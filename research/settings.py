@@ -154,7 +154,7 @@ def _database(url: str) -> dict:
             # Parameters sent apart from the statement (PostgreSQL's binding), not quoted
             # into its text one by one in Python: that quoting was about 8% of a research's
             # CPU (issue 25). A statement a connection runs often is then prepared, too.
-            "server_side_binding": True,
+            "server_side_binding": envbool("DATABASE_SERVER_SIDE_BINDING", True),
             "pool": {
                 "min_size": 1,
                 "max_size": envint("DATABASE_POOL_SIZE", 40),

@@ -15,8 +15,11 @@ previous send ran) go in one channel-layer message, which the consumer unpacks.
 
 Loops. The in-memory channel layer is not thread-safe: its sends must run on the ASGI
 server's loop, which `serve_on_server_loop` registers when the server hands over its first
-connection. Without a server loop (a runagents worker, the CLI, tests) the sender runs a loop
-of its own in a daemon thread.
+connection. Any other layer (Redis), and any process without a server loop (a runagents
+worker, the CLI, tests), has the sender run a loop of its own in a daemon thread: a send to
+Redis is a few round trips, and on the server's loop they queued behind every socket and page
+it serves (bench/served.py --quick, Redis, loaded: event p99 1.06 s on the server's loop,
+0.68 and 0.93 s on the sender's own thread; the median stayed near 0.6 s, the GIL's share).
 """
 
 import asyncio
@@ -211,11 +214,19 @@ def serve_on_server_loop(application):
     async def app(scope: dict[str, Any], receive, send):
         loop = asyncio.get_running_loop()
         sender = _server_sender
-        if sender is None or sender.loop is not loop:  # first scope, or a new server loop
-            set_server_loop(loop)
+        if (sender is None or sender.loop is not loop) and _layer_bound_to_loop():
+            set_server_loop(loop)  # first scope, or a new server loop
         return await application(scope, receive, send)
 
     return app
+
+
+def _layer_bound_to_loop() -> bool:
+    """The in-memory layer must be sent to on the server's loop; any other (Redis) is sent to
+    from the sender's own thread, off the loop that serves the sockets and pages."""
+    from channels.layers import InMemoryChannelLayer
+
+    return isinstance(get_channel_layer(), InMemoryChannelLayer)
 
 
 def expect(root_id: int, first: int, count: int) -> None:

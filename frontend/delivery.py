@@ -97,9 +97,7 @@ class _Sender:
                 try:
                     layer = get_channel_layer()
                     if layer is not None:
-                        await layer.group_send(
-                            group_name(root_id), {"type": EVENTS_MESSAGE, "events": payloads}
-                        )
+                        await _group_send(layer, root_id, payloads)
                 except Exception as error:  # the browser recovers them from the stored rows
                     log.error(
                         "could not push %d events of tree %s: %s", len(payloads), root_id, error
@@ -121,6 +119,18 @@ class _Sender:
             done.result(timeout)
         except TimeoutError:
             log.warning("%d events were not pushed before the timeout", self.queue.qsize())
+
+
+async def _group_send(layer, root_id: int, payloads: list[dict[str, Any]]) -> None:
+    message = {"type": EVENTS_MESSAGE, "events": payloads}
+    try:
+        await layer.group_send(group_name(root_id), message)
+    except Exception as error:
+        # Redis restarted: the first send on a connection it closed while idle fails, and the
+        # pool opens a fresh one for the next. Once more, or the browsers, whose sockets came
+        # back meanwhile, see a gap (the browser drops a copy it already has).
+        log.warning("pushing events of tree %s again after: %s", root_id, error)
+        await layer.group_send(group_name(root_id), message)
 
 
 class _Sequencer:

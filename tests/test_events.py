@@ -206,3 +206,37 @@ def test_a_number_that_never_commits_holds_the_later_ones_only_briefly():
     # It waited for number 1 its hold (the sweeper looks five times a hold), not for ever;
     # the upper bound leaves room for a loaded machine.
     assert transport.HOLD_SECONDS * 0.9 <= took < 4 * transport.HOLD_SECONDS
+
+
+def test_events_pushed_after_redis_restarted_reach_the_listeners(settings):
+    """The sender's connection to Redis dies with a restart; the first push after it goes out
+    again on a fresh one instead of leaving the open sockets a gap."""
+    import shutil
+
+    from channels.layers import channel_layers
+
+    from tests.servers import RedisServer
+
+    if shutil.which("redis-server") is None:
+        pytest.skip("needs redis-server")
+    with RedisServer() as server:
+        settings.CHANNEL_LAYERS = {
+            "default": {
+                "BACKEND": "channels_redis.core.RedisChannelLayer",
+                "CONFIG": {"hosts": [server.url]},
+            }
+        }
+        channel_layers.backends.clear()
+        root_id = 10_000_003
+        first = _pushed(root_id, lambda: _broadcast(root_id, 1), expected=1)[0]
+        server.stop()
+        server.start()
+        second = _pushed(root_id, lambda: _broadcast(root_id, 2), expected=1)[0]
+
+    assert (first, second) == ([1], [2])
+
+
+def _broadcast(root_id: int, seq: int) -> None:
+    from frontend import delivery as transport
+
+    transport.broadcast(root_id, [_event(seq)])

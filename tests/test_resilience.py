@@ -238,6 +238,67 @@ def test_a_message_redis_could_not_deliver_is_not_left_in_the_transcript(
     assert root.status == "done"
 
 
+def test_a_message_delivered_just_before_its_connection_is_lost_still_reaches_the_page(
+    scripted_llm, alice, monkeypatch
+):
+    """The talker's PostgreSQL backend is terminated right after its message reached the
+    listener's inbox: the message's event is written on a fresh connection, so the page shows
+    the message the listener reads, and the talker is told it was sent."""
+    from agents.tools.team import messages as message_tools
+
+    delivered = message_tools.deliver
+    terminated = []
+
+    def deliver_then_lose_the_connection(messenger, message) -> None:
+        delivered(messenger, message)
+        connection.ensure_connection()
+        terminated.append(_terminate(connection.connection.info.backend_pid))
+
+    monkeypatch.setattr(message_tools, "deliver", deliver_then_lose_the_connection)
+    both_started = threading.Barrier(2)
+
+    def talk(messages):
+        both_started.wait(10)
+        return call("send_message", to="listener", text="the bridge is out")
+
+    def listen(messages):
+        both_started.wait(10)
+        return call("read_messages", wait_seconds=10)
+
+    scripted_llm.script(
+        "lost root",
+        call("spawn_subagent", name="talker", reason="talks", task="lost talker"),
+        call("spawn_subagent", name="listener", reason="listens", task="lost listener"),
+        call("wait_subagents"),
+        reply("root done"),
+    )
+    scripted_llm.script("lost talker", talk, reply("talker done"))
+    scripted_llm.script("lost listener", listen, reply("listener done"))
+    pool = AgentPool(max_active=4).start()
+    try:
+        root = wait_finished(services.run_start(owner=alice, topic="lost root"))
+    finally:
+        pool.shutdown()
+
+    assert terminated == [True]
+    (sent,) = scripted_llm.tool_results("lost talker", name="send_message")
+    assert sent["content"].startswith('message sent to "listener"')
+    (read,) = scripted_llm.tool_results("lost listener", name="read_messages")
+    assert "the bridge is out" in read["content"]
+    (event,) = Event.objects.filter(type="run.message")
+    assert event.payload["text"] == "the bridge is out"
+    assert Message.objects.count() == 1
+    assert root.status == "done"
+
+
+def _terminate(pid: int) -> bool:
+    db = connection.settings_dict
+    with psycopg.connect(
+        host=db["HOST"], port=db["PORT"], user=db["USER"], dbname=db["NAME"], autocommit=True
+    ) as other:
+        return other.execute("SELECT pg_terminate_backend(%s)", [pid]).fetchone()[0]
+
+
 def test_a_sub_agent_that_starts_while_redis_is_down_still_does_its_work(
     scripted_llm, alice, own_redis
 ):

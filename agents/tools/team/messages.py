@@ -8,6 +8,7 @@ from pydantic import Field
 from agents import prompts
 from agents.messages import InboxFull, InboxMessage, NoInbox, get_messenger
 from agents.messages import send_message as deliver
+from agents.runtime import resilience
 from agents.runtime.context import AgentContext
 from agents.runtime.tree import (
     note_waiting,
@@ -100,7 +101,9 @@ def send_message(ctx: AgentContext, to: str, text: str) -> str:
         # The messenger failed (Redis down): not delivered, so not in the transcript either.
         services.message_withdraw(message=record)
         raise
-    services.message_publish(message=record)
+    # Delivered: its event must follow, on a fresh connection if this one was lost meanwhile
+    # (the page would never show a message the sibling did read).
+    resilience.retrying("publishing a message", lambda: services.message_publish(message=record))
     return f'message sent to "{to}" (run {recipient.pk}).'
 
 

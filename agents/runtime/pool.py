@@ -77,10 +77,6 @@ class AgentPool(WorkerLoops):
         self._claim_lock = threading.Lock()
         self._stop_reason = endings.SERVER_STOPPED
         self._wake = threading.Event()
-        # The claim loop stopped for want of a slot: the next slot given back wakes it. (A
-        # slot given back when it stopped for want of a queued root would only cost a claim
-        # statement: a root queued later wakes it itself.)
-        self._claim_needs_slot = False
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
         self._unsubscribe: Callable[[], None] = lambda: None
@@ -279,12 +275,10 @@ class AgentPool(WorkerLoops):
     def _release(self, agent: _Agent | None) -> None:
         with self._lock:
             self._working -= 1
-            wake, self._claim_needs_slot = self._claim_needs_slot, False
         self._cpu_release()
         self._slots.release()
         self._leave_family(agent)
-        if wake:
-            self._wake.set()  # the claim loop may take the queued root it had no slot for
+        self._wake.set()  # the claim loop may take a queued root now
 
     @staticmethod
     def _leave_family(agent: _Agent | None) -> None:

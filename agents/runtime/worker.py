@@ -70,16 +70,12 @@ class WorkerLoops:
                     self.submit(run_id)
 
     def _has_free_slot(self) -> bool:
-        """Whether a claimed root could start now; if not, the next slot given back wakes
-        the claim loop (AgentPool._release)."""
         with self._lock:
-            free = (
+            return (
                 self._starting == 0
                 and self._waiting_for_slot == 0
                 and self._working < self.max_active
             )
-            self._claim_needs_slot = not free
-            return free
 
     def _heartbeat_loop(self) -> None:
         if self._stopping.wait(settings.RESEARCH_HEARTBEAT_SECONDS):

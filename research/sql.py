@@ -50,6 +50,24 @@ class Insert:
         self.rows([values])
 
 
+class Update:
+    """`UPDATE <model's table> SET <fields> WHERE id = %s`: one row's fields, by its key."""
+
+    def __init__(self, model: type[models.Model], fields: Sequence[str]):
+        self.fields = [model._meta.get_field(name) for name in fields]
+        sets = ", ".join(f"{connection.ops.quote_name(field.column)} = %s" for field in self.fields)
+        table = connection.ops.quote_name(model._meta.db_table)
+        self.sql = f"UPDATE {table} SET {sets} WHERE {connection.ops.quote_name('id')} = %s"
+
+    def row(self, pk: Any, *values: Any) -> None:
+        params = [
+            field.get_db_prep_save(value, connection)
+            for field, value in zip(self.fields, values, strict=True)
+        ]
+        with connection.cursor() as cursor:
+            cursor.execute(self.sql, [*params, pk])
+
+
 @contextmanager
 def inserts_deferred() -> Iterator[None]:
     """Hold the rows of every Insert made in this block (in this thread) and write them at its

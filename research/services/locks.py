@@ -62,9 +62,27 @@ def _claim_next_sql() -> str:
     )
 
 
+# What a finish reads of the run: not its topic, report or JSON columns, which it overwrites
+# or does not need (a model instance built from them costs more than the statement).
+FINISH_FIELDS = (
+    "id",
+    "parent_id",
+    "root_id",
+    "status",
+    "state",
+    "input_tokens",
+    "output_tokens",
+    "started_at",
+    "finished_at",
+    "paused_at",
+    "paused_seconds",
+)
+
+
 def run_for_finish(run_id: int) -> Run | None:
     """The run's row, locked, with `tool_calls` (its tool steps) counted in the same
-    statement: what a finish reads, once. Take the tree lock first (tree_lock_of)."""
+    statement: what a finish reads (FINISH_FIELDS), once. Take the tree lock first
+    (tree_lock_of)."""
     return next(iter(Run.objects.raw(_finish_sql(), [Step.Kind.TOOL.value, run_id])), None)
 
 
@@ -72,8 +90,9 @@ def run_for_finish(run_id: int) -> Run | None:
 def _finish_sql() -> str:
     lock = row_lock(of="r")
     steps = Step._meta.db_table
+    fields = ", ".join(f"r.{name}" for name in FINISH_FIELDS)
     return (
-        f"SELECT r.*, (SELECT COUNT(*) FROM {steps} s WHERE s.run_id = r.id AND s.kind = %s) "
+        f"SELECT {fields}, (SELECT COUNT(*) FROM {steps} s WHERE s.run_id = r.id AND s.kind = %s) "
         f"AS tool_calls FROM {_RUNS} r WHERE r.id = %s{lock}"
     )
 

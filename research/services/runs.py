@@ -1,7 +1,8 @@
 """Runs: claim, state, finish, cancel, delete (a start: research.services.start). Every write of
 a run goes through here or there."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from functools import cache
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
@@ -27,6 +28,7 @@ from research.selectors.runs import RunFacts, run_facts
 from research.services.launch import Launch
 from research.services.locks import claim_queued, run_for_finish, tree_lock_of
 from research.services.steps import state_record
+from research.sql import Insert, Update, inserts_deferred
 
 INTERRUPTED = endings.SERVER_STOPPED
 CANCELLED_BY_USER = endings.CANCELLED_BY_USER
@@ -91,10 +93,6 @@ def root_queued(run_id: int) -> None:
         transaction.on_commit(lambda callback=callback: callback(run_id))
 
 
-def _publish_created(run: Run) -> None:
-    _publish_in_transaction(run, RunCreated.of(run))
-
-
 def _publish_in_transaction(run: Run, payload) -> None:
     """One event of a service that runs in its own transaction already: its number and its
     row without publish()'s nested atomic block (a SAVEPOINT and its RELEASE) or the ORM's
@@ -111,32 +109,44 @@ def subagent_create(*, parent_id: int, launch: Launch) -> Run:
     limits first; the unique constraint on (parent, name) is the last word on names."""
     parent = Run.objects.get(pk=parent_id)
     tree_lock(root_id=parent.root_id)
-    return subagent_record(parent=parent, launch=launch)
+    return subagents_record(parent=parent, launches=[launch])[0]
 
 
-def subagent_record(*, parent: Run, launch: Launch) -> Run:
-    """The row of a checked launch under `parent`, read and locked by the caller (a batch
-    reads its parent once, not once per child)."""
-    run = Run.objects.create(
-        owner_id=parent.owner_id,
-        parent=parent,
-        root_id=parent.root_id,
-        depth=parent.depth + 1,
-        name=strip_controls(launch.name),
-        reason=strip_controls(launch.reason),
-        kind=launch.kind,
-        tier=launch.tier,
-        topic=strip_controls(launch.task),
-        model=launch.model or parent.model,
-        tools=launch.tools,
-        plan_item=launch.plan_item,
-        dataset_id=parent.dataset_id,
-        max_steps=launch.max_steps,
-        worker_id=parent.worker_id,
+@inserts_deferred()
+def subagents_record(*, parent: Run, launches: Sequence[Launch]) -> list[Run]:
+    """The rows of checked launches under `parent`, read and locked by the caller, in the
+    caller's transaction: the runs in one INSERT, then their first states and their
+    `run.created` events in one round trip (inserts_deferred), numbered in one statement."""
+    runs = Run.objects.bulk_create(
+        [
+            Run(
+                owner_id=parent.owner_id,
+                parent_id=parent.pk,
+                root_id=parent.root_id,
+                depth=parent.depth + 1,
+                name=strip_controls(launch.name),
+                reason=strip_controls(launch.reason),
+                kind=launch.kind,
+                tier=launch.tier,
+                topic=strip_controls(launch.task),
+                model=launch.model or parent.model,
+                tools=launch.tools,
+                plan_item=launch.plan_item,
+                dataset_id=parent.dataset_id,
+                max_steps=launch.max_steps,
+                worker_id=parent.worker_id,
+            )
+            for launch in launches
+        ]
     )
-    RunState.objects.create(run=run, state=State.QUEUED)
-    _publish_created(run)
-    return run
+    _state_insert().rows([(run.pk, State.QUEUED, "", run.created_at) for run in runs])
+    first = allocate_seqs(root_id=parent.root_id, count=len(runs))
+    publish_all(
+        root_id=parent.root_id,
+        events=[(run.pk, RunCreated.of(run)) for run in runs],
+        first_seq=first,
+    )
+    return runs
 
 
 @transaction.atomic
@@ -175,9 +185,24 @@ def run_set_state(
     state_record(facts=facts, state=state, detail=detail)
 
 
+_FINISHED = ("status", "state", "report", "error", "finished_at", "paused_at", "paused_seconds")
+
+
+@cache
+def _finish_update() -> Update:
+    return Update(Run, _FINISHED)
+
+
+@cache
+def _state_insert() -> Insert:
+    return Insert(RunState, ["run", "state", "detail", "at"])
+
+
 @transaction.atomic
+@inserts_deferred()
 def run_finish(*, run_id: int, report: str = "", error: str = "") -> None:
-    """End a run: done with its report, or failed with its error. A finished run stays so."""
+    """End a run: done with its report, or failed with its error. A finished run stays so.
+    Its rows (its last state, its events) go in one round trip at the end (inserts_deferred)."""
     # The tree lock and the root's id in one statement; then the run's row, locked, with
     # its tool steps counted: two reads, each once.
     if tree_lock_of(run_id) is None:
@@ -196,18 +221,8 @@ def run_finish(*, run_id: int, report: str = "", error: str = "") -> None:
     if run.paused_at is not None:  # ended while it waited for the analyst (a cancel)
         run.paused_seconds += (now - run.paused_at).total_seconds()
         run.paused_at = None
-    run.save(
-        update_fields=[
-            "status",
-            "state",
-            "report",
-            "error",
-            "finished_at",
-            "paused_at",
-            "paused_seconds",
-        ]
-    )
-    RunState.objects.create(run=run, state=State.ENDED, detail=error[:500])
+    _finish_update().row(run.pk, *(getattr(run, name) for name in _FINISHED))
+    _state_insert().row(run.pk, State.ENDED, error[:500], now)
     events = [(run.pk, RunReport(report=report))] if report else []
     duration = run.worked_seconds()
     finished = RunFinished(

@@ -15,7 +15,7 @@ from research.models import Run
 from research.services.launch import Launch
 from research.services.locks import parent_for_spawn
 from research.services.runs import (
-    subagent_record,
+    subagents_record,
     validate_max_steps,
     validate_topic,
 )
@@ -52,7 +52,7 @@ def subagents_spawn(*, parent_id: int, launches: Sequence[Launch], batch: bool =
             raise
         taken[launch.name] = None
         in_tree += 1
-    return [subagent_record(parent=parent, launch=launch) for launch in checked]
+    return subagents_record(parent=parent, launches=checked)
 
 
 def _check(launch: Launch, parent: Run, taken: dict[str, int | None], in_tree: int) -> Launch:
@@ -99,4 +99,4 @@ def verifier_spawn(*, parent_id: int, name: str, **fields) -> Run:
     while unique in taken:
         number += 1
         unique = f"{name}-{number}"
-    return subagent_record(parent=parent, launch=Launch(name=unique, **fields))
+    return subagents_record(parent=parent, launches=[Launch(name=unique, **fields)])[0]

@@ -12,6 +12,7 @@ from django.db import connection
 from django.db.models import QuerySet
 
 from research.models import ACTIVE_STATUSES, Message, Profile, Run, Step
+from research.sql import one
 
 
 def run_by_id(*, run_id: int) -> Run:
@@ -44,10 +45,27 @@ def _children_sql() -> str:
 
 
 def working_children_ids(*, run_id: int, among: list[int] | None = None) -> list[int]:
-    children = children_of(run_id=run_id).filter(status__in=ACTIVE_STATUSES)
-    if among is not None:
-        children = children.filter(pk__in=among)
-    return list(children.values_list("pk", flat=True))
+    """The ids of the run's working sub-agents (of those `among`), oldest first. Every
+    agent reads them as it ends, and a wait for its children polls them: the statement is
+    built once for each length of `among`."""
+    if among is not None and not among:
+        return []
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _working_ids_sql(None if among is None else len(among)),
+            [run_id, *ACTIVE_STATUSES, *(among or ())],
+        )
+        return [pk for (pk,) in cursor.fetchall()]
+
+
+@cache
+def _working_ids_sql(among: int | None) -> str:
+    statuses = ", ".join(["%s"] * len(ACTIVE_STATUSES))
+    ids = "" if among is None else " AND id IN (" + ", ".join(["%s"] * among) + ")"
+    return (
+        f"SELECT id FROM {Run._meta.db_table} "
+        f"WHERE parent_id = %s AND status IN ({statuses}){ids} ORDER BY id"
+    )
 
 
 def working_children_tasks(*, run_id: int) -> list[tuple[int, str, str]]:
@@ -86,9 +104,15 @@ def tree_cost(*, root_id: int) -> Decimal:
 
 
 def subagents_allowed_for(*, owner_id: int) -> bool:
-    """The per-user switch (admin, Profiles): on unless turned off."""
-    profile = Profile.objects.filter(user_id=owner_id).only("subagents_enabled").first()
-    return profile is None or profile.subagents_enabled
+    """The per-user switch (admin, Profiles): on unless turned off. Every agent reads it
+    as it starts: the statement is built once."""
+    row = one(_profile_sql(), [owner_id])
+    return row is None or bool(row[0])
+
+
+@cache
+def _profile_sql() -> str:
+    return f"SELECT subagents_enabled FROM {Profile._meta.db_table} WHERE user_id = %s"
 
 
 def ended_among(*, run_ids: list[int]) -> list[Run]:

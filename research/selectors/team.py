@@ -85,6 +85,18 @@ def _working_children_sql() -> str:
     )
 
 
+def subagents_in_tree(*, root_id: int) -> int:
+    """How many sub-agents the tree has, ended ones included (seed 000's tree limit). Every
+    spawn reads it: built once, not by the ORM."""
+    (count,) = one(_in_tree_sql(), [root_id])
+    return count
+
+
+@cache
+def _in_tree_sql() -> str:
+    return f"SELECT COUNT(*) FROM {Run._meta.db_table} WHERE root_id = %s AND parent_id IS NOT NULL"
+
+
 def runs_by_ids(*, run_ids: list[int]) -> list[Run]:
     return list(Run.objects.filter(pk__in=run_ids).order_by("id"))
 

@@ -10,7 +10,7 @@ from functools import cache
 from django.db import connection
 
 from research.models import Run, Status, Step
-from research.sql import one, row_lock
+from research.sql import Instances, one, row_lock
 
 _RUNS = Run._meta.db_table
 
@@ -32,14 +32,24 @@ def _tree_lock_of_sql() -> str:
 def claim_queued(*, run_id: int, worker_id: int | None, now) -> Run | None:
     """Mark a queued run working in one statement that returns its row; None when it is no
     longer queued. Its start keeps the time it first started (a root resumed after review)."""
-    worker = ", worker_id = %s" if worker_id is not None else ""
-    sql = (
-        f"UPDATE {_RUNS} SET status = %s, started_at = COALESCE(started_at, %s){worker} "
-        f"WHERE id = %s AND status = %s RETURNING *"
-    )
     started = connection.ops.adapt_datetimefield_value(now)
-    params = [Status.WORKING.value, started] + ([worker_id] if worker_id is not None else [])
-    return next(iter(Run.objects.raw(sql, params + [run_id, Status.QUEUED.value])), None)
+    worker = [worker_id] if worker_id is not None else []
+    params = [Status.WORKING.value, started, *worker, run_id, Status.QUEUED.value]
+    return _whole_run().first(_claim_sql(worker_id is not None), params)
+
+
+@cache
+def _whole_run() -> Instances:
+    return Instances(Run)
+
+
+@cache
+def _claim_sql(with_worker: bool) -> str:
+    worker = ", worker_id = %s" if with_worker else ""
+    return (
+        f"UPDATE {_RUNS} SET status = %s, started_at = COALESCE(started_at, %s){worker} "
+        f"WHERE id = %s AND status = %s RETURNING {_whole_run().columns}"
+    )
 
 
 def claim_next_root(*, worker_id: int) -> int | None:
@@ -83,17 +93,22 @@ def run_for_finish(run_id: int) -> Run | None:
     """The run's row, locked, with `tool_calls` (its tool steps) counted in the same
     statement: what a finish reads (FINISH_FIELDS), once. Take the tree lock first
     (tree_lock_of)."""
-    return next(iter(Run.objects.raw(_finish_sql(), [Step.Kind.TOOL.value, run_id])), None)
+    return _finishing().first(_finish_sql(), [Step.Kind.TOOL.value, run_id])
+
+
+@cache
+def _finishing() -> Instances:
+    return Instances(Run, FINISH_FIELDS, alias="r", extra=["tool_calls"])
 
 
 @cache
 def _finish_sql() -> str:
     lock = row_lock(of="r")
     steps = Step._meta.db_table
-    fields = ", ".join(f"r.{name}" for name in FINISH_FIELDS)
     return (
-        f"SELECT {fields}, (SELECT COUNT(*) FROM {steps} s WHERE s.run_id = r.id AND s.kind = %s) "
-        f"AS tool_calls FROM {_RUNS} r WHERE r.id = %s{lock}"
+        f"SELECT {_finishing().columns}, "
+        f"(SELECT COUNT(*) FROM {steps} s WHERE s.run_id = r.id AND s.kind = %s) "
+        f"FROM {_RUNS} r WHERE r.id = %s{lock}"
     )
 
 
@@ -105,16 +120,22 @@ def parent_for_spawn(parent_id: int) -> Run:
     Counts that the lock guards (the tree's sub-agents) are read after it, in a statement
     of their own: on PostgreSQL a statement's snapshot is taken before its lock is granted,
     so a count in the same statement could miss a spawn that committed meanwhile."""
-    parent = next(iter(Run.objects.raw(_parent_sql(), [parent_id])), None)
+    parent = _spawning().first(_parent_sql(), [parent_id])
     if parent is None:
         raise Run.DoesNotExist(f"run {parent_id} does not exist")
     return parent
 
 
 @cache
+def _spawning() -> Instances:
+    fields = ["id", "owner", "root", "depth", "model", "dataset", "worker"]
+    return Instances(Run, fields, alias="p")
+
+
+@cache
 def _parent_sql() -> str:
     lock = row_lock(of="r")
-    fields = "p.id, p.owner_id, p.root_id, p.depth, p.model, p.dataset_id, p.worker_id"
     return (
-        f"SELECT {fields} FROM {_RUNS} p JOIN {_RUNS} r ON r.id = p.root_id WHERE p.id = %s{lock}"
+        f"SELECT {_spawning().columns} FROM {_RUNS} p JOIN {_RUNS} r ON r.id = p.root_id "
+        f"WHERE p.id = %s{lock}"
     )

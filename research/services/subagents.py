@@ -12,6 +12,7 @@ from django.db import transaction
 
 from research.errors import InvalidInput, LimitReached, ResearchError
 from research.models import Run
+from research.selectors import team as team_reads
 from research.services.launch import Launch
 from research.services.locks import parent_for_spawn
 from research.services.runs import (
@@ -36,11 +37,10 @@ def subagents_spawn(*, parent_id: int, launches: Sequence[Launch], batch: bool =
     Holds the root's row lock, so that agents of one tree spawning at once cannot pass the
     tree limit together. In a batch, a refusal starts with the entry it is about."""
     parent = parent_for_spawn(parent_id)  # read, its tree locked, once for the whole batch
-    siblings = list(
-        Run.objects.filter(parent_id=parent_id).order_by("id").values_list("name", "pk")
-    )
-    in_tree = Run.objects.filter(root_id=parent.root_id, parent__isnull=False).count()
-    taken = dict(siblings)
+    taken: dict[str, int | None] = {
+        child.name: child.pk for child in team_reads.children_named(run_id=parent_id)
+    }
+    in_tree = team_reads.subagents_in_tree(root_id=parent.root_id)
     checked = []
     for number, launch in enumerate(launches, start=1):
         try:
@@ -94,7 +94,7 @@ def verifier_spawn(*, parent_id: int, name: str, **fields) -> Run:
     the model, asks for it: seed 000's limits and the task's length do not apply, and the
     name gets a number if the model already used it."""
     parent = parent_for_spawn(parent_id)
-    taken = set(Run.objects.filter(parent_id=parent_id).values_list("name", flat=True))
+    taken = {child.name for child in team_reads.children_named(run_id=parent_id)}
     unique, number = name, 1
     while unique in taken:
         number += 1

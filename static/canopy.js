@@ -118,12 +118,17 @@ function concernsPanel(event) {
   return event.type === "run.message" && (event.to === state.selected || state.selected === state.root);
 }
 
+// A run.state, or a run.usage that carries the state the call moved the agent to.
+function movesOn(event) {
+  return event.type === "run.state" || (event.type === "run.usage" && event.state !== undefined);
+}
+
 function narrate(event) {
   const run = state.runs.get(event.run);
   if (!run) return;
   if (event.type === "run.created" && run.parent_id !== null) {
     announce(`${agentName(state.runs.get(run.parent_id))} started sub-agent ${agentName(run)}.`);
-  } else if (event.type === "run.state" && event.run === state.selected) {
+  } else if (movesOn(event) && event.run === state.selected) {
     announce(`${agentName(run)} is ${event.state}${event.detail ? ": " + event.detail : ""}.`);
   } else if (event.type === "run.message") {
     if (event.from_analyst) announce(`Your note reached ${event.to_name || "the root agent"}.`);
@@ -156,7 +161,7 @@ state.subscribe((events) => {
     if (concernsPanel(event)) panelToo = true;
     // A plan item's status follows its sub-agents, and the root's review state the plan.
     const treeChanged = event.type === "run.created" || event.type === "run.finished";
-    const rootChanged = event.type === "run.state" && event.run === state.root;
+    const rootChanged = movesOn(event) && event.run === state.root;
     if (event.type === "run.plan" || (state.plan && state.plan.version !== null && (treeChanged || rootChanged))) {
       planToo = true;
     }

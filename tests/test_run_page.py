@@ -17,7 +17,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from agents.llm.scripted import call, reply
-from research.models import Dataset, Run
+from research.models import Dataset, Event, Run
 from research.services.datasets import document_add
 from tests.conftest import wait_for
 from tests.test_browser import (  # noqa: F401  (fixtures)
@@ -392,6 +392,44 @@ def test_a_cancelled_research_reads_cancelled_and_the_verifier_shows_its_task_cu
     assert Run.objects.get(pk=root_id).status == "failed"
     no_sideways_scroll(page, "cancelled")
     shot(page, tmp_path, "7-cancelled")
+    assert_figures_agreed(page)
+
+
+def test_an_agent_shows_the_state_its_model_call_moved_it_to(
+    sized,
+    server,
+    scripted_llm,
+    web,
+    alice,
+    tmp_path,  # noqa: F811
+):
+    """A model call's usage event carries the state the agent goes on to (no run.state of
+    its own): while a slow page is read, the agent's node (its row on a phone) says it reads,
+    and which page, with the call's step counted beside it; then the research ends."""
+    page = sized
+    topic = f"Kingfishers ({page.size_name}): how deep do they dive?"
+    slow = f"{web.url}/slow?seconds=6"
+    scripted_llm.script(topic, call("read_page", url=slow), reply("Kingfishers dive a metre."))
+
+    log_in(page, server, "alice")
+    root_id = start(page, topic)
+    doing = ".agent-row-doing" if page.size_name == "phone" else ".node-state"
+    expect(agent(page, "root").locator(doing)).to_contain_text("reading", timeout=5_000)
+    if page.size_name == "desktop":
+        expect(agent(page, "root")).to_have_attribute("data-state", "reading")
+    expect(page.locator("#run-status")).to_have_text("working")
+    moved = Event.objects.filter(root_id=root_id, type="run.usage").first().payload
+    assert (moved["state"], moved["detail"]) == ("reading", slow)
+    assert not Event.objects.filter(
+        root_id=root_id, type="run.state", payload__state="reading"
+    ).exists(), "the state rides on the usage event, not on an event of its own"
+    panel = page.locator("#panel")
+    expect(panel).to_contain_text("reading")
+    no_sideways_scroll(page, "reading")
+    shot(page, tmp_path, "9-reading")
+
+    expect(page.locator("#run-status")).to_have_text("done", timeout=20_000)
+    expect(page.locator("#report")).to_contain_text("Kingfishers dive a metre.")
     assert_figures_agreed(page)
 
 

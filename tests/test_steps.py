@@ -23,7 +23,7 @@ def working_child(tree_factory):
 
 
 @pytest.mark.django_db
-def test_a_model_call_records_usage_step_and_next_state_with_consecutive_events(working_child):
+def test_a_model_call_records_usage_step_and_next_state_in_one_event(working_child):
     facts = selectors.run_facts(run=working_child)
     before = _events(working_child.root)[-1].seq
 
@@ -41,9 +41,12 @@ def test_a_model_call_records_usage_step_and_next_state_with_consecutive_events(
     assert LLMCall.objects.filter(run=child).count() == 1
     assert Step.objects.get(run=child).kind == "model"
     assert RunState.objects.filter(run=child).last().detail == "moon tides"
-    usage, state = _events(child.root)[-2:]
-    assert (usage.seq, state.seq) == (before + 1, before + 2)
-    assert (usage.type, state.type) == ("run.usage", "run.state")
+    # One event: the usage, carrying the state the call moved the agent to.
+    (usage,) = [event for event in _events(child.root) if event.seq > before]
+    assert (usage.seq, usage.type) == (before + 1, "run.usage")
+    assert (usage.payload["steps"], usage.payload["input_tokens"]) == (1, 1000)
+    assert (usage.payload["status"], usage.payload["state"]) == ("working", "searching")
+    assert usage.payload["detail"] == "moon tides"
 
 
 @pytest.mark.django_db

@@ -94,12 +94,13 @@ class TreeModel:
         agent = self.agents.get(run_id)
         if agent is None:
             return
-        if kind in ("run.state", "run.finished"):
+        # A run.usage carries the state the call moved the agent to, if it moved it.
+        if kind in ("run.state", "run.finished") or (kind == "run.usage" and "state" in payload):
             agent.status = payload.get("status", agent.status)
             agent.state = payload.get("state", agent.state)
             agent.detail = payload.get("detail", "")
             agent.error = payload.get("error", agent.error)
-        elif kind == "run.usage":
+        if kind == "run.usage":
             agent.steps = payload.get("steps", agent.steps)
             agent.cost_usd = Decimal(payload.get("cost_usd") or agent.cost_usd)
 
@@ -199,10 +200,14 @@ def _describe(payload: dict, tree: TreeModel) -> str:
     if kind == "run.usage":
         cost = Decimal(payload.get("cost_usd") or 0)
         tree_cost = Decimal(payload.get("root_tree_cost_usd", payload.get("tree_cost_usd")) or 0)
-        return (
+        usage = (
             f"step {payload.get('steps')}: {payload.get('input_tokens')} in, "
             f"{payload.get('output_tokens')} out, cost {field(cost)} (tree {field(tree_cost)})"
         )
+        if "state" not in payload:
+            return usage
+        detail = payload.get("detail", "")
+        return one_line(f"{usage}; {payload['state']}{': ' + detail if detail else ''}")
     if kind == "run.message":
         if payload.get("from_analyst"):  # `run` is the agent the note is for
             return one_line(f"note from the analyst: {payload.get('text', '')}")

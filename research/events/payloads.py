@@ -182,9 +182,12 @@ class RunStateChanged(Payload):
 
 @dataclass(frozen=True)
 class RunUsage(Payload):
-    """Steps, tokens and cost after a model call: the run's own, its subtree's, the tree's."""
+    """Steps, tokens and cost after a model call: the run's own, its subtree's, the tree's.
+    When the call moved the agent on (to its first tool's state: searching, spawning), the
+    event says so as a `run.state` would (`status`, `state`, `detail`): one event, not two."""
 
     type: ClassVar[str] = "run.usage"
+    optional: ClassVar[frozenset[str]] = frozenset({"status", "state", "detail"})
     steps: int
     input_tokens: int
     output_tokens: int
@@ -193,6 +196,10 @@ class RunUsage(Payload):
     root_tree_cost_usd: str
     root_tree_input_tokens: int
     root_tree_output_tokens: int
+    # Only when the call moved the agent to its next state.
+    status: str | None = None
+    state: str | None = None
+    detail: str | None = None
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ from typing import Any
 
 from django.db import connection
 
-from research.events import Payload, RunUsage
+from research.events import Payload, RunStateChanged, RunUsage
 from research.events.delivery import expect
 from research.events.payloads import money
 from research.events.store import publish_all
@@ -108,7 +108,9 @@ def write_parts(parts: Sequence[Part]) -> list[Any]:
     return [part.result for part in parts]
 
 
-def usage_event(counters: dict[str, Any]) -> RunUsage:
+def usage_event(counters: dict[str, Any], moved: RunStateChanged | None = None) -> RunUsage:
+    """The usage event of a model call from the counters after it, carrying the state it
+    moved the agent to (`moved`), if any."""
     own, root = counters["own"], counters["root"]
     return RunUsage(
         steps=own["steps"],
@@ -119,6 +121,9 @@ def usage_event(counters: dict[str, Any]) -> RunUsage:
         root_tree_cost_usd=money(root["tree_cost_usd"]),
         root_tree_input_tokens=root["tree_input_tokens"],
         root_tree_output_tokens=root["tree_output_tokens"],
+        status=None if moved is None else moved.status,
+        state=None if moved is None else moved.state,
+        detail=None if moved is None else moved.detail,
     )
 
 

@@ -2,13 +2,14 @@
 
 A model call writes its ledger row, the run's counters, the cost and tokens rolled up to every
 ancestor (the root's row holds the tree's totals), the transcript step, the state the agent
-goes on to (the first tool's, say) and their events. A tool call writes its step and the next
-state. Each transaction starts by taking its events' sequence numbers from the root row,
-which is the tree's lock (see events.tree_lock), and the run's fixed facts (root, lineage,
-model) come from the caller, read once per agent: no write reads them again. The statements
-are built once (research.sql): six for a model call (the run's counters, its state and the
-roll-up are one UPDATE), five for a tool call, and one more for the agent's checkpoint of the
-step (research.models_checkpoints), in the same transaction.
+goes on to (the first tool's, say) and its usage event, which carries that state: one event,
+not a usage and a state. A tool call writes its step and the next state. Each transaction
+starts by taking its events' sequence numbers from the root row, which is the tree's lock
+(see events.tree_lock), and the run's fixed facts (root, lineage, model) come from the
+caller, read once per agent: no write reads them again. The statements are built once
+(research.sql): six for a model call (the run's counters, its state and the roll-up are one
+UPDATE), five for a tool call, and one more for the agent's checkpoint of the step
+(research.models_checkpoints), in the same transaction.
 
 An agent's records go to the process's writer (research.services.writer), which writes the
 records of all its agents in one transaction per batch: each record hands it a `Part` (what
@@ -161,9 +162,9 @@ def _add_usage(
     input_tokens: int,
     output_tokens: int,
     next_state: NextState | None,
-) -> tuple[Payload, Payload | None]:
+) -> RunUsage:
     """Count the call on the run, roll it up the lineage and move the run to `next_state`,
-    in one UPDATE; the usage event (and the state's) from the rows it returns."""
+    in one UPDATE; the usage event, carrying the state, from the rows it returns."""
     money_param = _money_param(cost)
     run_id = facts.run_id
     params = [money_param, input_tokens, output_tokens, run_id, run_id, input_tokens]
@@ -179,7 +180,8 @@ def _add_usage(
     if next_state is not None and status not in ACTIVE_STATUSES:
         raise _RunEnded
     root_cost, root_in, root_out = rows[facts.root_id][:3]
-    usage = RunUsage(
+    moved = None if next_state is None else _state_row(facts, next_state, status=status)
+    return RunUsage(
         steps=steps,
         input_tokens=own_in,
         output_tokens=own_out,
@@ -188,9 +190,10 @@ def _add_usage(
         root_tree_cost_usd=money(as_decimal(root_cost)),
         root_tree_input_tokens=root_in,
         root_tree_output_tokens=root_out,
+        status=None if moved is None else moved.status,
+        state=None if moved is None else moved.state,
+        detail=None if moved is None else moved.detail,
     )
-    state = None if next_state is None else _state_row(facts, next_state, status=status)
-    return usage, state
 
 
 def _money_param(value: Decimal) -> Any:
@@ -258,13 +261,13 @@ def model_call_record(
         return cost
 
     def events(counters: dict[str, Any]) -> list[Payload]:
-        usage = usage_event(counters)
         if next_state is None:
-            return [usage]
-        return [usage, _state_row(facts, next_state, status=counters["own"]["status"])]
+            return [usage_event(counters)]
+        moved = _state_row(facts, next_state, status=counters["own"]["status"])
+        return [usage_event(counters, moved)]
 
     state = None if next_state is None else next_state.state
-    part = Part(facts, usage, state, 1 + (next_state is not None), rows, events, result=cost)
+    part = Part(facts, usage, state, 1, rows, events, result=cost)
     return _written(part, alone, wait=wait)
 
 
@@ -295,13 +298,10 @@ def _model_call(
     one round trip (research.sql.inserts_deferred); _RunEnded when the run ended before its
     `next_state`."""
     with inserts_deferred():
-        first = allocate_seqs(root_id=facts.root_id, count=1 + (next_state is not None))
+        first = allocate_seqs(root_id=facts.root_id, count=1)
         rows()
-        payload, state = _add_usage(facts, *usage, next_state)
-        events = [(facts.run_id, payload)]
-        if state is not None:
-            events.append((facts.run_id, state))
-        publish_all(root_id=facts.root_id, events=events, first_seq=first)
+        payload = _add_usage(facts, *usage, next_state)
+        publish_all(root_id=facts.root_id, events=[(facts.run_id, payload)], first_seq=first)
 
 
 def tool_call_record(

@@ -132,18 +132,24 @@ export function createState(config) {
         update(event.run, fields);
         break;
       }
-      case "run.usage":
-        update(event.run, {
+      case "run.usage": {
+        const fields = {
           steps: event.steps,
           input_tokens: event.input_tokens,
           output_tokens: event.output_tokens,
           cost_usd: event.cost_usd,
           tree_cost_usd: event.tree_cost_usd,
-        });
+        };
+        // A call that moved the agent on carries its next state, as a run.state would.
+        if (event.state !== undefined) {
+          Object.assign(fields, { status: event.status, state: event.state, detail: event.detail || "", active: true });
+        }
+        update(event.run, fields);
         if (event.root_tree_cost_usd !== undefined) {
           update(state.root, { tree_cost_usd: event.root_tree_cost_usd });
         }
         break;
+      }
       case "run.message":
         state.messages.set(event.id, {
           id: event.id,

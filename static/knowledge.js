@@ -183,4 +183,6 @@ import { plural } from "./page/format.js";
       if (!zone.contains(event.target)) event.preventDefault();
     });
   }
+  // Files picked from here on are taken (a script still loading would miss them).
+  zone.dataset.ready = "true";
 })();

@@ -99,6 +99,8 @@ def test_an_uploaded_pdf_is_read_and_a_report_cites_its_passage(page, server, sc
     shot(page, "1-empty", full_page=True)
 
     # Four files at once from the picker: one is read, three are refused, each in words.
+    # (Once the page's script has bound the picker: a change before it is lost.)
+    expect(page.locator("#upload-zone")).to_have_attribute("data-ready", "true")
     page.locator("#upload-files").set_input_files(
         [
             {"name": "turbines.pdf", "mimeType": "application/pdf", "buffer": PDF},

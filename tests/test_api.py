@@ -330,6 +330,7 @@ def test_states_and_messages_of_a_run(api, tree_factory):
 
     assert [(s["state"], s["detail"]) for s in states] == [
         ("queued", ""),
+        ("thinking", ""),  # claimed: its agent's first act is a model call
         ("searching", "tide tables"),
     ]
     assert tree_messages == b_messages

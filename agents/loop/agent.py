@@ -66,8 +66,9 @@ class Agent:
             self.messages = self.restored.messages
             self.answers_refused = self.restored.answers_refused
         self.parallel = ParallelCalls()
-        # The state the last write recorded: a write that would record it again is skipped.
-        self.shown: NextState | None = None
+        # The state the last write recorded (at first, the one its claim did: thinking): a
+        # write that would record it again is skipped.
+        self.shown: NextState | None = NextState(run.state)
         self._sent_schemas: tuple[tuple[int, ...], list[dict[str, Any]]] = ((), [])
         # Its step records, committed by the process's writer while it goes on.
         self.records = Records(self._blocking)

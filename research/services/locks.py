@@ -29,12 +29,13 @@ def _tree_lock_of_sql() -> str:
     )
 
 
-def claim_queued(*, run_id: int, worker_id: int | None, now) -> Run | None:
-    """Mark a queued run working in one statement that returns its row; None when it is no
-    longer queued. Its start keeps the time it first started (a root resumed after review)."""
+def claim_queued(*, run_id: int, worker_id: int | None, now, state: str) -> Run | None:
+    """Mark a queued run working, in `state`, in one statement that returns its row; None
+    when it is no longer queued. Its start keeps the time it first started (a root resumed
+    after review)."""
     started = connection.ops.adapt_datetimefield_value(now)
     worker = [worker_id] if worker_id is not None else []
-    params = [Status.WORKING.value, started, *worker, run_id, Status.QUEUED.value]
+    params = [Status.WORKING.value, state, started, *worker, run_id, Status.QUEUED.value]
     return _whole_run().first(_claim_sql(worker_id is not None), params)
 
 
@@ -47,7 +48,8 @@ def _whole_run() -> Instances:
 def _claim_sql(with_worker: bool) -> str:
     worker = ", worker_id = %s" if with_worker else ""
     return (
-        f"UPDATE {_RUNS} SET status = %s, started_at = COALESCE(started_at, %s){worker} "
+        f"UPDATE {_RUNS} SET status = %s, state = %s, started_at = COALESCE(started_at, %s)"
+        f"{worker} "
         f"WHERE id = %s AND status = %s RETURNING {_whole_run().columns}"
     )
 

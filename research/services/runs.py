@@ -150,15 +150,20 @@ def subagents_record(*, parent: Run, launches: Sequence[Launch]) -> list[Run]:
 
 
 @transaction.atomic
+@inserts_deferred()
 def run_claim(*, run_id: int, worker_id: int | None = None) -> Run | None:
     """Mark a queued run working and return its row (the agent starts from it, no re-read);
     None when it is no longer queued (cancelled, claimed). The tree lock and the root's id
-    in one statement, the claim and the row in another."""
+    in one statement, the claim and the row in another. The agent's first act is a model
+    call: the run is claimed thinking (its timeline row and its event say so), so the agent
+    need not record that state again (agents.loop.agent)."""
     if tree_lock_of(run_id) is None:
         return None
-    run = claim_queued(run_id=run_id, worker_id=worker_id, now=timezone.now())
+    now = timezone.now()
+    run = claim_queued(run_id=run_id, worker_id=worker_id, now=now, state=State.THINKING)
     if run is None:
         return None
+    _state_insert().row(run.pk, run.state, "", now)
     _publish_in_transaction(
         run,
         RunStateChanged(

@@ -5,23 +5,28 @@ from functools import cache
 from django.db import connection
 
 from research.models import RemoteServer
+from research.sql import Instances
 
 
 def remote_servers_for(*, kind: str, is_root: bool) -> list[RemoteServer]:
     """The enabled servers whose tools an agent of `kind` may use; a research's root agent
     may use every enabled server's. Every agent reads them as it starts (mostly none): the
     statement is built once."""
-    servers = RemoteServer.objects.raw(_enabled_sql(), [True])
+    with connection.cursor() as cursor:
+        cursor.execute(_enabled_sql(), [True])
+        servers = [_servers().instance(row) for row in cursor.fetchall()]
     return [server for server in servers if server.admits(kind=kind, is_root=is_root)]
+
+
+@cache
+def _servers() -> Instances:
+    return Instances(RemoteServer)
 
 
 @cache
 def _enabled_sql() -> str:
     table = RemoteServer._meta.db_table
-    columns = ", ".join(
-        connection.ops.quote_name(field.column) for field in RemoteServer._meta.concrete_fields
-    )
-    return f"SELECT {columns} FROM {table} WHERE enabled = %s ORDER BY name"
+    return f"SELECT {_servers().columns} FROM {table} WHERE enabled = %s ORDER BY name"
 
 
 def remote_server_get(*, server_id: int) -> RemoteServer | None:

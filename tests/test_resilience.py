@@ -218,8 +218,13 @@ def test_a_message_redis_could_not_deliver_is_not_left_in_the_transcript(
 
     scripted_llm.script(
         "undelivered root",
-        call("spawn_subagent", name="talker", reason="talks", task="undelivered talker"),
-        call("spawn_subagent", name="listener", reason="listens", task="undelivered listener"),
+        call(  # both at once: the talker's sibling is there when it sends
+            "spawn_subagents",
+            subagents=[
+                {"name": "talker", "reason": "talks", "task": "undelivered talker"},
+                {"name": "listener", "reason": "listens", "task": "undelivered listener"},
+            ],
+        ),
         call("wait_subagents"),
         reply("root done"),
     )
@@ -288,6 +293,56 @@ def test_a_message_delivered_just_before_its_connection_is_lost_still_reaches_th
     (event,) = Event.objects.filter(type="run.message")
     assert event.payload["text"] == "the bridge is out"
     assert Message.objects.count() == 1
+    assert root.status == "done"
+
+
+def test_a_message_not_delivered_as_its_connection_is_lost_leaves_no_row(
+    scripted_llm, alice, monkeypatch
+):
+    """The listener's inbox is gone (it could not be opened while Redis was down) and the
+    talker's PostgreSQL backend is terminated meanwhile: the message's row is withdrawn on a
+    fresh connection, so no message is stored that the page would never show, and the
+    talker is told it was not delivered."""
+    from agents.messages.base import NoInbox
+    from agents.tools.team import messages as message_tools
+
+    terminated = []
+
+    def lose_the_connection_then_the_inbox(messenger, message) -> None:
+        connection.ensure_connection()
+        terminated.append(_terminate(connection.connection.info.backend_pid))
+        raise NoInbox(message.to_id)
+
+    monkeypatch.setattr(message_tools, "deliver", lose_the_connection_then_the_inbox)
+    scripted_llm.script(
+        "undelivered root",
+        call(  # both at once: the talker's sibling is there when it sends
+            "spawn_subagents",
+            subagents=[
+                {"name": "talker", "reason": "talks", "task": "undelivered talker"},
+                {"name": "listener", "reason": "listens", "task": "undelivered listener"},
+            ],
+        ),
+        call("wait_subagents"),
+        reply("root done"),
+    )
+    scripted_llm.script(
+        "undelivered talker",
+        call("send_message", to="listener", text="the ford is deep"),
+        reply("talker done"),
+    )
+    scripted_llm.script("undelivered listener", reply("listener done"))
+    pool = AgentPool(max_active=4).start()
+    try:
+        root = wait_finished(services.run_start(owner=alice, topic="undelivered root"))
+    finally:
+        pool.shutdown()
+
+    assert terminated == [True]
+    (sent,) = scripted_llm.tool_results("undelivered talker", name="send_message")
+    assert "was not delivered" in sent["content"]
+    assert Message.objects.count() == 0
+    assert not Event.objects.filter(type="run.message").exists()
     assert root.status == "done"
 
 

@@ -54,6 +54,12 @@ def _within_the_limit(ctx: AgentContext, tool: Tool) -> Tool:
     return tool.with_arguments(text={"maxLength": settings.RESEARCH_MESSAGE_MAX_CHARS})
 
 
+def _withdraw(record) -> None:
+    """A message not delivered leaves no row: on a fresh connection if this one was lost
+    meanwhile (a row with no event would be a message the page never shows)."""
+    resilience.retrying("withdrawing a message", lambda: services.message_withdraw(message=record))
+
+
 @tool(
     state=State.MESSAGING, detail=lambda args: f"to {args.get('to', '')}", prepare=_within_the_limit
 )
@@ -87,19 +93,19 @@ def send_message(ctx: AgentContext, to: str, text: str) -> str:
             ),
         )
     except NoInbox:
-        services.message_withdraw(message=record)
+        _withdraw(record)
         raise ToolError(
             f'"{to}" has ended: its inbox is gone and the message was not delivered'
         ) from None
     except InboxFull:
-        services.message_withdraw(message=record)
+        _withdraw(record)
         raise ToolError(
             f'the inbox of "{to}" is full ({settings.RESEARCH_INBOX_SIZE} unread messages): '
             "the message was not delivered"
         ) from None
     except Exception:
         # The messenger failed (Redis down): not delivered, so not in the transcript either.
-        services.message_withdraw(message=record)
+        _withdraw(record)
         raise
     # Delivered: its event must follow, on a fresh connection if this one was lost meanwhile
     # (the page would never show a message the sibling did read).

@@ -20,6 +20,10 @@ worker, the CLI, tests), has the sender run a loop of its own in a daemon thread
 Redis is a few round trips, and on the server's loop they queued behind every socket and page
 it serves (bench/served.py --quick, Redis, loaded: event p99 1.06 s on the server's loop,
 0.68 and 0.93 s on the sender's own thread; the median stayed near 0.6 s, the GIL's share).
+
+Outages. A push that fails is sent again at once on a fresh connection, then after each of
+RESEND_SECONDS: with Redis's pub/sub layer (research/settings.py) a viewer's socket stays
+open while Redis is down, so the page learns what it missed only from a later push.
 """
 
 import asyncio
@@ -35,6 +39,8 @@ log = logging.getLogger(__name__)
 
 # How long an event waits for a lower number of its tree before it is sent anyway.
 HOLD_SECONDS = 0.5
+# A push that failed is sent again after each of these pauses (31 s in all).
+RESEND_SECONDS = (1, 2, 4, 8, 16)
 
 
 # The channel-layer message that carries a tree's events, one or several in number order;
@@ -55,6 +61,7 @@ class _Sender:
         self.loop = loop or asyncio.new_event_loop()
         self.queue: asyncio.Queue = asyncio.Queue()
         self._task: asyncio.Task | None = None  # kept: the loop holds tasks only weakly
+        self._retries: set[asyncio.Task] = set()  # pushes that failed, tried again later
         if loop is None:
             threading.Thread(target=self._run_own_loop, name="event-sender", daemon=True).start()
         else:
@@ -98,10 +105,14 @@ class _Sender:
                     layer = get_channel_layer()
                     if layer is not None:
                         await _group_send(layer, root_id, payloads)
-                except Exception as error:  # the browser recovers them from the stored rows
-                    log.error(
-                        "could not push %d events of tree %s: %s", len(payloads), root_id, error
+                except Exception as error:
+                    log.warning(
+                        "could not push %d events of tree %s: %s; trying again later",
+                        len(payloads),
+                        root_id,
+                        error,
                     )
+                    self._later(root_id, payloads)
                 finally:
                     for _ in range(taken):
                         self.queue.task_done()
@@ -110,6 +121,11 @@ class _Sender:
             lines.pop(root_id, None)
             for _ in line:
                 self.queue.task_done()
+
+    def _later(self, root_id: int, payloads: list[dict[str, Any]]) -> None:
+        task = asyncio.ensure_future(_send_later(root_id, payloads))
+        self._retries.add(task)
+        task.add_done_callback(self._retries.discard)
 
     def flush(self, timeout: float) -> None:
         if not self.loop.is_running():
@@ -122,7 +138,7 @@ class _Sender:
 
 
 async def _group_send(layer, root_id: int, payloads: list[dict[str, Any]]) -> None:
-    message = {"type": EVENTS_MESSAGE, "events": payloads}
+    message = _message(payloads)
     try:
         await layer.group_send(group_name(root_id), message)
     except Exception as error:
@@ -131,6 +147,33 @@ async def _group_send(layer, root_id: int, payloads: list[dict[str, Any]]) -> No
         # back meanwhile, see a gap (the browser drops a copy it already has).
         log.warning("pushing events of tree %s again after: %s", root_id, error)
         await layer.group_send(group_name(root_id), message)
+
+
+async def _send_later(root_id: int, payloads: list[dict[str, Any]]) -> None:
+    """A push that failed (Redis was down), sent again after each of RESEND_SECONDS. With
+    Redis's pub/sub layer a viewer's socket outlives an outage and nothing else tells its
+    page what it missed: a tree that ended meanwhile would look as if it still worked. A
+    PUBLISH that Redis takes reaches only the processes subscribed by then, and a web process
+    subscribes again a moment after Redis is back, so the events go at every pause, not
+    only until one send is taken. A page drops the copies it has; one that had a later event
+    first has fetched these from the stored rows."""
+    sent = False
+    failure: Exception | None = None
+    for delay in RESEND_SECONDS:
+        await asyncio.sleep(delay)
+        try:
+            layer = get_channel_layer()
+            if layer is not None:
+                await layer.group_send(group_name(root_id), _message(payloads))
+            sent = True
+        except Exception as error:
+            failure = error
+    if not sent:
+        log.error("could not push %d events of tree %s: %s", len(payloads), root_id, failure)
+
+
+def _message(payloads: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"type": EVENTS_MESSAGE, "events": payloads}
 
 
 class _Sequencer:

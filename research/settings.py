@@ -228,7 +228,26 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = env("REDIS_URL")
 CHANNEL_REDIS_READ_SECONDS = 15.0
-if REDIS_URL:
+# With Redis, events reach the web processes by Redis's pub/sub (one PUBLISH per message,
+# pushed to every process that follows the tree, which hands it to its sockets), or with
+# "lists" by channels_redis's default layer (a list per consumer, read by a blocking pop a
+# message at a time). Under load the lists' reads fell a second behind (bench/served.py
+# --quick: event p99 0.4 to 1.4 s against 57 to 65 ms, docs/performance.md). Pub/sub keeps
+# nothing for a process that is not listening: the database is the record, and a push that
+# failed is sent again (frontend.delivery).
+REDIS_CHANNEL_LAYER = env("REDIS_CHANNEL_LAYER", "pubsub")
+if REDIS_CHANNEL_LAYER not in ("pubsub", "lists"):
+    raise ImproperlyConfigured(
+        f"REDIS_CHANNEL_LAYER must be pubsub or lists, not {REDIS_CHANNEL_LAYER!r}."
+    )
+if REDIS_URL and REDIS_CHANNEL_LAYER == "pubsub":
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+            "CONFIG": {"hosts": [{"address": REDIS_URL}]},
+        }
+    }
+elif REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",

@@ -236,6 +236,44 @@ def test_events_pushed_after_redis_restarted_reach_the_listeners(settings):
     assert (first, second) == ([1], [2])
 
 
+def test_with_pubsub_events_pushed_while_redis_was_down_reach_the_socket_that_stayed(settings):
+    """With Redis's pub/sub layer (the default) nothing closes a viewer's socket while Redis
+    is down, so nothing would tell its page what it missed: a push that failed is sent again
+    once Redis is back, and reaches the subscription that outlived the outage."""
+    import shutil
+
+    from channels.layers import channel_layers, get_channel_layer
+
+    from frontend import delivery as transport
+    from tests.servers import RedisServer
+
+    if shutil.which("redis-server") is None:
+        pytest.skip("needs redis-server")
+    with RedisServer() as server:
+        settings.CHANNEL_LAYERS = {
+            "default": {
+                "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+                "CONFIG": {"hosts": [{"address": server.url}]},
+            }
+        }
+        channel_layers.backends.clear()
+        layer = get_channel_layer()
+        root_id = 10_000_004
+
+        async def listen() -> list[int]:
+            channel = await layer.new_channel()
+            await layer.group_add(transport.group_name(root_id), channel)
+            server.stop()
+            _broadcast(root_id, 1)  # Redis is down: this push fails
+            await asyncio.sleep(0.5)
+            server.start()
+            message = await asyncio.wait_for(layer.receive(channel), 20)
+            return [event["seq"] for event in message["events"]]
+
+        assert asyncio.run(listen()) == [1]
+    channel_layers.backends.clear()
+
+
 def _broadcast(root_id: int, seq: int) -> None:
     from frontend import delivery as transport
 

@@ -66,3 +66,34 @@ def test_a_second_writer_keeps_the_first_key(tmp_path):
 
     assert path.read_text() == "first"
     assert [p.name for p in tmp_path.iterdir()] == [".secret_key"]
+
+
+@pytest.mark.parametrize(
+    ("layer", "backend"),
+    [
+        ("", "channels_redis.pubsub.RedisPubSubChannelLayer"),
+        ("lists", "channels_redis.core.RedisChannelLayer"),
+    ],
+)
+def test_the_redis_channel_layer_is_pub_sub_unless_told_lists(layer, backend):
+    result = _settings_of({"REDIS_URL": "redis://127.0.0.1:6379/9", "REDIS_CHANNEL_LAYER": layer})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == backend
+
+
+def test_a_redis_channel_layer_of_another_name_stops_the_start_naming_the_variable():
+    result = _settings_of({"REDIS_URL": "redis://127.0.0.1:6379/9", "REDIS_CHANNEL_LAYER": "zset"})
+    assert result.returncode != 0
+    assert "REDIS_CHANNEL_LAYER must be pubsub or lists, not 'zset'" in result.stderr
+
+
+def _settings_of(variables: dict[str, str]) -> subprocess.CompletedProcess:
+    code = "import research.settings as s; print(s.CHANNEL_LAYERS['default']['BACKEND'])"
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=PROJECT,
+        env={**os.environ, **variables},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )

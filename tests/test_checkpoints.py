@@ -1,6 +1,7 @@
 """Checkpoints (issue 26): the exact conversation of each step, written with the step, and
 the CLI and MCP edges of a resume. The multi-process resume tests are in test_resume.py."""
 
+import json
 from typing import Any
 
 import pytest
@@ -10,8 +11,9 @@ from django.test.utils import CaptureQueriesContext
 from mcp import Client
 
 from agents.llm.scripted import call, reply
+from agents.runtime.pool import AgentPool
 from research import endings, services
-from research.models import Checkpoint, Run, Step
+from research.models import Checkpoint, Event, Run, Step
 from research.models_checkpoints import COMPRESS_ABOVE_BYTES, pack, unpack
 from research.selectors import run_facts
 from tests.conftest import wait_finished
@@ -106,3 +108,63 @@ def test_mcp_resume_research_queues_it_again_and_refuses_a_done_one(
     seen = in_process(alice, work)
     assert seen["resumed"]["status"] == "queued"
     assert "cannot be resumed: it ended done" in seen["refused"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_resumed_agent_shows_the_tool_it_goes_on_with_not_the_thinking_of_its_claim(
+    scripted_llm, web, alice
+):
+    """Its worker died after the model asked to read a page and before the page was read:
+    resumed, the agent reads it first. Its claim recorded 'thinking' (an agent's first act is
+    a model call), so before the read it records what it does: reading, and which page."""
+    topic = "Resumed reader: what does the article say?"
+    url = f"{web.url}/article"
+    root = services.run_start(owner=alice, topic=topic)
+    services.run_claim(run_id=root.pk)
+    asked = {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "read_page", "arguments": ""}}
+        ],
+    }
+    asked["tool_calls"][0]["function"]["arguments"] = json.dumps({"url": url})
+    services.model_call_record(
+        facts=run_facts(run=root),
+        input_tokens=10,
+        output_tokens=2,
+        latency_ms=1,
+        step={"kind": "model", "input": {"tool_calls": [["read_page", url]]}, "output": ""},
+        checkpoint={
+            "number": 1,
+            "messages": [{"role": "system", "content": "You research."}, _task(topic), asked],
+            "state": {"fresh": True},
+        },
+    )
+    services.run_finish(run_id=root.pk, error=endings.SERVER_STOPPED)
+    resume = services.research_resume(run=Run.objects.get(pk=root.pk))
+    scripted_llm.script(topic, reply("The otters came back."))
+
+    pool = AgentPool(max_active=2).start()
+    try:
+        root = wait_finished(root, timeout=20)
+    finally:
+        pool.shutdown(timeout=10)
+
+    assert (root.status, root.report) == ("done", "The otters came back.")
+    assert "GET /article" in web.requests
+    after = Event.objects.filter(root_id=root.pk, seq__gt=resume.seq_before).order_by("seq")
+    moves = [
+        (event.payload.get("state"), event.payload.get("detail", ""))
+        for event in after
+        if event.type in ("run.state", "run.usage") and event.payload.get("state")
+    ]
+    assert moves[:3] == [
+        ("queued", endings.RESUMED),
+        ("thinking", ""),  # its claim
+        ("reading", url),
+    ], moves
+
+
+def _task(topic: str) -> dict[str, str]:
+    return {"role": "user", "content": topic}

@@ -176,7 +176,11 @@ class Agent:
             return self._accepted(answer)
         pending = checkpoints.pending_calls(self.messages)
         if pending:
-            self._run_tools([self._plan(call) for call in pending], after=self._round_state(steps))
+            planned = [self._plan(call) for call in pending]
+            doing = group_state(group_calls(planned)[0])
+            if doing is not None:
+                self._show(doing)  # its tools first, not the thinking its claim recorded
+            self._run_tools(planned, after=self._round_state(steps))
         return None
 
     def _deliver_reports(self) -> None:

@@ -174,7 +174,17 @@ def measure(llm: ScriptedLLM, server: Server, options: argparse.Namespace) -> di
     for index in range(options.repeat + 1):  # the first warms the process up and is dropped
         if index == 1 and options.py_spy:
             sampler = subprocess.Popen(
-                ["py-spy", "record", "--pid", str(pid), "--rate", "1000", "--format", "raw", "--gil"]
+                [
+                    "py-spy",
+                    "record",
+                    "--pid",
+                    str(pid),
+                    "--rate",
+                    "1000",
+                    "--format",
+                    "raw",
+                    "--gil",
+                ]
                 + ["--output", options.py_spy, "--nonblocking"],
                 stdout=subprocess.DEVNULL,
             )

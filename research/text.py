@@ -139,11 +139,20 @@ def _trafilatura_title(tree: Any) -> str:
     <title> or <h1> without the site's name), without the rest of its metadata: finding the
     page's date (htmldate) took half of a page's extraction, for a field nobody reads."""
     from trafilatura.metadata import examine_meta, extract_meta_json, extract_title
+    from trafilatura.settings import Document
 
-    metadata = examine_meta(tree)
-    with contextlib.suppress(Exception):  # trafilatura's own guard: its JSON-LD reader has bugs
-        metadata = extract_meta_json(tree, metadata)
-    return " ".join(str(metadata.title or extract_title(tree) or "").split())
+    try:
+        metadata = examine_meta(tree)
+        with contextlib.suppress(Exception):  # trafilatura's own guard: its JSON-LD reader
+            metadata = extract_meta_json(tree, metadata)
+        title = metadata.title or extract_title(tree) or ""
+    except (TypeError, ValueError):  # what bare_extraction's own guard catches
+        return ""
+    # The clean-up its metadata gets: entities unescaped, cut at 10,000 characters, trimmed.
+    document = Document()
+    document.title = str(title)
+    document.clean_and_trim()
+    return " ".join((document.title or "").split())
 
 
 def pdf_text(data: bytes) -> tuple[str, str]:

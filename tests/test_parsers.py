@@ -94,3 +94,20 @@ def test_a_body_over_the_limit_is_a_json_413_that_says_the_limit(api, settings):
         f"{settings.DATA_UPLOAD_MAX_MEMORY_SIZE:,} bytes this API takes."
     }
     assert not Run.objects.exists()
+
+
+def test_a_pages_title_is_the_one_trafilaturas_metadata_gives_cleaned_as_it_cleans_it():
+    """The title comes from the page's meta tags before its <title>, with the site's name
+    left out of a <title>, entities unescaped and at most 10,000 characters, as trafilatura's
+    metadata gave it before Canopy stopped asking it for the rest (the page's date)."""
+    body = b"<body><article><p>" + b"The otters came back to the valley. " * 20 + b"</p></article>"
+
+    def page(head: bytes) -> bytes:
+        return b"<html><head>" + head + b"</head>" + body + b"</body></html>"
+
+    meta = b'<title>Ignored</title><meta property="og:title" content="Otters &amp;amp; rivers">'
+    assert html_text(page(meta))[0] == "Otters & rivers"
+    assert html_text(page(b"<title>Otters return | Valley Gazette</title>"))[0] == "Otters return"
+    title, text = html_text(page(b'<meta property="og:title" content="' + b"x" * 20_000 + b'">'))
+    assert title == "x" * 9_999 + "…"
+    assert text.startswith("The otters came back to the valley.")

@@ -61,7 +61,8 @@ class _Sender:
         self.loop = loop or asyncio.new_event_loop()
         self.queue: asyncio.Queue = asyncio.Queue()
         self._task: asyncio.Task | None = None  # kept: the loop holds tasks only weakly
-        self._retries: set[asyncio.Task] = set()  # pushes that failed, tried again later
+        # Pushes that failed, sent again later: each with whether Redis has taken one copy.
+        self._retries: dict[asyncio.Task, asyncio.Event] = {}
         if loop is None:
             threading.Thread(target=self._run_own_loop, name="event-sender", daemon=True).start()
         else:
@@ -123,18 +124,38 @@ class _Sender:
                 self.queue.task_done()
 
     def _later(self, root_id: int, payloads: list[dict[str, Any]]) -> None:
-        task = asyncio.ensure_future(_send_later(root_id, payloads))
-        self._retries.add(task)
-        task.add_done_callback(self._retries.discard)
+        taken = asyncio.Event()  # set once Redis has taken one of the copies
+        task = asyncio.ensure_future(_send_later(root_id, payloads, taken))
+        self._retries[task] = taken
+        task.add_done_callback(lambda task: self._retries.pop(task, None))
 
     def flush(self, timeout: float) -> None:
+        """Wait, at most `timeout` seconds, for what is queued and for the pushes that failed
+        and wait to be sent again (a worker that exits takes them with it)."""
         if not self.loop.is_running():
             return
-        done = asyncio.run_coroutine_threadsafe(self.queue.join(), self.loop)
+        done = asyncio.run_coroutine_threadsafe(self._settled(), self.loop)
         try:
             done.result(timeout)
         except TimeoutError:
-            log.warning("%d events were not pushed before the timeout", self.queue.qsize())
+            done.cancel()
+            log.warning(
+                "%d events were not pushed before the timeout, and %d failed pushes were "
+                "not sent again",
+                self.queue.qsize(),
+                sum(not taken.is_set() for taken in self._retries.values()),
+            )
+
+    async def _settled(self) -> None:
+        await self.queue.join()
+        for task, taken in list(self._retries.items()):
+            if task.done():
+                continue
+            waiter = asyncio.ensure_future(taken.wait())
+            try:
+                await asyncio.wait([task, waiter], return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                waiter.cancel()
 
 
 async def _group_send(layer, root_id: int, payloads: list[dict[str, Any]]) -> None:
@@ -149,7 +170,7 @@ async def _group_send(layer, root_id: int, payloads: list[dict[str, Any]]) -> No
         await layer.group_send(group_name(root_id), message)
 
 
-async def _send_later(root_id: int, payloads: list[dict[str, Any]]) -> None:
+async def _send_later(root_id: int, payloads: list[dict[str, Any]], taken: asyncio.Event) -> None:
     """A push that failed (Redis was down), sent again after each of RESEND_SECONDS. With
     Redis's pub/sub layer a viewer's socket outlives an outage and nothing else tells its
     page what it missed: a tree that ended meanwhile would look as if it still worked. A
@@ -166,6 +187,7 @@ async def _send_later(root_id: int, payloads: list[dict[str, Any]]) -> None:
             if layer is not None:
                 await layer.group_send(group_name(root_id), _message(payloads))
             sent = True
+            taken.set()
         except Exception as error:
             failure = error
     if not sent:

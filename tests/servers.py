@@ -28,9 +28,10 @@ def listening(port: int) -> bool:
 
 
 def _die_with_parent() -> None:
-    """Run in the child before it starts: the kernel sends it SIGTERM when the process that
-    started it ends, however that ends (an exception, Ctrl-C, SIGKILL), so no server of a
-    test or a bench outlives it."""
+    """Run in the child before it starts: the kernel sends it SIGTERM when the thread that
+    started it ends (PR_SET_PDEATHSIG follows the thread, so start servers from a thread that
+    lives as long as they should), however that ends (an exception, Ctrl-C, SIGKILL), so no
+    server of a test or a bench outlives it."""
     PR_SET_PDEATHSIG = 1
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
 

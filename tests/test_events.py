@@ -274,6 +274,49 @@ def test_with_pubsub_events_pushed_while_redis_was_down_reach_the_socket_that_st
     channel_layers.backends.clear()
 
 
+def test_a_worker_that_exits_waits_until_redis_has_taken_what_it_pushed_while_down(settings):
+    """A worker about to exit flushes its pushes. One that failed while Redis was down waits
+    to be sent again; the flush waits for Redis to take it (the first try again comes after
+    a second), not only for the queue, or the worker would take the events with it."""
+    import shutil
+    import threading
+
+    from channels.layers import channel_layers
+
+    from frontend import delivery as transport
+    from tests.servers import RedisServer
+
+    if shutil.which("redis-server") is None:
+        pytest.skip("needs redis-server")
+    with RedisServer() as server:
+        settings.CHANNEL_LAYERS = {
+            "default": {
+                "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+                "CONFIG": {"hosts": [{"address": server.url}]},
+            }
+        }
+        channel_layers.backends.clear()
+        server.stop()
+        _broadcast(10_000_005, 1)  # fails: Redis is down
+        took: list[float] = []
+
+        def flush() -> None:
+            started = time.monotonic()
+            transport.flush(timeout=10)
+            took.append(time.monotonic() - started)
+
+        # The flush in a thread: the server is started from this one (a server's process
+        # ends with the thread that started it, tests.servers).
+        flushing = threading.Thread(target=flush)
+        flushing.start()
+        time.sleep(0.3)
+        server.start()
+        flushing.join(15)
+    channel_layers.backends.clear()
+
+    assert transport.RESEND_SECONDS[0] * 0.9 <= took[0] < 8, took
+
+
 def _broadcast(root_id: int, seq: int) -> None:
     from frontend import delivery as transport
 

@@ -52,8 +52,10 @@ NOT_FOUND = 4404
 
 class RunTreeConsumer(AsyncJsonWebsocketConsumer):
     group: str | None = None
-    # The last sequence number sent during connect; live copies up to it are dropped.
+    # Every number up to this one was sent (while connecting, then live), and the numbers
+    # above it that were sent live: a copy of either is dropped.
     sent_until = 0
+    sent_above: set[int]
 
     async def connect(self) -> None:
         root = await self._root()
@@ -64,6 +66,7 @@ class RunTreeConsumer(AsyncJsonWebsocketConsumer):
             user = self.scope.get("user")
             await self.close(code=NOT_SIGNED_IN if not user or user.is_anonymous else NOT_FOUND)
             return
+        self.sent_above = set()
         self.group = group_name(root.pk)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
@@ -138,8 +141,16 @@ class RunTreeConsumer(AsyncJsonWebsocketConsumer):
             self.sent_until = event["seq"]
 
     async def _forward(self, event: dict[str, Any]) -> None:
-        # Live events may arrive out of order (many agent threads): only those already sent
-        # while connecting are dropped; the browser puts the rest in order.
-        if event["seq"] > self.sent_until:
-            await self.send_json(event)
-            observe_push_lag(event)
+        """Send a live event unless this socket has sent it: while connecting (up to
+        `sent_until`), or as an earlier copy (a push sent again after a Redis outage,
+        frontend.delivery). Live events may arrive out of order (many agent threads): the
+        browser puts them in order, and `sent_until` moves up only over numbers sent."""
+        seq = event["seq"]
+        if seq <= self.sent_until or seq in self.sent_above:
+            return
+        await self.send_json(event)
+        observe_push_lag(event)
+        self.sent_above.add(seq)
+        while self.sent_until + 1 in self.sent_above:
+            self.sent_until += 1
+            self.sent_above.discard(self.sent_until)

@@ -304,3 +304,31 @@ def test_events_committed_together_reach_the_browser_one_frame_each_in_order(ali
     assert [frame["type"] for frame in frames] == ["run.state"] * 3
     assert [frame["detail"] for frame in frames] == ["1", "2", "3"]
     assert [frame["seq"] for frame in frames] == [frames[0]["seq"] + n for n in range(3)]
+
+
+def test_a_copy_of_an_event_the_socket_sent_is_not_sent_again(alice, run_factory):
+    """After a Redis outage a push is sent again several times (frontend.delivery): the
+    socket sends each event once, in whatever order the live ones come."""
+    from channels.layers import get_channel_layer
+
+    from frontend.delivery import EVENTS_MESSAGE, group_name
+
+    root = run_factory(owner=alice)
+    headers = headers_for(alice)
+    after = _seq(root)
+
+    def event(seq: int) -> dict:
+        return {"seq": seq, "type": "run.state", "run": root.pk, "at": "", "detail": str(seq)}
+
+    async def scenario() -> list[int]:
+        socket = await connected(f"/ws/runs/{root.pk}/?after={after}", headers)
+        layer = get_channel_layer()
+        for seqs in ([after + 2], [after + 1, after + 2], [after + 2], [after + 1, after + 3]):
+            message = {"type": EVENTS_MESSAGE, "events": [event(seq) for seq in seqs]}
+            await layer.group_send(group_name(root.pk), message)
+        frames = [await socket.receive_json_from(timeout=5) for _ in range(3)]
+        assert await socket.receive_nothing(timeout=0.5)
+        await socket.disconnect()
+        return [frame["seq"] for frame in frames]
+
+    assert async_to_sync(scenario)() == [after + 2, after + 1, after + 3]

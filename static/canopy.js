@@ -13,7 +13,7 @@ import { createPanel } from "./page/panel.js";
 import { createPlan } from "./page/plan.js";
 import { createReportStage } from "./page/report.js";
 import { follow } from "./page/socket.js";
-import { createState } from "./page/state.js";
+import { createState, movesOn } from "./page/state.js";
 import { createTiles } from "./page/tiles.js";
 import { createTree } from "./page/tree.js";
 
@@ -116,11 +116,6 @@ showView(window.matchMedia("(max-width: 720px)").matches ? "list" : "tree");
 function concernsPanel(event) {
   if (event.type === "snapshot" || event.run === state.selected) return true;
   return event.type === "run.message" && (event.to === state.selected || state.selected === state.root);
-}
-
-// A run.state, or a run.usage that carries the state the call moved the agent to.
-function movesOn(event) {
-  return event.type === "run.state" || (event.type === "run.usage" && event.state !== undefined);
 }
 
 function narrate(event) {

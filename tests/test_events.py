@@ -1,8 +1,11 @@
 """Stored events: numbered per tree without gaps, served after a number, safe under threads."""
 
 import asyncio
+import contextlib
 import threading
 import time
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from django.db import connection
@@ -211,22 +214,7 @@ def test_a_number_that_never_commits_holds_the_later_ones_only_briefly():
 def test_events_pushed_after_redis_restarted_reach_the_listeners(settings):
     """The sender's connection to Redis dies with a restart; the first push after it goes out
     again on a fresh one instead of leaving the open sockets a gap."""
-    import shutil
-
-    from channels.layers import channel_layers
-
-    from tests.servers import RedisServer
-
-    if shutil.which("redis-server") is None:
-        pytest.skip("needs redis-server")
-    with RedisServer() as server:
-        settings.CHANNEL_LAYERS = {
-            "default": {
-                "BACKEND": "channels_redis.core.RedisChannelLayer",
-                "CONFIG": {"hosts": [server.url]},
-            }
-        }
-        channel_layers.backends.clear()
+    with _layer_on_own_redis(settings, "channels_redis.core.RedisChannelLayer") as server:
         root_id = 10_000_003
         first = _pushed(root_id, lambda: _broadcast(root_id, 1), expected=1)[0]
         server.stop()
@@ -240,23 +228,11 @@ def test_with_pubsub_events_pushed_while_redis_was_down_reach_the_socket_that_st
     """With Redis's pub/sub layer (the default) nothing closes a viewer's socket while Redis
     is down, so nothing would tell its page what it missed: a push that failed is sent again
     once Redis is back, and reaches the subscription that outlived the outage."""
-    import shutil
-
-    from channels.layers import channel_layers, get_channel_layer
+    from channels.layers import get_channel_layer
 
     from frontend import delivery as transport
-    from tests.servers import RedisServer
 
-    if shutil.which("redis-server") is None:
-        pytest.skip("needs redis-server")
-    with RedisServer() as server:
-        settings.CHANNEL_LAYERS = {
-            "default": {
-                "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
-                "CONFIG": {"hosts": [{"address": server.url}]},
-            }
-        }
-        channel_layers.backends.clear()
+    with _layer_on_own_redis(settings, PUBSUB) as server:
         layer = get_channel_layer()
         root_id = 10_000_004
 
@@ -271,31 +247,15 @@ def test_with_pubsub_events_pushed_while_redis_was_down_reach_the_socket_that_st
             return [event["seq"] for event in message["events"]]
 
         assert asyncio.run(listen()) == [1]
-    channel_layers.backends.clear()
 
 
 def test_a_worker_that_exits_waits_until_redis_has_taken_what_it_pushed_while_down(settings):
     """A worker about to exit flushes its pushes. One that failed while Redis was down waits
     to be sent again; the flush waits for Redis to take it (the first try again comes after
     a second), not only for the queue, or the worker would take the events with it."""
-    import shutil
-    import threading
-
-    from channels.layers import channel_layers
-
     from frontend import delivery as transport
-    from tests.servers import RedisServer
 
-    if shutil.which("redis-server") is None:
-        pytest.skip("needs redis-server")
-    with RedisServer() as server:
-        settings.CHANNEL_LAYERS = {
-            "default": {
-                "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
-                "CONFIG": {"hosts": [{"address": server.url}]},
-            }
-        }
-        channel_layers.backends.clear()
+    with _layer_on_own_redis(settings, PUBSUB) as server:
         server.stop()
         _broadcast(10_000_005, 1)  # fails: Redis is down
         took: list[float] = []
@@ -312,9 +272,33 @@ def test_a_worker_that_exits_waits_until_redis_has_taken_what_it_pushed_while_do
         time.sleep(0.3)
         server.start()
         flushing.join(15)
-    channel_layers.backends.clear()
 
     assert transport.RESEND_SECONDS[0] * 0.9 <= took[0] < 8, took
+
+
+PUBSUB = "channels_redis.pubsub.RedisPubSubChannelLayer"
+
+
+@contextlib.contextmanager
+def _layer_on_own_redis(settings, backend: str) -> Iterator[Any]:
+    """The channel layer `backend` on a Redis server of the test's own, which it may stop
+    and start again; the server, then the layers built meanwhile are gone afterwards."""
+    import shutil
+
+    from channels.layers import channel_layers
+
+    from tests.servers import RedisServer
+
+    if shutil.which("redis-server") is None:
+        pytest.skip("needs redis-server")
+    try:
+        with RedisServer() as server:
+            config = {"hosts": [{"address": server.url}]}
+            settings.CHANNEL_LAYERS = {"default": {"BACKEND": backend, "CONFIG": config}}
+            channel_layers.backends.clear()
+            yield server
+    finally:
+        channel_layers.backends.clear()
 
 
 def _broadcast(root_id: int, seq: int) -> None:

@@ -216,25 +216,9 @@ def test_a_message_redis_could_not_deliver_is_not_left_in_the_transcript(
         both_started.wait(10)
         return slow(0.5, reply("listener done"))
 
-    scripted_llm.script(
-        "undelivered root",
-        call(  # both at once: the talker's sibling is there when it sends
-            "spawn_subagents",
-            subagents=[
-                {"name": "talker", "reason": "talks", "task": "undelivered talker"},
-                {"name": "listener", "reason": "listens", "task": "undelivered listener"},
-            ],
-        ),
-        call("wait_subagents"),
-        reply("root done"),
+    root = _talker_and_listener(
+        scripted_llm, alice, (redis_down_then_send, reply("talker done")), (listening,)
     )
-    scripted_llm.script("undelivered talker", redis_down_then_send, reply("talker done"))
-    scripted_llm.script("undelivered listener", listening)
-    pool = AgentPool(max_active=4).start()
-    try:
-        root = wait_finished(services.run_start(owner=alice, topic="undelivered root"))
-    finally:
-        pool.shutdown()
 
     (result,) = scripted_llm.tool_results("undelivered talker", name="send_message")
     assert result["content"].startswith("error: send_message failed")
@@ -314,9 +298,24 @@ def test_a_message_not_delivered_as_its_connection_is_lost_leaves_no_row(
         raise NoInbox(message.to_id)
 
     monkeypatch.setattr(message_tools, "deliver", lose_the_connection_then_the_inbox)
+    talker = (call("send_message", to="listener", text="the ford is deep"), reply("talker done"))
+    root = _talker_and_listener(scripted_llm, alice, talker, (reply("listener done"),))
+
+    assert terminated == [True]
+    (sent,) = scripted_llm.tool_results("undelivered talker", name="send_message")
+    assert "was not delivered" in sent["content"]
+    assert Message.objects.count() == 0
+    assert not Event.objects.filter(type="run.message").exists()
+    assert root.status == "done"
+
+
+def _talker_and_listener(scripted_llm, alice, talker: tuple, listener: tuple) -> Run:
+    """A root that spawns a talker and a listener at once (the talker's sibling is there
+    when it sends), waits and answers; each sub-agent's turns as given. Run to its end in a
+    pool of this process; the root as it ended."""
     scripted_llm.script(
         "undelivered root",
-        call(  # both at once: the talker's sibling is there when it sends
+        call(
             "spawn_subagents",
             subagents=[
                 {"name": "talker", "reason": "talks", "task": "undelivered talker"},
@@ -326,24 +325,13 @@ def test_a_message_not_delivered_as_its_connection_is_lost_leaves_no_row(
         call("wait_subagents"),
         reply("root done"),
     )
-    scripted_llm.script(
-        "undelivered talker",
-        call("send_message", to="listener", text="the ford is deep"),
-        reply("talker done"),
-    )
-    scripted_llm.script("undelivered listener", reply("listener done"))
+    scripted_llm.script("undelivered talker", *talker)
+    scripted_llm.script("undelivered listener", *listener)
     pool = AgentPool(max_active=4).start()
     try:
-        root = wait_finished(services.run_start(owner=alice, topic="undelivered root"))
+        return wait_finished(services.run_start(owner=alice, topic="undelivered root"))
     finally:
         pool.shutdown()
-
-    assert terminated == [True]
-    (sent,) = scripted_llm.tool_results("undelivered talker", name="send_message")
-    assert "was not delivered" in sent["content"]
-    assert Message.objects.count() == 0
-    assert not Event.objects.filter(type="run.message").exists()
-    assert root.status == "done"
 
 
 def _terminate(pid: int) -> bool:

@@ -112,6 +112,9 @@ def usage_event(counters: dict[str, Any], moved: RunStateChanged | None = None) 
     """The usage event of a model call from the counters after it, carrying the state it
     moved the agent to (`moved`), if any."""
     own, root = counters["own"], counters["root"]
+    moves = {}
+    if moved is not None:
+        moves = {"status": moved.status, "state": moved.state, "detail": moved.detail}
     return RunUsage(
         steps=own["steps"],
         input_tokens=own["input_tokens"],
@@ -121,9 +124,7 @@ def usage_event(counters: dict[str, Any], moved: RunStateChanged | None = None) 
         root_tree_cost_usd=money(root["tree_cost_usd"]),
         root_tree_input_tokens=root["tree_input_tokens"],
         root_tree_output_tokens=root["tree_output_tokens"],
-        status=None if moved is None else moved.status,
-        state=None if moved is None else moved.state,
-        detail=None if moved is None else moved.detail,
+        **moves,
     )
 
 

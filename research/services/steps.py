@@ -31,7 +31,6 @@ from django.utils import timezone
 from research import pricing
 from research.clean import strip_controls
 from research.events import Payload, RunStateChanged, RunUsage
-from research.events.payloads import money
 from research.events.store import allocate_seqs, publish_all
 from research.models import ACTIVE_STATUSES, Checkpoint, LLMCall, Run, RunState, Step
 from research.models_checkpoints import pack
@@ -180,20 +179,22 @@ def _add_usage(
     if next_state is not None and status not in ACTIVE_STATUSES:
         raise _RunEnded
     root_cost, root_in, root_out = rows[facts.root_id][:3]
+    counters = {
+        "own": {
+            "steps": steps,
+            "input_tokens": own_in,
+            "output_tokens": own_out,
+            "cost_usd": as_decimal(own_cost),
+            "tree_cost_usd": as_decimal(rows[run_id][0]),
+        },
+        "root": {
+            "tree_cost_usd": as_decimal(root_cost),
+            "tree_input_tokens": root_in,
+            "tree_output_tokens": root_out,
+        },
+    }
     moved = None if next_state is None else _state_row(facts, next_state, status=status)
-    return RunUsage(
-        steps=steps,
-        input_tokens=own_in,
-        output_tokens=own_out,
-        cost_usd=money(as_decimal(own_cost)),
-        tree_cost_usd=money(as_decimal(rows[run_id][0])),
-        root_tree_cost_usd=money(as_decimal(root_cost)),
-        root_tree_input_tokens=root_in,
-        root_tree_output_tokens=root_out,
-        status=None if moved is None else moved.status,
-        state=None if moved is None else moved.state,
-        detail=None if moved is None else moved.detail,
-    )
+    return usage_event(counters, moved)
 
 
 def _money_param(value: Decimal) -> Any:

@@ -5,6 +5,12 @@
 
 const GAP_FILL_MS = 1500;
 
+/** Whether an event moves its agent to a new state: a run.state, or a run.usage that carries
+ * the state its model call moved the agent to (research/events/payloads.py, RunUsage). */
+export function movesOn(event) {
+  return event.type === "run.state" || (event.type === "run.usage" && event.state !== undefined);
+}
+
 export function createState(config) {
   const state = {
     root: config.root,
@@ -140,8 +146,7 @@ export function createState(config) {
           cost_usd: event.cost_usd,
           tree_cost_usd: event.tree_cost_usd,
         };
-        // A call that moved the agent on carries its next state, as a run.state would.
-        if (event.state !== undefined) {
+        if (movesOn(event)) {
           Object.assign(fields, { status: event.status, state: event.state, detail: event.detail || "", active: true });
         }
         update(event.run, fields);

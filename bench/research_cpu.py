@@ -54,13 +54,19 @@ def main() -> None:
 
         django.setup()
         fresh_database()
+        if options.statements and options.threads:
+            raise SystemExit("--statements and --threads each need their own run")
         if options.statements:
             log_statements()
+        if options.threads:
+            log_threads()
         with Server(llm, layer="memory") as server:
             figures = measure(llm, server, options)
     report(figures)
     if options.statements:
         report_statements(figures, top=options.top)
+    if options.threads:
+        report_threads(figures)
     if options.json:
         Path(options.json).write_text(json.dumps(figures, indent=2))
 
@@ -78,6 +84,11 @@ def parse_args() -> argparse.Namespace:
         help="count the web process's SQL statements and commits per research",
     )
     parser.add_argument("--top", type=int, default=30, help="statement shapes listed (30)")
+    parser.add_argument(
+        "--threads",
+        action="store_true",
+        help="the web process's CPU per research by thread role (bench/thread_settings.py)",
+    )
     return parser.parse_args()
 
 
@@ -147,6 +158,30 @@ def log_statements() -> None:
     )
 
 
+THREAD_LOG = Path(f"/tmp/canopy-bench-threads-{os.getpid()}.json")
+
+
+def log_threads() -> None:
+    """daphne (started after this) sums its threads' CPU by role: bench/thread_settings.py."""
+    os.environ["DJANGO_SETTINGS_MODULE"] = "thread_settings"
+    os.environ["CANOPY_THREAD_CPU_LOG"] = str(THREAD_LOG)
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        [str(PROJECT / "bench"), str(PROJECT), os.environ.get("PYTHONPATH", "")]
+    )
+
+
+def thread_sums(pid: int) -> dict[str, float]:
+    """The web process's CPU seconds so far by thread role, asked for with SIGUSR1."""
+    THREAD_LOG.unlink(missing_ok=True)
+    os.kill(pid, signal.SIGUSR1)
+    deadline = time.monotonic() + 10
+    while not THREAD_LOG.exists():
+        if time.monotonic() > deadline:
+            raise SystemExit("the web process wrote no thread sums (is it on thread_settings?)")
+        time.sleep(0.01)
+    return json.loads(THREAD_LOG.read_text())
+
+
 def statement_lines() -> list[str]:
     if not STATEMENT_LOG.exists():
         return []
@@ -193,6 +228,7 @@ def measure(llm: ScriptedLLM, server: Server, options: argparse.Namespace) -> di
         script_research(llm, web, topic)
         calls_before = len(llm.requests)
         lines_before = len(statement_lines())
+        threads_before = thread_sums(pid) if options.threads else {}
         (user, system), started = cpu_split(pid), time.monotonic()
         status = asyncio.run(one_research(client, topic))
         wall = time.monotonic() - started
@@ -212,6 +248,12 @@ def measure(llm: ScriptedLLM, server: Server, options: argparse.Namespace) -> di
             "wall_s": wall,
             "model_calls": model_calls,
         }
+        if options.threads:
+            time.sleep(0.5)  # the last agent's end and the pushes after it
+            after = thread_sums(pid)
+            run["threads"] = {
+                name: seconds - threads_before.get(name, 0.0) for name, seconds in after.items()
+            }
         if options.statements:
             run["statements"] = sum(line != "-- commit" for line in lines)
             run["transactions"] = sum(line == "-- commit" for line in lines)
@@ -272,6 +314,19 @@ def report(figures: dict) -> None:
         f"start: {figures['first_research_cpu_s']:.2f} s of CPU; idle process: "
         f"{figures['idle_cpu_ms_per_second']:.1f} ms of CPU a second"
     )
+
+
+def report_threads(figures: dict) -> None:
+    measured = figures["runs"][1:]
+    roles = {name for run in measured for name in run["threads"]}
+    medians = {
+        name: statistics.median(run["threads"].get(name, 0.0) for run in measured) for name in roles
+    }
+    total = sum(medians.values())
+    print(f"CPU per research by thread (median of {len(measured)}, bench/thread_settings.py):")
+    for name, seconds in sorted(medians.items(), key=lambda item: -item[1]):
+        if seconds * 1000 >= 0.5:
+            print(f"  {seconds * 1000:6.1f} ms  {seconds / total:4.0%}  {name}")
 
 
 def report_statements(figures: dict, *, top: int) -> None:

@@ -426,6 +426,10 @@ RESEARCH_MAX_AGENTS = envint("RESEARCH_MAX_AGENTS", 8)
 # Of those, how many run Canopy's own Python at once (the others wait on a model or a tool).
 RESEARCH_AGENT_CPU_SLOTS = envint("RESEARCH_AGENT_CPU_SLOTS", 2 * (os.cpu_count() or 1))
 RESEARCH_AGENTS_IN_WEB = envbool("RESEARCH_AGENTS_IN_WEB", True)
+# Group commit (research/services/writer.py): how long a batch of step records waits for more
+# after its oldest, in milliseconds. Longer: fewer commits, events pushed that much later; 0
+# writes each record as soon as the writer is free. A wait on a record never lingers.
+RESEARCH_WRITER_LINGER_MS = envfloat("RESEARCH_WRITER_LINGER_MS", 3.0)
 RESEARCH_STEP_RESULT_MAX_CHARS = envint("RESEARCH_STEP_RESULT_MAX_CHARS", 4000)
 RESEARCH_TOOL_RESULT_MAX_CHARS = envint("RESEARCH_TOOL_RESULT_MAX_CHARS", 12000)
 # Limits that say so (issue 16): a model's answer and a report are cut here, the cut marked;
@@ -439,6 +443,10 @@ RESEARCH_PARALLEL_TOOL_CALLS = envint("RESEARCH_PARALLEL_TOOL_CALLS", 4)
 if RESEARCH_AGENT_CPU_SLOTS < 1:
     raise ImproperlyConfigured(
         f"RESEARCH_AGENT_CPU_SLOTS must be 1 or more, not {RESEARCH_AGENT_CPU_SLOTS}"
+    )
+if not 0 <= RESEARCH_WRITER_LINGER_MS <= 1000:
+    raise ImproperlyConfigured(
+        f"RESEARCH_WRITER_LINGER_MS must be from 0 to 1000, not {RESEARCH_WRITER_LINGER_MS}"
     )
 if RESEARCH_PARALLEL_TOOL_CALLS < 1:
     raise ImproperlyConfigured(

@@ -87,6 +87,12 @@ def test_a_redis_channel_layer_of_another_name_stops_the_start_naming_the_variab
     assert "REDIS_CHANNEL_LAYER must be pubsub or lists, not 'zset'" in result.stderr
 
 
+def test_a_writer_linger_out_of_range_stops_the_start_naming_the_variable():
+    result = _settings_of({"RESEARCH_WRITER_LINGER_MS": "-1"})
+    assert result.returncode != 0
+    assert "RESEARCH_WRITER_LINGER_MS must be from 0 to 1000, not -1.0" in result.stderr
+
+
 def _settings_of(variables: dict[str, str]) -> subprocess.CompletedProcess:
     code = "import research.settings as s; print(s.CHANNEL_LAYERS['default']['BACKEND'])"
     return subprocess.run(

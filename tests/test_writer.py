@@ -107,6 +107,65 @@ def test_a_batch_writes_every_agents_records_with_gapless_ordered_events(writer,
         assert all(usage["tree_cost_usd"] == usage["cost_usd"] for usage in children)
 
 
+def _model_call(facts, *, wait: bool):
+    return services.model_call_record(
+        facts=facts,
+        input_tokens=100,
+        output_tokens=20,
+        latency_ms=1,
+        step={"kind": "model", "input": {"tool_calls": [["web_search", "{}"]]}, "output": ""},
+        next_state=NextState("searching", "a query"),
+        wait=wait,
+    )
+
+
+def _tool_call(facts, *, wait: bool):
+    return services.tool_call_record(
+        facts=facts,
+        step={"kind": "tool", "tool": "web_search", "input": {"q": "x"}, "output": "results"},
+        next_state=NextState("thinking"),
+        wait=wait,
+    )
+
+
+@pytest.mark.parametrize(("linger_ms", "batches"), [(1000, 1), (0, 2)])
+def test_a_step_handed_over_within_the_linger_commits_once(
+    writer, agents, settings, linger_ms, batches
+):
+    """An agent's model call and its tool's record, handed over 50 ms apart: one batch (one
+    commit) while the writer lingers; without a linger, the first went alone."""
+    settings.RESEARCH_WRITER_LINGER_MS = linger_ms
+    facts = agents[0]
+    before = writer.batches
+    first = _model_call(facts, wait=False)
+    threading.Event().wait(0.05)
+    second = _tool_call(facts, wait=False)
+    second.wait()
+    first.wait()
+
+    assert writer.batches - before == batches
+    assert Step.objects.filter(run_id=facts.run_id).count() == 2
+    assert Run.objects.get(pk=facts.run_id).state == "thinking"
+
+
+def test_a_wait_on_a_record_and_the_writers_stop_never_wait_out_the_linger(agents, settings):
+    settings.RESEARCH_WRITER_LINGER_MS = 600_000  # ten minutes
+    owner = object()
+    step_writer.start(owner)
+    try:
+        waited = _model_call(agents[0], wait=False)
+        waiter = threading.Thread(target=waited.wait)
+        waiter.start()
+        waiter.join(10)
+        assert not waiter.is_alive(), "a wait on a record waited for the batch to fill"
+        assert LLMCall.objects.filter(run_id=agents[0].run_id).count() == 1
+        unwaited = _model_call(agents[1], wait=False)
+    finally:
+        step_writer.stop(owner, timeout=10)
+    assert unwaited.done.is_set(), "the writer's stop waited for the batch to fill"
+    assert LLMCall.objects.filter(run_id=agents[1].run_id).count() == 1
+
+
 def test_a_bad_record_fails_only_its_agent_with_the_error_it_raises_alone(writer, agents):
     bad = agents[1]
     with pytest.raises(TypeError) as alone, transaction.atomic():  # inline, as before

@@ -44,7 +44,7 @@ class Records:
         if any(not pending.done.is_set() for _, pending, _ in unwritten):
             with self._blocking():
                 for _, pending, _ in unwritten:
-                    pending.done.wait()
+                    pending.settle()
         for what, pending, again in unwritten:
             try:
                 pending.wait()

@@ -5,9 +5,11 @@ and goes on: its next model call or its tools run while the record is written. I
 records (Pending.wait) only where it must see them committed: before a tool that acts (a spawn,
 a message, a plan), before reading the tree's cost for its cap, and before its end
 (agents.loop.records). `write` hands over and waits, for callers with no such point. The writer
-takes what has queued meanwhile (up to BATCH_MAX records, without waiting for more: the
-records that arrive while one batch is written are the next batch) and writes the whole batch
-in one transaction, so a batch costs one commit instead of one per record. Each record's
+lets a batch fill for RESEARCH_WRITER_LINGER_MS from its oldest record (up to BATCH_MAX
+records), then writes the whole batch in one transaction, so a batch costs one commit instead
+of one per record: a model call's record and its tools' records, and other agents' records,
+commit together. The batch goes at once when an agent waits on a record (Pending.wait: nobody
+waits out a linger), when it is full, or when the writer is asked to stop. Each record's
 events are stored in that transaction and pushed after it commits, in the order their numbers
 were given (research.events.store), and only then are the waiters woken.
 
@@ -28,10 +30,12 @@ way out, and starts again with the next pool.
 
 import logging
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from django.conf import settings
 from django.db import connection, transaction
 
 from research.services.step_batch import write_parts
@@ -49,17 +53,26 @@ class Pending:
     """A record handed over: `wait()` returns what it returned once it is committed, or
     raises what it raised."""
 
-    __slots__ = ("part", "alone", "done", "result", "error")
+    __slots__ = ("part", "alone", "done", "result", "error", "writer", "queued_at")
 
-    def __init__(self, part: Any, alone: Callable[[], Any]) -> None:
+    def __init__(self, part: Any, alone: Callable[[], Any], writer: "Writer | None" = None) -> None:
         self.part = part
         self.alone = alone
         self.done = threading.Event()
         self.result: Any = None
         self.error: BaseException | None = None
+        self.writer = writer
+        self.queued_at = time.monotonic()
+
+    def settle(self) -> None:
+        """Wait until it is written, or failed: its batch goes now, without lingering."""
+        if not self.done.is_set():
+            if self.writer is not None:
+                self.writer.hurry()
+            self.done.wait()
 
     def wait(self) -> Any:
-        self.done.wait()
+        self.settle()
         if self.error is not None:
             raise self.error
         return self.result
@@ -82,6 +95,8 @@ class Writer:
         self._queue: deque[Pending | None] = deque()
         self._thread: threading.Thread | None = None
         self._users: set[int] = set()
+        self._hurried = False  # an agent waits on a record: the next batch goes at once
+        self._stopping = False
         self.batches = 0
         self.records = 0
         self.retried = 0  # batches rolled back and written again record by record
@@ -91,6 +106,7 @@ class Writer:
         with self._lock:
             self._users.add(id(user))
             if self._thread is None:
+                self._stopping = False
                 self._thread = threading.Thread(target=self._run, name="step-writer", daemon=True)
                 self._thread.start()
 
@@ -102,6 +118,7 @@ class Writer:
             if self._users or thread is None:
                 return
             self._thread = None
+            self._stopping = True
             self._queue.append(None)
             self._ready.notify()
         thread.join(timeout)
@@ -132,18 +149,35 @@ class Writer:
                 thread is None or thread is threading.current_thread() or connection.in_atomic_block
             )
             if not inline:
-                record = Pending(part, alone)
+                record = Pending(part, alone, self)
                 self._queue.append(record)
                 self._ready.notify()
         if inline:
             return Pending.written(alone())
         return record
 
+    def hurry(self) -> None:
+        """Someone waits on a record: write what is queued now."""
+        with self._lock:
+            self._hurried = True
+            self._ready.notify()
+
     def _take(self, timeout: float | None) -> list[Pending] | None:
         """The next batch; None to stop; [] when nothing came within `timeout`."""
         with self._lock:
             if not self._queue and not self._ready.wait_for(lambda: self._queue, timeout):
                 return []
+            oldest = self._queue[0]
+            if oldest is not None:
+                # An agent's step hands over its model call's record, then its tool's a
+                # fraction of a millisecond later: one commit for both instead of two.
+                deadline = oldest.queued_at + settings.RESEARCH_WRITER_LINGER_MS / 1000
+                while not (self._hurried or self._stopping or len(self._queue) >= BATCH_MAX):
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._ready.wait(left)
+            self._hurried = False
             batch: list[Pending] = []
             while self._queue and len(batch) < BATCH_MAX:
                 record = self._queue[0]

@@ -67,6 +67,9 @@ class AgentPool(WorkerLoops):
         self._starting = 0
         self._waiting_for_slot = 0
         self._working = 0
+        # The claim loop last stopped for want of a slot, not of a queued root: an agent's
+        # end wakes it (agents.runtime.worker._claim_loop).
+        self._short_of_slots = True
         # Roots this pool claimed from the queue, for the one log line when each ends.
         self._claimed: set[int] = set()
         # A pool that claims no roots runs those it is given; one of them that pauses for its
@@ -275,10 +278,12 @@ class AgentPool(WorkerLoops):
     def _release(self, agent: _Agent | None) -> None:
         with self._lock:
             self._working -= 1
+            wake = self._short_of_slots or not self.claim_roots
         self._cpu_release()
         self._slots.release()
         self._leave_family(agent)
-        self._wake.set()  # the claim loop may take a queued root now
+        if wake:
+            self._wake.set()  # the claim loop may take a queued root now
 
     @staticmethod
     def _leave_family(agent: _Agent | None) -> None:

@@ -33,17 +33,27 @@ class WorkerLoops:
         return loop
 
     def _claim_loop(self) -> None:
-        """Claim queued roots while a slot is free; woken at once by a root started here."""
+        """Claim queued roots while a slot is free. Woken at once by a root queued (here, or by
+        another process's NOTIFY), and by an agent's end only when a root may be waiting for
+        its slot: each wake costs a claim statement, and most ends leave nothing queued."""
         self._wake.wait(settings.RESEARCH_CLAIM_POLL_SECONDS)
         self._wake.clear()
         if not self.claim_roots:
             self._take_given_roots_again()
-        while self.claim_roots and self._has_free_slot():
+        while self.claim_roots:
+            if not self._has_free_slot():
+                with self._lock:
+                    self._short_of_slots = True  # the next agent's end wakes this loop
+                return
             with self._claim_lock:
                 if self._stopping.is_set():
                     return
                 run_id = services.root_claim_next(worker_id=self.worker_id)
                 if run_id is None:
+                    # Nothing queued: a root queued from now on wakes this loop (its start,
+                    # its plan's approval or its resume announce it), not an agent's end.
+                    with self._lock:
+                        self._short_of_slots = False
                     return
                 with self._lock:
                     self._claimed.add(run_id)

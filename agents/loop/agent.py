@@ -113,7 +113,7 @@ class Agent:
     def _verdict(self, draft: str) -> "review.Verdict":
         """The verifier's findings on the draft, and the draft revised once after them."""
         try:
-            verdict = review.verify(self.ctx, draft)
+            verdict = review.verify(self.ctx, draft, self.facts)
             if verdict.report and not verdict.error:
                 findings = review.REVISE_NOTE.format(findings=verdict.report)
                 self.messages.append({"role": "user", "content": findings})

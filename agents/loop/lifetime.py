@@ -9,7 +9,7 @@ from agents.loop.agent import Agent
 from agents.runtime import resilience, tree
 from agents.runtime.context import AgentContext, Cancelled, CancelToken, Paused
 from research import endings, selectors, services
-from research.models import Run, State
+from research.models import Run
 from research.ops.logs import bind_run
 
 log = logging.getLogger(__name__)
@@ -63,9 +63,6 @@ def run_agent(*, run_id: int, token: CancelToken, pool, run: Run | None = None) 
 
 
 def _check(ctx: AgentContext, run: Run, report: str) -> None:
-    state = {"state": State.WRITING, "detail": "checking citations"}  # facts: no re-read
-    services.run_set_state(run_id=run.pk, facts=selectors.run_facts(run=run), **state)
-    # Its tree is known; a fresh run has no earlier citations to replace.
-    services.citations_record(
-        run_id=run.pk, report=report, root_id=run.root_id, replacing=not ctx.fresh
-    )
+    # Its facts are known (no re-read); a fresh run has no earlier citations to replace.
+    facts = selectors.run_facts(run=run)
+    services.report_check(facts=facts, report=report, replacing=not ctx.fresh)

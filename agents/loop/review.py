@@ -22,9 +22,10 @@ from agents.runtime.context import AgentContext
 from agents.runtime.tree import yielded
 from research import services
 from research.clean import cut
-from research.models import Plan, Run, Status
+from research.models import Plan, Run, State, Status
 from research.selectors import plans as plan_reads
 from research.selectors import team as team_reads
+from research.selectors.runs import RunFacts
 
 log = logging.getLogger(__name__)
 
@@ -105,8 +106,9 @@ def out_of_time(ctx: AgentContext) -> bool:
     return deadline is not None and time.monotonic() >= deadline
 
 
-def verify(ctx: AgentContext, draft: str) -> Verdict:
-    """Start the verifier on the draft and wait for it (the root's slot given back)."""
+def verify(ctx: AgentContext, draft: str, facts: RunFacts) -> Verdict:
+    """Start the verifier on the draft and wait for it (the root's slot given back). `facts`
+    are the root's, as its agent read them once."""
     cap = settings.RESEARCH_TREE_COST_CAP_USD
     if cap and resilience.retrying("reading the tree's cost", lambda: tree.tree_cost(ctx)) >= cap:
         return Verdict(error=f"the research reached its cost cap of ${cap} before verification")
@@ -115,7 +117,7 @@ def verify(ctx: AgentContext, draft: str) -> Verdict:
     if kind is None:
         return Verdict(error="no verifier kind is defined")
     tier, model = catalog.model_for(kind=kind, tier=None, parent_model=ctx.model)
-    services.run_set_state(run_id=ctx.run_id, state="waiting", detail="verifier checks the draft")
+    services.state_record(facts=facts, state=State.WAITING, detail="verifier checks the draft")
     child = services.verifier_spawn(
         parent_id=ctx.run_id,
         name=VERIFIER_NAME,

@@ -5,8 +5,8 @@ import pytest
 from agents.runtime.context import AgentContext, CancelToken
 from agents.tools.knowledge import QUERY
 from research import services
-from research.models import Citation
-from research.selectors import citations_for
+from research.models import Citation, Event, RunState
+from research.selectors import citations_for, run_facts
 from research.services.citations import citations_record, cited_urls, url_key
 from research.services.datasets import dataset_create, document_add
 from research.services.sources import source_record
@@ -116,3 +116,40 @@ def test_recording_again_replaces_the_runs_earlier_citations(alice):
     assert list(Citation.objects.filter(run=root).values_list("url", flat=True)) == [
         "https://a.example/3"
     ]
+
+
+@pytest.mark.django_db
+def test_an_agents_report_check_shows_its_state_and_stores_its_citations(alice):
+    root, alpha = tree(alice)
+    services.run_claim(run_id=alpha.pk)
+    alpha.refresh_from_db()
+    source_record(run_id=alpha.pk, kind="page", url="https://example.org/tides")
+
+    services.report_check(facts=run_facts(run=alpha), report="See https://example.org/tides.")
+
+    alpha.refresh_from_db()
+    assert alpha.state == "writing"
+    last = RunState.objects.filter(run=alpha).order_by("-id").first()
+    assert (last.state, last.detail) == ("writing", "checking citations")
+    event = Event.objects.filter(root_id=root.pk, type="run.state").order_by("-seq").first()
+    assert (event.payload["run"], event.payload["detail"]) == (alpha.pk, "checking citations")
+    assert [(c.url, c.verified) for c in Citation.objects.filter(run=alpha)] == [
+        ("https://example.org/tides", True)
+    ]
+
+
+@pytest.mark.django_db
+def test_the_report_check_of_a_run_ended_meanwhile_keeps_its_citations_not_a_state(alice):
+    root, alpha = tree(alice)
+    services.run_claim(run_id=alpha.pk)
+    alpha.refresh_from_db()
+    facts = run_facts(run=alpha)
+    services.run_finish(run_id=alpha.pk, error="cancelled by the analyst")
+    states = RunState.objects.filter(run=alpha).count()
+
+    services.report_check(facts=facts, report="See https://example.org/tides.")
+
+    alpha.refresh_from_db()
+    assert (alpha.status, alpha.state) == ("failed", "ended")
+    assert RunState.objects.filter(run=alpha).count() == states
+    assert Citation.objects.filter(run=alpha).count() == 1

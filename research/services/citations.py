@@ -101,6 +101,13 @@ def citations_record(
     run's tree passes `root_id`, and `replacing=False` when the run can have no earlier
     citations (it never reported before): neither is read then. A report that cites
     nothing reads no source."""
+    return _citations_write(run_id=run_id, report=report, root_id=root_id, replacing=replacing)
+
+
+def _citations_write(
+    *, run_id: int, report: str, root_id: int | None, replacing: bool
+) -> list[Citation]:
+    """citations_record's work, in the caller's transaction."""
     if root_id is None:
         root_id = Run.objects.values_list("root_id", flat=True).get(pk=run_id)
     cites = cited_urls(report or "")
@@ -130,7 +137,7 @@ def report_check(*, facts: RunFacts, report: str, replacing: bool = True) -> lis
     transaction. The state's event goes out with the check done, just before the finish's:
     one commit at an agent's end instead of two."""
     state_record(facts=facts, state=State.WRITING, detail="checking citations")
-    return citations_record(
+    return _citations_write(
         run_id=facts.run_id, report=report, root_id=facts.root_id, replacing=replacing
     )
 

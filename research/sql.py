@@ -24,14 +24,13 @@ _deferred = threading.local()
 
 
 # Fields whose get_db_prep_save hands a value of these types back unchanged on every backend
-# (the ORM converts only what is not already of the field's type): the hot path's integers,
-# keys, flags and texts skip three calls a value. Exact classes: a subclass may convert.
+# (the ORM converts only what is not already of the field's type): the hot path's keys, flags
+# and texts skip three calls a value. Exact classes: a subclass may convert. Not the other
+# integer fields: on PostgreSQL the ORM sends their values as Int4 or Int8, where a bare int
+# would go as the smallest type that holds it (and prepare one statement per combination).
 _UNCHANGED: dict[type, tuple[type, ...]] = {
     models.AutoField: (int,),
     models.BigAutoField: (int,),
-    models.IntegerField: (int,),
-    models.BigIntegerField: (int,),
-    models.PositiveIntegerField: (int,),
     models.BooleanField: (bool,),
     models.CharField: (str,),
     models.TextField: (str,),

@@ -136,10 +136,13 @@ def report_check(*, facts: RunFacts, report: str, replacing: bool = True) -> lis
     citations", a row of its timeline and an event) and its citations are stored, in one
     transaction. The state's event goes out with the check done, just before the finish's:
     one commit at an agent's end instead of two."""
-    state_record(facts=facts, state=State.WRITING, detail="checking citations")
-    return _citations_write(
+    citations = _citations_write(
         run_id=facts.run_id, report=report, root_id=facts.root_id, replacing=replacing
     )
+    # Last: its event number locks the tree's root row until the commit, and every step of
+    # the tree waits for that lock.
+    state_record(facts=facts, state=State.WRITING, detail="checking citations")
+    return citations
 
 
 def cited_sources(*, root_id: int, report: str) -> list[tuple[CitedUrl, Source | None]]:

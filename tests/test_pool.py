@@ -137,11 +137,17 @@ def test_a_root_a_dead_process_claimed_but_never_started_goes_back_to_the_queue(
     )
     claimed = services.run_start(owner=alice, topic="claimed, never started")
     assert services.root_claim(run_id=claimed.pk, worker_id=worker.pk)
+    announced = []
+    stop_listening = services.on_root_queued(announced.append)
 
-    assert services.workers_sweep(dead_after_seconds=30) == 0
+    try:
+        assert services.workers_sweep(dead_after_seconds=30) == 0
+    finally:
+        stop_listening()
 
     claimed.refresh_from_db()
     assert (claimed.status, claimed.worker_id) == ("queued", None)
+    assert announced == [claimed.pk]  # the claim loops wake for it, not at their next poll
     assert services.root_claim_next(worker_id=worker.pk) == claimed.pk
 
 

@@ -41,9 +41,7 @@ class WorkerLoops:
         if not self.claim_roots:
             self._take_given_roots_again()
         while self.claim_roots:
-            if not self._has_free_slot():
-                with self._lock:
-                    self._short_of_slots = True  # the next agent's end wakes this loop
+            if not self._free_slot_or_woken_by_one():
                 return
             with self._claim_lock:
                 if self._stopping.is_set():
@@ -79,13 +77,18 @@ class WorkerLoops:
                     log.info("worker %s: research %s resumes", self.worker_id, run_id)
                     self.submit(run_id)
 
-    def _has_free_slot(self) -> bool:
+    def _free_slot_or_woken_by_one(self) -> bool:
+        """Whether a slot is free; if not, the next agent's end wakes the claim loop. One
+        lock for both: an end between them would find the flag unset and wake nobody."""
         with self._lock:
-            return (
+            free = (
                 self._starting == 0
                 and self._waiting_for_slot == 0
                 and self._working < self.max_active
             )
+            if not free:
+                self._short_of_slots = True
+            return free
 
     def _heartbeat_loop(self) -> None:
         if self._stopping.wait(settings.RESEARCH_HEARTBEAT_SECONDS):

@@ -13,7 +13,7 @@ from research.endings import WORKER_LOST
 from research.models import ACTIVE_STATUSES, Run, Status, Worker
 from research.services.locks import claim_next_root
 from research.services.resume import roots_resume_interrupted
-from research.services.runs import runs_fail
+from research.services.runs import root_queued, runs_fail
 
 
 def worker_register(*, claims_roots: bool = True) -> Worker:
@@ -75,9 +75,11 @@ def _end_runs_of(worker_id: int, error: str) -> int:
     """Fail the runs a worker was running. A root it claimed but never started goes back to
     the queue instead: nothing of it ran, so any other worker may take it."""
     runs = Run.objects.filter(worker_id=worker_id, status__in=ACTIVE_STATUSES)
-    runs.filter(parent__isnull=True, status=Status.QUEUED, cancel_requested=False).update(
-        worker=None
-    )
+    unstarted = runs.filter(parent__isnull=True, status=Status.QUEUED, cancel_requested=False)
+    requeued = list(unstarted.values_list("pk", flat=True))
+    if requeued and unstarted.filter(pk__in=requeued).update(worker=None):
+        for run_id in requeued:
+            root_queued(run_id)  # wakes the claim loops, here and (NOTIFY) elsewhere
     run_ids = list(runs.values_list("pk", flat=True))  # re-read: without the requeued
     return runs_fail(run_ids=run_ids, error=error)
 

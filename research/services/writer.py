@@ -106,7 +106,7 @@ class Writer:
         with self._lock:
             self._users.add(id(user))
             if self._thread is None:
-                self._stopping = False
+                self._stopping = self._hurried = False
                 self._thread = threading.Thread(target=self._run, name="step-writer", daemon=True)
                 self._thread.start()
 
@@ -177,7 +177,6 @@ class Writer:
                     if left <= 0:
                         break
                     self._ready.wait(left)
-            self._hurried = False
             batch: list[Pending] = []
             while self._queue and len(batch) < BATCH_MAX:
                 record = self._queue[0]
@@ -187,6 +186,8 @@ class Writer:
                     self._queue.popleft()
                     return None
                 batch.append(self._queue.popleft())
+            # A waiter's record may be among those left for the next batch: it goes at once.
+            self._hurried = bool(self._queue)
             return batch
 
     def _run(self) -> None:

@@ -3,6 +3,7 @@
     .venv/bin/python bench/research_cpu.py              # 5 researches measured (make bench)
     .venv/bin/python bench/research_cpu.py --repeat 10
     .venv/bin/python bench/research_cpu.py --statements   # SQL statements and commits instead
+    .venv/bin/python bench/research_cpu.py --threads      # the CPU split by thread role
 
 A research of the demo's shape: a root spawns 4 sub-agents in one turn, waits and writes its
 draft; three sub-agents each search the web once and read two pages, one lists its siblings
@@ -17,6 +18,12 @@ With --statements, daphne runs with bench/statement_settings.py: every statement
 thread's connection, and every commit, goes to a log, and this prints the statements and
 transactions per research and the statement shapes most run (the CPU figures of that run
 include the log's own cost, so they are not comparable with a run without it).
+
+With --threads, daphne runs with bench/thread_settings.py, and this prints the CPU of a
+research by thread role (agents, daphne's loop, the writer, ...): each thread's own clock.
+
+To compare two versions, alternate short runs of each (bench/alternate.py): on a shared
+machine the same code drifts by 15% or more within minutes.
 """
 
 import argparse

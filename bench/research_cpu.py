@@ -92,6 +92,15 @@ def parse_args() -> argparse.Namespace:
     )
     parser.add_argument("--top", type=int, default=30, help="statement shapes listed (30)")
     parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        choices=range(1, 7),
+        metavar="1-6",
+        help="searches and reads of each researching sub-agent (1: the default research); "
+        "more rounds give the agents more calls each, as a real research does",
+    )
+    parser.add_argument(
         "--threads",
         action="store_true",
         help="the web process's CPU per research by thread role (bench/thread_settings.py)",
@@ -125,23 +134,36 @@ def fresh_database() -> None:
     call_command("migrate", verbosity=0)
 
 
-def script_research(llm: ScriptedLLM, web: str, topic: str) -> None:
+def script_research(llm: ScriptedLLM, web: str, topic: str, rounds: int = 1) -> None:
+    """The default research; with `rounds`, each researching sub-agent searches and reads that
+    many times before its report (2 model calls a round)."""
     tasks = [f"{topic}: the {facet} side, with sources" for facet in FACETS]
     tasks.append(f"{topic}: ask the others what they found")
+    budget = {"max_steps": 2 * rounds + 2} if rounds > 1 else {}
     spawns = [
-        call("spawn_subagent", name=f"part{index}", reason="one part of the topic", task=task)
+        call(
+            "spawn_subagent",
+            name=f"part{index}",
+            reason="one part of the topic",
+            task=task,
+            **budget,
+        )
         for index, task in enumerate(tasks)
     ]
     llm.script(topic, calls(*spawns), call("wait_subagents"), reply("the research's report"))
     for facet, task in zip(FACETS, tasks, strict=False):
-        llm.script(
-            task,
-            call("web_search", query=f"otter {facet}"),
-            calls(
-                call("read_page", url=f"{web}/article"), call("read_page", url=f"{web}/notes.txt")
-            ),
-            reply(f"the {facet} report"),
-        )
+        research = [
+            step
+            for round_ in range(rounds)
+            for step in (
+                call("web_search", query=f"otter {facet} {round_}"),
+                calls(
+                    call("read_page", url=f"{web}/article"),
+                    call("read_page", url=f"{web}/notes.txt"),
+                ),
+            )
+        ]
+        llm.script(task, *research, reply(f"the {facet} report"))
     llm.script(
         tasks[-1],
         call("list_siblings"),
@@ -232,7 +254,7 @@ def measure(llm: ScriptedLLM, server: Server, options: argparse.Namespace) -> di
             )
             time.sleep(1)
         topic = f"research cpu {index} {time.time()}"
-        script_research(llm, web, topic)
+        script_research(llm, web, topic, options.rounds)
         calls_before = len(llm.requests)
         lines_before = len(statement_lines())
         threads_before = thread_sums(pid) if options.threads else {}
@@ -279,6 +301,7 @@ def measure(llm: ScriptedLLM, server: Server, options: argparse.Namespace) -> di
     return {
         "researches": len(measured),
         "model_calls": model_calls,
+        "rounds": options.rounds,
         "cpu_s_per_research": cpu,
         "cpu_ms_per_model_call": cpu * 1000 / model_calls,
         # Of all the researches' CPU, the kernel's share (a median of a 10 ms tick is coarse).
@@ -306,8 +329,9 @@ async def one_research(client: Client, topic: str) -> str:
 
 def report(figures: dict) -> None:
     print(
-        f"one default research (5 agents + verifier, {figures['model_calls']} model calls, "
-        f"3 searches, 6 page reads), agents in the web process, model at 0 ms, "
+        f"one research (5 agents + verifier, {figures['model_calls']} model calls, "
+        f"{3 * figures['rounds']} searches, {6 * figures['rounds']} page reads), agents in the "
+        f"web process, model at 0 ms, "
         f"median of {figures['researches']}:"
     )
     print(

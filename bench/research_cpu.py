@@ -180,8 +180,12 @@ STATEMENT_LOG = Path(f"/tmp/canopy-bench-statements-{os.getpid()}.log")
 def log_statements() -> None:
     """daphne (started after this) logs its statements: see bench/statement_settings.py."""
     STATEMENT_LOG.write_text("")
-    os.environ["DJANGO_SETTINGS_MODULE"] = "statement_settings"
-    os.environ["CANOPY_STATEMENT_LOG"] = str(STATEMENT_LOG)
+    daphne_settings("statement_settings", CANOPY_STATEMENT_LOG=str(STATEMENT_LOG))
+
+
+def daphne_settings(module: str, **variables: str) -> None:
+    """daphne (started after this) runs on bench/<module>.py, told `variables`."""
+    os.environ.update(variables, DJANGO_SETTINGS_MODULE=module)
     os.environ["PYTHONPATH"] = os.pathsep.join(
         [str(PROJECT / "bench"), str(PROJECT), os.environ.get("PYTHONPATH", "")]
     )
@@ -192,11 +196,7 @@ THREAD_LOG = Path(f"/tmp/canopy-bench-threads-{os.getpid()}.json")
 
 def log_threads() -> None:
     """daphne (started after this) sums its threads' CPU by role: bench/thread_settings.py."""
-    os.environ["DJANGO_SETTINGS_MODULE"] = "thread_settings"
-    os.environ["CANOPY_THREAD_CPU_LOG"] = str(THREAD_LOG)
-    os.environ["PYTHONPATH"] = os.pathsep.join(
-        [str(PROJECT / "bench"), str(PROJECT), os.environ.get("PYTHONPATH", "")]
-    )
+    daphne_settings("thread_settings", CANOPY_THREAD_CPU_LOG=str(THREAD_LOG))
 
 
 def thread_sums(pid: int) -> dict[str, float]:

@@ -36,20 +36,30 @@ def agents(tree_factory, settings):
     return facts
 
 
-def _one_step(facts, output: object = "results") -> None:
-    services.model_call_record(
+def _model_call(facts, *, wait: bool = True):
+    return services.model_call_record(
         facts=facts,
         input_tokens=100,
         output_tokens=20,
         latency_ms=1,
         step={"kind": "model", "input": {"tool_calls": [["web_search", "{}"]]}, "output": ""},
         next_state=NextState("searching", "a query"),
+        wait=wait,
     )
-    services.tool_call_record(
+
+
+def _tool_call(facts, *, wait: bool = True, query: object = "results"):
+    return services.tool_call_record(
         facts=facts,
-        step={"kind": "tool", "tool": "web_search", "input": {"q": output}, "output": "results"},
+        step={"kind": "tool", "tool": "web_search", "input": {"q": query}, "output": "results"},
         next_state=NextState("thinking"),
+        wait=wait,
     )
+
+
+def _one_step(facts, output: object = "results") -> None:
+    _model_call(facts)
+    _tool_call(facts, query=output)
 
 
 def _together(writer, calls) -> dict[int, BaseException]:
@@ -105,27 +115,6 @@ def test_a_batch_writes_every_agents_records_with_gapless_ordered_events(writer,
         assert {(usage["steps"], usage["input_tokens"]) for usage in usages} == {(1, 100)}
         children = [usage for usage in usages if usage["run"] != root_id]
         assert all(usage["tree_cost_usd"] == usage["cost_usd"] for usage in children)
-
-
-def _model_call(facts, *, wait: bool):
-    return services.model_call_record(
-        facts=facts,
-        input_tokens=100,
-        output_tokens=20,
-        latency_ms=1,
-        step={"kind": "model", "input": {"tool_calls": [["web_search", "{}"]]}, "output": ""},
-        next_state=NextState("searching", "a query"),
-        wait=wait,
-    )
-
-
-def _tool_call(facts, *, wait: bool):
-    return services.tool_call_record(
-        facts=facts,
-        step={"kind": "tool", "tool": "web_search", "input": {"q": "x"}, "output": "results"},
-        next_state=NextState("thinking"),
-        wait=wait,
-    )
 
 
 def test_a_step_handed_over_within_the_linger_commits_once(writer, agents, settings):

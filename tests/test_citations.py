@@ -2,11 +2,13 @@
 
 import pytest
 
+from agents.llm.scripted import reply
+from agents.loop.lifetime import run_agent
 from agents.runtime.context import AgentContext, CancelToken
 from agents.tools.knowledge import QUERY
 from research import services
 from research.models import Citation, Event, RunState
-from research.selectors import citations_for, run_facts
+from research.selectors import citations_for
 from research.services.citations import citations_record, cited_urls, url_key
 from research.services.datasets import dataset_create, document_add
 from research.services.sources import source_record
@@ -119,37 +121,115 @@ def test_recording_again_replaces_the_runs_earlier_citations(alice):
 
 
 @pytest.mark.django_db
-def test_an_agents_report_check_shows_its_state_and_stores_its_citations(alice):
+def test_an_agents_finish_stores_its_report_and_its_checked_citations_together(alice):
     root, alpha = tree(alice)
     services.run_claim(run_id=alpha.pk)
-    alpha.refresh_from_db()
     source_record(run_id=alpha.pk, kind="page", url="https://example.org/tides")
+    report = "See https://example.org/tides and https://made.up/moon."
+    checked = services.citations_checked(run_id=alpha.pk, root_id=root.pk, report=report)
+    assert Citation.objects.filter(run=alpha).count() == 0  # checked, not stored yet
 
-    services.report_check(facts=run_facts(run=alpha), report="See https://example.org/tides.")
+    assert services.run_finish(run_id=alpha.pk, report=report, citations=checked, replacing=False)
 
     alpha.refresh_from_db()
-    assert alpha.state == "writing"
-    last = RunState.objects.filter(run=alpha).order_by("-id").first()
-    assert (last.state, last.detail) == ("writing", "checking citations")
-    event = Event.objects.filter(root_id=root.pk, type="run.state").order_by("-seq").first()
-    assert (event.payload["run"], event.payload["detail"]) == (alpha.pk, "checking citations")
+    assert (alpha.status, alpha.report) == ("done", report)
     assert [(c.url, c.verified) for c in Citation.objects.filter(run=alpha)] == [
-        ("https://example.org/tides", True)
+        ("https://example.org/tides", True),
+        ("https://made.up/moon", False),
     ]
+    # No state of its own any more between the agent's last step and its end.
+    assert not RunState.objects.filter(run=alpha, detail="checking citations").exists()
+    events = Event.objects.filter(root_id=root.pk).order_by("seq")
+    ours = [event.type for event in events if event.payload["run"] == alpha.pk]
+    assert ours[-2:] == ["run.report", "run.finished"]
 
 
 @pytest.mark.django_db
-def test_the_report_check_of_a_run_ended_meanwhile_keeps_its_citations_not_a_state(alice):
+def test_a_resumed_agents_finish_replaces_the_citations_of_its_earlier_report(alice):
     root, alpha = tree(alice)
     services.run_claim(run_id=alpha.pk)
-    alpha.refresh_from_db()
-    facts = run_facts(run=alpha)
+    citations_record(run_id=alpha.pk, report="Earlier: https://a.example/old")
+    report = "Now: https://a.example/new"
+    checked = services.citations_checked(run_id=alpha.pk, root_id=root.pk, report=report)
+
+    services.run_finish(run_id=alpha.pk, report=report, citations=checked, replacing=True)
+
+    assert [c.url for c in Citation.objects.filter(run=alpha)] == ["https://a.example/new"]
+
+
+@pytest.mark.django_db
+def test_the_finish_of_a_run_that_ended_meanwhile_stores_no_citations_and_keeps_its_numbers(
+    alice,
+):
+    root, alpha = tree(alice)
+    services.run_claim(run_id=alpha.pk)
     services.run_finish(run_id=alpha.pk, error="cancelled by the analyst")
-    states = RunState.objects.filter(run=alpha).count()
+    root.refresh_from_db()
+    states, seq = RunState.objects.filter(run=alpha).count(), root.event_seq
+    report = "See https://example.org/tides."
+    checked = services.citations_checked(run_id=alpha.pk, root_id=root.pk, report=report)
 
-    services.report_check(facts=facts, report="See https://example.org/tides.")
+    assert not services.run_finish(run_id=alpha.pk, report=report, citations=checked)
 
     alpha.refresh_from_db()
-    assert (alpha.status, alpha.state) == ("failed", "ended")
+    root.refresh_from_db()
+    assert (alpha.status, alpha.error, alpha.report) == ("failed", "cancelled by the analyst", "")
     assert RunState.objects.filter(run=alpha).count() == states
-    assert Citation.objects.filter(run=alpha).count() == 1
+    assert not Citation.objects.filter(run=alpha).exists()
+    # The event numbers it reserved went back with its rollback: the tree has no gap.
+    assert root.event_seq == seq == Event.objects.filter(root_id=root.pk).count()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_agent_ends_with_its_report_and_citations_in_one_step_after_its_last_state(
+    scripted_llm, alice, settings
+):
+    """Through the agent loop: its last model call, then its report and its checked
+    citations in the finish's transaction; no "checking citations" state between them."""
+    settings.RESEARCH_VERIFY_REPORTS = False
+    root, alpha = tree(alice)
+    source_record(run_id=root.pk, kind="page", url="https://example.org/tides")
+    scripted_llm.script("tides", reply("The moon (https://example.org/tides), https://made.up/x."))
+
+    services.run_claim(run_id=alpha.pk)
+    run_agent(run_id=alpha.pk, token=CancelToken(alpha.pk), pool=None)
+
+    alpha.refresh_from_db()
+    assert alpha.status == "done" and alpha.report.startswith("The moon")
+    assert [(c.url, c.verified) for c in citations_for(run_id=alpha.pk)] == [
+        ("https://example.org/tides", True),
+        ("https://made.up/x", False),
+    ]
+    assert list(RunState.objects.filter(run=alpha).values_list("state", flat=True)) == [
+        "queued",
+        "thinking",
+        "ended",
+    ]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_citations_that_cannot_be_stored_cost_the_agent_its_citations_not_its_report(
+    scripted_llm, alice, settings, monkeypatch, caplog
+):
+    """A citation row the database refuses (here: a source that is gone) fails the finish's
+    transaction; the agent finishes again without citations, and its report is kept."""
+    settings.RESEARCH_VERIFY_REPORTS = False
+    root, alpha = tree(alice)
+    scripted_llm.script("tides", reply("The moon (https://example.org/tides)."))
+    checked = services.citations_checked
+
+    def pointing_at_a_source_that_is_gone(**kwargs):
+        citations = checked(**kwargs)
+        for citation in citations:
+            citation.source_id = 10**9  # no such source: the row breaks its foreign key
+        return citations
+
+    monkeypatch.setattr(services, "citations_checked", pointing_at_a_source_that_is_gone)
+
+    services.run_claim(run_id=alpha.pk)
+    run_agent(run_id=alpha.pk, token=CancelToken(alpha.pk), pool=None)
+
+    alpha.refresh_from_db()
+    assert (alpha.status, alpha.report) == ("done", "The moon (https://example.org/tides).")
+    assert not Citation.objects.filter(run=alpha).exists()
+    assert f"the citations of run {alpha.pk} could not be stored" in caplog.text

@@ -1,15 +1,17 @@
 """One agent from its start to its finished run: its context and inbox, the Agent's rounds
 (agents.loop.agent), the outcome (a report, a pause for the analyst, a cancel, a failure), the
-cleanup that never replaces it, the citations check, and the run's end."""
+cleanup that never replaces it, and the run's end with the report's citations checked."""
 
 import logging
+
+from django.db import DatabaseError
 
 from agents.llm.base import LLMError
 from agents.loop.agent import Agent
 from agents.runtime import resilience, tree
 from agents.runtime.context import AgentContext, Cancelled, CancelToken, Paused
-from research import endings, selectors, services
-from research.models import Run
+from research import endings, services
+from research.models import Citation, Run
 from research.ops.logs import bind_run
 
 log = logging.getLogger(__name__)
@@ -53,16 +55,33 @@ def run_agent(*, run_id: int, token: CancelToken, pool, run: Run | None = None) 
         )
     if paused:
         return
-    if report:
-        # The report is in: the agent checks what it cites against what the tree saw.
-        resilience.cleanup(
-            f"checking the citations of run {run_id}",
-            lambda: resilience.retrying("checking citations", lambda: _check(ctx, run, report)),
+    # The report is in: what it cites is checked against what the tree saw, and stored with
+    # its finish, in one transaction.
+    citations = _checked(ctx, report) if report else []
+    try:
+        resilience.record_end(
+            run_id=run_id, report=report, error=error, citations=citations, replacing=not ctx.fresh
         )
-    resilience.record_end(run_id=run_id, report=report, error=error)
+    except DatabaseError as failure:
+        if not citations or resilience.lost_connection(failure):
+            raise
+        # A report written is a report kept: without its citations, when they cannot be stored.
+        log.exception("the citations of run %s could not be stored; its report is kept", run_id)
+        resilience.record_end(
+            run_id=run_id, report=report, error=error, citations=[], replacing=not ctx.fresh
+        )
 
 
-def _check(ctx: AgentContext, run: Run, report: str) -> None:
-    # Its facts are known (no re-read); a fresh run has no earlier citations to replace.
-    facts = selectors.run_facts(run=run)
-    services.report_check(facts=facts, report=report, replacing=not ctx.fresh)
+def _checked(ctx: AgentContext, report: str) -> list[Citation]:
+    """The report's citations, checked; none when the check fails (logged): it never costs
+    the agent its report."""
+    try:
+        return resilience.retrying(
+            "checking citations",
+            lambda: services.citations_checked(
+                run_id=ctx.run_id, root_id=ctx.root_id, report=report
+            ),
+        )
+    except Exception:
+        log.exception("checking the citations of run %s failed", ctx.run_id)
+        return []

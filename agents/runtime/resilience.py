@@ -8,12 +8,12 @@ run later, so a live process never holds runs it can no longer record.
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from django.db import DatabaseError, InterfaceError, OperationalError
 
 from research import endings, services
-from research.models import Run
+from research.models import Citation, Run
 from research.sql import drop_broken_connection
 
 log = logging.getLogger(__name__)
@@ -52,11 +52,21 @@ def retrying(what: str, action: Callable[[], object]) -> object:
     raise AssertionError("unreachable")
 
 
-def record_end(*, run_id: int, report: str = "", error: str = "") -> None:
-    """Finish the run, through a fresh connection when the agent's own was lost."""
+def record_end(
+    *,
+    run_id: int,
+    report: str = "",
+    error: str = "",
+    citations: Sequence[Citation] | None = None,
+    replacing: bool = True,
+) -> None:
+    """Finish the run (with its report's checked citations), through a fresh connection when
+    the agent's own was lost."""
     retrying(
         f"recording the end of run {run_id}",
-        lambda: services.run_finish(run_id=run_id, report=report, error=error),
+        lambda: services.run_finish(
+            run_id=run_id, report=report, error=error, citations=citations, replacing=replacing
+        ),
     )
 
 

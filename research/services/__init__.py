@@ -4,7 +4,7 @@ Callers import from here; each name lives in the module of its entity. Domain er
 `research.errors`, events in `research.events`, reads in `research.selectors`.
 """
 
-from research.services.citations import citations_record, cited_sources, report_check
+from research.services.citations import citations_checked, citations_record, cited_sources
 from research.services.clarify import clarify_answer, clarify_ask, clarify_wanted
 from research.services.datasets import (
     dataset_create,
@@ -85,8 +85,8 @@ __all__ = [
     "NextState",
     "INTERRUPTED",
     "WORKER_LOST",
+    "citations_checked",
     "citations_record",
-    "report_check",
     "cited_sources",
     "dataset_create",
     "dataset_delete",

@@ -6,14 +6,15 @@ flagged: no agent of the research saw it, so the model may have made it up.
 """
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 from urllib.parse import urlsplit, urlunsplit
 
-from django.db import transaction
+from django.db import connection, transaction
 
-from research.models import Citation, Run, Source, State
-from research.selectors.runs import RunFacts
-from research.services.steps import state_record
+from research.models import Citation, Run, Source
+from research.sql import Insert, Instances
 
 # One level of balanced parentheses is part of a URL (Wikipedia's "Python_(language)").
 _URL_BODY = r"(?:[^\s()<>\[\]{}\"'`|\\^]|\([^\s()<>]*\))+"
@@ -80,10 +81,10 @@ def cited_urls(report: str) -> list[CitedUrl]:
 def _source_index(root_id: int) -> dict[str, Source]:
     """Every URL the tree saw (as asked and as finally fetched) -> the best source for it."""
     index: dict[str, Source] = {}
-    sources = Source.objects.filter(root_id=root_id).only(
-        "pk", "run_id", "kind", "url", "final_url", "title"
-    )
-    for source in sources.order_by("id"):
+    with connection.cursor() as cursor:
+        cursor.execute(_sources_sql(), [root_id])
+        sources = [_sources().instance(row) for row in cursor.fetchall()]
+    for source in sources:
         for url in {source.url, source.final_url} - {""}:
             key = url_key(url)
             known = index.get(key)
@@ -92,33 +93,47 @@ def _source_index(root_id: int) -> dict[str, Source]:
     return index
 
 
+@cache
+def _sources() -> Instances:
+    # Not the sources' text: every agent's end reads the tree's sources (its statement built
+    # once, research.sql), and a page's text is long.
+    return Instances(Source, ["id", "run", "kind", "url", "final_url", "title"])
+
+
+@cache
+def _sources_sql() -> str:
+    table = Source._meta.db_table
+    return f"SELECT {_sources().columns} FROM {table} WHERE root_id = %s ORDER BY id"
+
+
 @transaction.atomic
 def citations_record(
     *, run_id: int, report: str, root_id: int | None = None, replacing: bool = True
 ) -> list[Citation]:
     """Check every URL the report of `run_id` cites against the sources of its whole tree,
-    and store the result, replacing the run's earlier citations. A caller that knows the
-    run's tree passes `root_id`, and `replacing=False` when the run can have no earlier
-    citations (it never reported before): neither is read then. A report that cites
-    nothing reads no source."""
-    return _citations_write(run_id=run_id, report=report, root_id=root_id, replacing=replacing)
-
-
-def _citations_write(
-    *, run_id: int, report: str, root_id: int | None, replacing: bool
-) -> list[Citation]:
-    """citations_record's work, in the caller's transaction."""
+    and store the result, replacing the run's earlier citations; the citations stored. An
+    agent's own report is checked the same way and stored with its finish
+    (research.services.run_finish)."""
     if root_id is None:
         root_id = Run.objects.values_list("root_id", flat=True).get(pk=run_id)
+    citations_store(
+        run_id=run_id,
+        citations=citations_checked(run_id=run_id, root_id=root_id, report=report),
+        replacing=replacing,
+    )
+    return list(Citation.objects.filter(run_id=run_id))
+
+
+def citations_checked(*, run_id: int, root_id: int, report: str) -> list[Citation]:
+    """The citations of `report`, each checked against the sources of the tree of `root_id`,
+    not yet stored. A report that cites nothing reads no source."""
     cites = cited_urls(report or "")
     index = _source_index(root_id) if cites else {}
-    if replacing:
-        Citation.objects.filter(run_id=run_id).delete()
-    rows = []
+    citations = []
     for cited in cites:
         source = index.get(url_key(cited.url))
         title = cited.title or (source.title if source else "")
-        rows.append(
+        citations.append(
             Citation(
                 run_id=run_id,
                 url=cited.url[:_URL_MAX],
@@ -127,22 +142,24 @@ def _citations_write(
                 source=source,
             )
         )
-    return Citation.objects.bulk_create(rows)
-
-
-@transaction.atomic
-def report_check(*, facts: RunFacts, report: str, replacing: bool = True) -> list[Citation]:
-    """An agent's report checked at its end: its state says so ("writing · checking
-    citations", a row of its timeline and an event) and its citations are stored, in one
-    transaction. The state's event goes out with the check done, just before the finish's:
-    one commit at an agent's end instead of two."""
-    citations = _citations_write(
-        run_id=facts.run_id, report=report, root_id=facts.root_id, replacing=replacing
-    )
-    # Last: its event number locks the tree's root row until the commit, and every step of
-    # the tree waits for that lock.
-    state_record(facts=facts, state=State.WRITING, detail="checking citations")
     return citations
+
+
+def citations_store(*, run_id: int, citations: Sequence[Citation], replacing: bool) -> None:
+    """Store checked citations of `run_id` in the caller's transaction, after deleting its
+    earlier ones when `replacing` (a run that never reported has none to delete). The rows
+    go with the caller's other deferred inserts (research.sql.inserts_deferred)."""
+    if replacing:
+        Citation.objects.filter(run_id=run_id).delete()
+    if citations:
+        _citation_insert().rows(
+            [(run_id, c.url, c.title, c.verified, c.source_id) for c in citations]
+        )
+
+
+@cache
+def _citation_insert() -> Insert:
+    return Insert(Citation, ["run", "url", "title", "verified", "source"])
 
 
 def cited_sources(*, root_id: int, report: str) -> list[tuple[CitedUrl, Source | None]]:

@@ -1,8 +1,9 @@
 """The tree lock taken from a run's id in one statement, and the claims that return their row.
 
-`root_id_of` then `tree_lock` is two round trips where the caller knows only the run: the
-statement here reads the root's id and locks its row at once (the same lock, FOR NO KEY
-UPDATE, as `research.events.tree_lock`). Built once, like the step's statements.
+`root_id_of`, `tree_lock` then `allocate_seqs` is three round trips where the caller knows
+only the run: the statement here finds the root, locks its row (the UPDATE's lock, the one
+`research.events.tree_lock` takes) and reserves the caller's event numbers at once. Built
+once, like the step's statements.
 """
 
 from functools import cache
@@ -15,17 +16,22 @@ from research.sql import Instances, one, row_lock
 _RUNS = Run._meta.db_table
 
 
-def tree_lock_of(run_id: int) -> int | None:
-    """Lock the tree of `run_id` until the caller's transaction ends and return its root's
-    id; None when the run is gone."""
-    row = one(_tree_lock_of_sql(), [run_id])
-    return None if row is None else row[0]
+def reserve_seqs_of(run_id: int, count: int) -> tuple[int, int] | None:
+    """Lock the tree of `run_id` and reserve `count` of its event numbers, in one statement:
+    (its root's id, the first number); None when the run is gone. The statement is
+    `allocate_seqs`' UPDATE of the root row, found from the run: a claim or a finish, which
+    publishes anyway, needs no lock of its own first. The caller tells the sequencer
+    (`research.events.delivery.expect`) once it knows it will publish them, and rolls its
+    transaction back when it will not: a rollback gives the numbers back."""
+    row = one(_reserve_sql(), [count, run_id])
+    return None if row is None else (row[0], row[1] - count + 1)
 
 
 @cache
-def _tree_lock_of_sql() -> str:
+def _reserve_sql() -> str:
     return (
-        f"SELECT id FROM {_RUNS} WHERE id = (SELECT root_id FROM {_RUNS} WHERE id = %s){row_lock()}"
+        f"UPDATE {_RUNS} SET event_seq = event_seq + %s "
+        f"WHERE id = (SELECT root_id FROM {_RUNS} WHERE id = %s) RETURNING id, event_seq"
     )
 
 
@@ -94,7 +100,7 @@ FINISH_FIELDS = (
 def run_for_finish(run_id: int) -> Run | None:
     """The run's row, locked, with `tool_calls` (its tool steps) counted in the same
     statement: what a finish reads (FINISH_FIELDS), once. Take the tree lock first
-    (tree_lock_of)."""
+    (reserve_seqs_of)."""
     return _finishing().first(_finish_sql(), [Step.Kind.TOOL.value, run_id])
 
 

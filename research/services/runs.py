@@ -21,12 +21,14 @@ from research.events import (
     RunStateChanged,
     tree_lock,
 )
+from research.events.delivery import expect
 from research.events.payloads import iso
 from research.events.store import allocate_seqs, publish_all
-from research.models import ACTIVE_STATUSES, Run, RunState, State, Status
+from research.models import ACTIVE_STATUSES, Citation, Run, RunState, State, Status
 from research.selectors.runs import RunFacts, run_facts
+from research.services.citations import citations_store
 from research.services.launch import Launch
-from research.services.locks import claim_queued, run_for_finish, tree_lock_of
+from research.services.locks import claim_queued, reserve_seqs_of, run_for_finish
 from research.services.steps import state_record
 from research.sql import Insert, Update, inserts_deferred
 
@@ -93,14 +95,6 @@ def root_queued(run_id: int) -> None:
         transaction.on_commit(lambda callback=callback: callback(run_id))
 
 
-def _publish_in_transaction(run: Run, payload) -> None:
-    """One event of a service that runs in its own transaction already: its number and its
-    row without publish()'s nested atomic block (a SAVEPOINT and its RELEASE) or the ORM's
-    insert (RETURNING an id nobody reads)."""
-    first = allocate_seqs(root_id=run.root_id, count=1)
-    publish_all(root_id=run.root_id, events=[(run.pk, payload)], first_seq=first)
-
-
 @transaction.atomic
 def subagent_create(*, parent_id: int, launch: Launch) -> Run:
     """Record `launch` under `parent_id` without the spawn's checks (fixtures, the admin's
@@ -153,27 +147,29 @@ def subagents_record(*, parent: Run, launches: Sequence[Launch]) -> list[Run]:
 @inserts_deferred()
 def run_claim(*, run_id: int, worker_id: int | None = None) -> Run | None:
     """Mark a queued run working and return its row (the agent starts from it, no re-read);
-    None when it is no longer queued (cancelled, claimed). The tree lock and the root's id
-    in one statement, the claim and the row in another. The agent's first act is a model
-    call: the run is claimed thinking (its timeline row and its event say so), so the agent
-    need not record that state again (agents.loop.agent)."""
-    if tree_lock_of(run_id) is None:
+    None when it is no longer queued (cancelled, claimed). The tree lock and the event's
+    number in one statement, the claim and the row in another. The agent's first act is a
+    model call: the run is claimed thinking (its timeline row and its event say so), so the
+    agent need not record that state again (agents.loop.agent)."""
+    reserved = reserve_seqs_of(run_id, 1)
+    if reserved is None:
         return None
     now = timezone.now()
     run = claim_queued(run_id=run_id, worker_id=worker_id, now=now, state=State.THINKING)
     if run is None:
+        transaction.set_rollback(True)  # its event number goes back
         return None
+    root_id, seq = reserved
+    expect(root_id, seq, 1)
     _state_insert().row(run.pk, run.state, "", now)
-    _publish_in_transaction(
-        run,
-        RunStateChanged(
-            status=run.status,
-            state=run.state,
-            detail="",
-            started_at=iso(run.started_at),
-            worked_seconds=round(run.worked_seconds() or 0, 3),  # its clock starts (or resumes)
-        ),
+    event = RunStateChanged(
+        status=run.status,
+        state=run.state,
+        detail="",
+        started_at=iso(run.started_at),
+        worked_seconds=round(run.worked_seconds() or 0, 3),  # its clock starts (or resumes)
     )
+    publish_all(root_id=root_id, events=[(run.pk, event)], first_seq=seq)
     return run
 
 
@@ -205,19 +201,36 @@ def _state_insert() -> Insert:
 
 @transaction.atomic
 @inserts_deferred()
-def run_finish(*, run_id: int, report: str = "", error: str = "") -> None:
-    """End a run: done with its report, or failed with its error. A finished run stays so.
-    Its rows (its last state, its events) go in one round trip at the end (inserts_deferred)."""
-    # The tree lock and the root's id in one statement; then the run's row, locked, with
-    # its tool steps counted: two reads, each once.
-    if tree_lock_of(run_id) is None:
-        return
-    run = run_for_finish(run_id)
-    if run is None or run.status not in ACTIVE_STATUSES:
-        return
-    now = timezone.now()
+def run_finish(
+    *,
+    run_id: int,
+    report: str = "",
+    error: str = "",
+    citations: Sequence[Citation] | None = None,
+    replacing: bool = True,
+) -> bool:
+    """End a run: done with its report, or failed with its error; False when it had ended
+    already (a finished run stays so). An agent's report comes with its `citations`, checked
+    beforehand (research.services.citations_checked), and stored here, replacing the run's
+    earlier ones unless it has none (`replacing`): the report and what it cites commit
+    together. Without `citations` (None) the run's citations are left as they are. Its rows
+    (its last state, its citations, its events) go in one round trip at the end
+    (inserts_deferred)."""
     report = capped_report(report)
     error = strip_controls(error)  # it may quote an endpoint's or a model's words
+    count = 2 if report else 1  # the report's event, and the finish's
+    # The tree lock and the events' numbers in one statement; then the run's row, locked,
+    # with its tool steps counted: two statements before the writes.
+    reserved = reserve_seqs_of(run_id, count)
+    if reserved is None:
+        return False
+    run = run_for_finish(run_id)
+    if run is None or run.status not in ACTIVE_STATUSES:
+        transaction.set_rollback(True)  # the numbers go back
+        return False
+    root_id, first = reserved
+    expect(root_id, first, count)
+    now = timezone.now()
     run.status = Status.FAILED if error else Status.DONE
     run.state = State.ENDED
     run.report = report
@@ -228,6 +241,8 @@ def run_finish(*, run_id: int, report: str = "", error: str = "") -> None:
         run.paused_at = None
     _finish_update().row(run.pk, *(getattr(run, name) for name in _FINISHED))
     _state_insert().row(run.pk, State.ENDED, error[:500], now)
+    if report and citations is not None:
+        citations_store(run_id=run.pk, citations=citations, replacing=replacing)
     events = [(run.pk, RunReport(report=report))] if report else []
     duration = run.worked_seconds()
     finished = RunFinished(
@@ -243,9 +258,8 @@ def run_finish(*, run_id: int, report: str = "", error: str = "") -> None:
         resumable=(run.is_root and endings.resumable(status=run.status, error=error)) or None,
     )
     events.append((run.pk, finished))
-    # The report and the finish: numbers reserved and rows stored in one statement each.
-    first = allocate_seqs(root_id=run.root_id, count=len(events))
-    publish_all(root_id=run.root_id, events=events, first_seq=first)
+    publish_all(root_id=root_id, events=events, first_seq=first)
+    return True
 
 
 def report_flags_set(*, run_id: int, claims: list[dict[str, str]]) -> None:
@@ -298,6 +312,5 @@ def runs_fail(*, run_ids: list[int], error: str) -> int:
     runs = Run.objects.filter(pk__in=run_ids, status__in=ACTIVE_STATUSES).order_by("-depth")
     count = 0
     for run_id in runs.values_list("pk", flat=True):
-        run_finish(run_id=run_id, error=error)
-        count += 1
+        count += run_finish(run_id=run_id, error=error)  # not one another ended meanwhile
     return count

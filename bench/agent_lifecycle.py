@@ -130,7 +130,16 @@ def measure(llm: ScriptedLLM, options: argparse.Namespace) -> dict:
     children = [
         services.subagent_create(
             parent_id=root.pk,
-            launch=Launch(name=f"part{index}", reason="measured", task=task, max_steps=3),
+            # Its tools as a spawn records them: its kind's research tools that its parent
+            # has, and the remote tools its parent is offered (none here).
+            launch=Launch(
+                name=f"part{index}",
+                reason="measured",
+                task=task,
+                max_steps=3,
+                kind="researcher",
+                tools=["web_search", "read_page"],
+            ),
         ).pk
         for index, task in enumerate(tasks)
     ]

@@ -317,7 +317,7 @@ def test_the_admin_masks_headers_and_keeps_them_unless_replaced(admin_client):
 
 
 def test_a_sub_agent_is_never_offered_a_remote_tool_its_parent_was_not(
-    db, run_factory, subagent_factory
+    db, run_factory, subagent_factory, django_assert_num_queries
 ):
     catalog = [{"name": "lookup", "description": "Look up notes.", "input_schema": {}}]
     fresh = {"catalog": catalog, "catalog_checked_at": timezone.now()}
@@ -345,6 +345,10 @@ def test_a_sub_agent_is_never_offered_a_remote_tool_its_parent_was_not(
     assert offered(checker) == []  # not a kind the server allows
     assert offered(digger) == []  # its kind is allowed, but its parent was offered nothing
     assert offered(helper) == ["wiki__lookup"]
+    # With no remote tool among those its parent passed on, nothing can be offered to it: as
+    # it starts it reads no server (every leaf agent of a research starts so).
+    with django_assert_num_queries(0):
+        assert offered(digger) == []
 
 
 # --- Allowed kinds: who may call, and what a configuration may name ------------------------

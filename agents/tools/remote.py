@@ -86,6 +86,10 @@ def tools_for(ctx: "AgentContext") -> list[Tool]:
 
 
 def offered_tools(ctx: "AgentContext") -> list[Offered]:
+    if ctx.allowed_tools is not None and not any(TOOL_SEPARATOR in n for n in ctx.allowed_tools):
+        # A sub-agent whose parent was offered no remote tool can be offered none (see the
+        # end): no server to read as it starts.
+        return []
     offered: list[Offered] = []
     for server in selectors.remote_servers_for(kind=agent_kind(ctx), is_root=ctx.is_root):
         if not server.allowed_tools:

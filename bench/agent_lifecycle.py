@@ -15,7 +15,6 @@ and counted under "the model call and its record".
 """
 
 import argparse
-import os
 import statistics
 import sys
 import tempfile
@@ -161,7 +160,9 @@ def measure(llm: ScriptedLLM, options: argparse.Namespace) -> dict:
             token = CancelToken(run_id, watched=True)
             run_agent(run_id=run_id, token=token, pool=None, run=claimed)
             if index == 0:  # the first warms the process up (statements prepared, imports)
-                phases.cpu.clear(), phases.queries.clear(), phases.commits.clear()
+                phases.cpu.clear()
+                phases.queries.clear()
+                phases.commits.clear()
                 continue
             totals.append(time.thread_time() - started)
             total_queries.append(counter.queries - queries)
@@ -197,5 +198,4 @@ def report(options: argparse.Namespace, measured: dict) -> None:
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("PYTHONHASHSEED", "0")
     main()

@@ -63,6 +63,28 @@ def allocate_seqs(*, root_id: int, count: int) -> int:
     return first
 
 
+def reserve_seqs_of(*, run_id: int, count: int) -> tuple[int, int] | None:
+    """`allocate_seqs` for a caller that knows only a run (a claim, a finish): the root found
+    from the run, its row locked (the tree lock) and `count` numbers reserved, in one
+    statement; (the root's id, the first number), or None when the run is gone.
+
+    Unlike allocate_seqs it does not tell the sequencer: the caller calls `expect` once it
+    knows it will publish them, and rolls its transaction back when it will not (the run had
+    ended), which gives the numbers back. Told at once, the sequencer would hold the tree's
+    later events for HOLD_SECONDS waiting for numbers that never come."""
+    row = one(_reserve_sql(), [count, run_id])
+    return None if row is None else (row[0], row[1] - count + 1)
+
+
+@cache
+def _reserve_sql() -> str:
+    runs = Run._meta.db_table
+    return (
+        f"UPDATE {runs} SET event_seq = event_seq + %s "
+        f"WHERE id = (SELECT root_id FROM {runs} WHERE id = %s) RETURNING id, event_seq"
+    )
+
+
 def publish_all(*, root_id: int, events: Sequence[tuple[int, Payload]], first_seq: int) -> None:
     """Store events (run id, payload) numbered from `first_seq` in one insert, and push them
     in that order once the transaction commits."""

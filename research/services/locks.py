@@ -1,9 +1,7 @@
-"""The tree lock taken from a run's id in one statement, and the claims that return their row.
+"""The claims and the reads under the tree lock that return their row, in one statement each.
 
-`root_id_of`, `tree_lock` then `allocate_seqs` is three round trips where the caller knows
-only the run: the statement here finds the root, locks its row (the UPDATE's lock, the one
-`research.events.tree_lock` takes) and reserves the caller's event numbers at once. Built
-once, like the step's statements.
+The tree lock itself, taken from a run's id with the caller's event numbers, is
+`research.events.store.reserve_seqs_of`. Built once, like the step's statements.
 """
 
 from functools import cache
@@ -14,25 +12,6 @@ from research.models import Run, Status, Step
 from research.sql import Instances, one, row_lock
 
 _RUNS = Run._meta.db_table
-
-
-def reserve_seqs_of(run_id: int, count: int) -> tuple[int, int] | None:
-    """Lock the tree of `run_id` and reserve `count` of its event numbers, in one statement:
-    (its root's id, the first number); None when the run is gone. The statement is
-    `allocate_seqs`' UPDATE of the root row, found from the run: a claim or a finish, which
-    publishes anyway, needs no lock of its own first. The caller tells the sequencer
-    (`research.events.delivery.expect`) once it knows it will publish them, and rolls its
-    transaction back when it will not: a rollback gives the numbers back."""
-    row = one(_reserve_sql(), [count, run_id])
-    return None if row is None else (row[0], row[1] - count + 1)
-
-
-@cache
-def _reserve_sql() -> str:
-    return (
-        f"UPDATE {_RUNS} SET event_seq = event_seq + %s "
-        f"WHERE id = (SELECT root_id FROM {_RUNS} WHERE id = %s) RETURNING id, event_seq"
-    )
 
 
 def claim_queued(*, run_id: int, worker_id: int | None, now, state: str) -> Run | None:
@@ -100,7 +79,7 @@ FINISH_FIELDS = (
 def run_for_finish(run_id: int) -> Run | None:
     """The run's row, locked, with `tool_calls` (its tool steps) counted in the same
     statement: what a finish reads (FINISH_FIELDS), once. Take the tree lock first
-    (reserve_seqs_of)."""
+    (research.events.store.reserve_seqs_of)."""
     return _finishing().first(_finish_sql(), [Step.Kind.TOOL.value, run_id])
 
 

@@ -23,12 +23,12 @@ from research.events import (
 )
 from research.events.delivery import expect
 from research.events.payloads import iso
-from research.events.store import allocate_seqs, publish_all
+from research.events.store import allocate_seqs, publish_all, reserve_seqs_of
 from research.models import ACTIVE_STATUSES, Citation, Run, RunState, State, Status
 from research.selectors.runs import RunFacts, run_facts
 from research.services.citations import citations_store
 from research.services.launch import Launch
-from research.services.locks import claim_queued, reserve_seqs_of, run_for_finish
+from research.services.locks import claim_queued, run_for_finish
 from research.services.steps import state_record
 from research.sql import Insert, Update, inserts_deferred
 
@@ -151,7 +151,7 @@ def run_claim(*, run_id: int, worker_id: int | None = None) -> Run | None:
     number in one statement, the claim and the row in another. The agent's first act is a
     model call: the run is claimed thinking (its timeline row and its event say so), so the
     agent need not record that state again (agents.loop.agent)."""
-    reserved = reserve_seqs_of(run_id, 1)
+    reserved = reserve_seqs_of(run_id=run_id, count=1)
     if reserved is None:
         return None
     now = timezone.now()
@@ -221,7 +221,7 @@ def run_finish(
     count = 2 if report else 1  # the report's event, and the finish's
     # The tree lock and the events' numbers in one statement; then the run's row, locked,
     # with its tool steps counted: two statements before the writes.
-    reserved = reserve_seqs_of(run_id, count)
+    reserved = reserve_seqs_of(run_id=run_id, count=count)
     if reserved is None:
         return False
     run = run_for_finish(run_id)

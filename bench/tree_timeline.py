@@ -1,0 +1,189 @@
+"""Where one tree's time goes beyond its model calls: its critical path, segment by segment.
+
+    .venv/bin/python bench/tree_timeline.py                 # 5 trees at 50 ms a call
+    .venv/bin/python bench/tree_timeline.py --delay 0 --trees 10
+
+The tree of bench/served.py (a root spawns 5 children in one turn, waits and answers; each
+child makes 6 cheap tool calls and answers; the verifier checks the draft) runs in daphne
+with the agents in its process, on PostgreSQL, with the in-memory channel layer. The
+scripted model, in this process, notes when each call arrives and answers it after the
+delay (the verifier's call, unscripted, at once); the runs' rows give when each agent was
+created and finished. The tree's wall time is then cut along its critical path, which is
+made of the model calls and of what Canopy does between them; each segment is the median
+over the trees, after one that warms the process up:
+
+- root start: the root created by the API to its first call (its claim, its set-up);
+- spawns: the root's spawning call answered to its last child created;
+- child start: the last child created to the first call of the child that ends last;
+- child steps: that child's six steps, each a call answered to its next call;
+- child end: its last call answered to its run finished;
+- root wake: that child finished to the root's draft call;
+- verifier spawn, start, end: the draft answered to the verifier created, to its call, to
+  its run finished;
+- root end: the verifier finished to the root's run finished (the coverage, the finish).
+"""
+
+import argparse
+import asyncio
+import os
+import statistics
+import sys
+import threading
+import time
+from pathlib import Path
+
+PROJECT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(PROJECT))
+sys.path.insert(0, str(PROJECT / "bench"))
+
+import served  # noqa: E402
+from served import CHILDREN, CRITICAL_PATH_CALLS, Client, Server  # noqa: E402
+
+from agents.llm.scripted import ScriptedLLM, task_of  # noqa: E402
+
+DATABASE = os.environ.get("BENCH_TIMELINE_DATABASE", "canopy_bench_timeline")
+SEGMENTS = (
+    "root start",
+    "spawns",
+    "child start",
+    "child steps",
+    "child end",
+    "root wake",
+    "verifier spawn",
+    "verifier start",
+    "verifier end",
+    "root end",
+    "over the ideal",
+)
+
+
+def main() -> None:
+    options = parse_args()
+    served.DATABASE = DATABASE
+    served.DATABASE_URL = f"postgres://postgres@127.0.0.1:5432/{DATABASE}"
+    served.environment(options)
+    import django
+
+    django.setup()
+    served.fresh_database()
+    with ScriptedLLM(keep_alive=True) as llm:
+        arrivals = note_arrivals(llm)
+        with Server(llm, layer="memory") as server:
+            client = Client(server, "bench")
+            trees = [one_tree(llm, client, arrivals, options.delay) for _ in range(options.trees + 1)]
+    report(options, trees[1:])
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--delay", type=float, default=0.05, help="seconds a call (0.05)")
+    parser.add_argument("--trees", type=int, default=5, help="trees measured, one at a time (5)")
+    parser.add_argument("--verbose", action="store_true", help="print every tree's segments")
+    return parser.parse_args()
+
+
+def note_arrivals(llm: ScriptedLLM) -> list[tuple[float, str]]:
+    """(time, task) of each call the scripted model receives, in order."""
+    arrivals: list[tuple[float, str]] = []
+    lock = threading.Lock()
+    answer = llm._answer
+
+    def noted(body):
+        with lock:
+            arrivals.append((time.time(), task_of(body.get("messages") or [])))
+        return answer(body)
+
+    llm._answer = noted
+    return arrivals
+
+
+def one_tree(llm, client: Client, arrivals: list, delay: float) -> dict[str, float]:
+    topic = f"timeline {delay} {time.time()}"
+    served.script_tree(llm, topic, delay)
+    first = len(arrivals)
+
+    async def run() -> int:
+        async with client.api() as api:
+            root_id = await served.start_tree(api, topic)
+            watcher = asyncio.ensure_future(served.watch(client, root_id, []))
+            await served.wait_trees(api, [watcher], [root_id], timeout=120)
+            return root_id
+
+    root_id = asyncio.run(run())
+    return segments(root_id, arrivals[first:], delay)
+
+
+def segments(root_id: int, arrivals: list[tuple[float, str]], delay: float) -> dict[str, float]:
+    """The tree's wall time cut along its critical path, in milliseconds: the segments
+    and the model calls on it add up to the wall time."""
+    from research.models import Run
+
+    runs = list(Run.objects.filter(root_id=root_id).order_by("id"))
+    calls: dict[int, list[float]] = {run.pk: [] for run in runs}
+    for at, task in arrivals:
+        # The run whose topic is the longest found in the call's first user message.
+        owner = max((run for run in runs if run.topic in task), key=lambda run: len(run.topic))
+        calls[owner.pk].append(at)
+    root = next(run for run in runs if run.pk == root_id)
+    verifier = next(run for run in runs if run.kind == "verifier")
+    children = [run for run in runs if run.parent_id == root_id and run.pk != verifier.pk]
+    assert len(children) == CHILDREN, f"tree {root_id} has {len(children)} children"
+    # The child that ended last is the one on the critical path.
+    last = max(children, key=lambda run: run.finished_at)
+    own = calls[last.pk]
+    at = {
+        "root created": root.created_at.timestamp(),
+        "root's first call": calls[root_id][0],
+        "children created": max(child.created_at for child in children).timestamp(),
+        "child's first call": own[0],
+        "child's last call": own[-1],
+        "child finished": last.finished_at.timestamp(),
+        "root's draft call": next(a for a in calls[root_id] if a > last.finished_at.timestamp()),
+        "verifier created": verifier.created_at.timestamp(),
+        "verifier's call": calls[verifier.pk][0],
+        "verifier finished": verifier.finished_at.timestamp(),
+        "root finished": root.finished_at.timestamp(),
+    }
+    steps = [later - (earlier + delay) for earlier, later in zip(own, own[1:], strict=False)]
+    ms = {
+        "root start": at["root's first call"] - at["root created"],
+        "spawns": at["children created"] - (at["root's first call"] + delay),
+        "child start": at["child's first call"] - at["children created"],
+        "child steps": sum(steps),
+        "child end": at["child finished"] - (at["child's last call"] + delay),
+        "root wake": at["root's draft call"] - at["child finished"],
+        "verifier spawn": at["verifier created"] - (at["root's draft call"] + delay),
+        "verifier start": at["verifier's call"] - at["verifier created"],
+        "verifier end": at["verifier finished"] - at["verifier's call"],
+        "root end": at["root finished"] - at["verifier finished"],
+        "wall": at["root finished"] - at["root created"],
+    }
+    ms["over the ideal"] = ms["wall"] - CRITICAL_PATH_CALLS * delay
+    return {name: value * 1000 for name, value in ms.items()}
+
+
+def report(options: argparse.Namespace, trees: list[dict[str, float]]) -> None:
+    ideal = CRITICAL_PATH_CALLS * options.delay * 1000
+    wall = statistics.median(tree["wall"] for tree in trees)
+    print(
+        f"one tree at {options.delay * 1000:.0f} ms a call, {len(trees)} trees: wall "
+        f"{wall:.0f} ms, ideal {ideal:.0f} ms, over {wall / ideal - 1:+.0%}"
+        if ideal
+        else f"one tree at 0 ms a call, {len(trees)} trees: wall {wall:.0f} ms"
+    )
+    print("| segment (ms, median over the trees) | median | min | max |")
+    print("| --- | --- | --- | --- |")
+    for name in SEGMENTS:
+        values = [tree[name] for tree in trees]
+        print(
+            f"| {name} | {statistics.median(values):.1f} | {min(values):.1f} | "
+            f"{max(values):.1f} |"
+        )
+    print("(the segments of one tree add up to its time over the ideal)")
+    if options.verbose:
+        for tree in trees:
+            print({name: round(value, 1) for name, value in tree.items()})
+
+
+if __name__ == "__main__":
+    main()

@@ -247,3 +247,75 @@ def _at_once_each(works: list[Callable[[], object]]) -> list[object]:
     for thread in threads:
         thread.join(timeout=60)
     return results
+
+
+def _spawn_calls(*calls: tuple[tuple[str, str], ...]) -> list[services.SpawnCall]:
+    """Spawn calls of one turn, each a tuple of (name, task) entries; one entry: not a batch."""
+    return [
+        services.SpawnCall(
+            [services.Launch(name=name, reason="a part", task=task) for name, task in entries],
+            batch=len(entries) > 1,
+        )
+        for entries in calls
+    ]
+
+
+@pytest.mark.django_db
+def test_the_spawns_of_one_turn_are_checked_in_order_and_recorded_together(run_factory):
+    root = run_factory()
+    turn = _spawn_calls(
+        (("tides", "the history of tides and of tide tables"),),
+        (("tides", "the physics of waves"),),  # a name an earlier call of the turn took
+        (("copy", "the history of tides and tide tables"),),  # nearly its task
+        (("moon", "the moon's pull on the sea"), ("sun", "the sun's pull on the sea")),
+        (("wind", "winds over the sea"), ("wind", "winds over land")),  # a batch: none of it
+    )
+
+    outcomes = services.subagents_spawn_each(parent_id=root.pk, calls=turn)
+
+    tides = Run.objects.get(parent=root, name="tides")
+    assert [run.name for run in outcomes[0]] == ["tides"]
+    assert outcomes[1].message.startswith(
+        f'you already have a sub-agent named "tides" (run {tides.pk})'
+    )
+    assert outcomes[2].message == (
+        f'refused: this task nearly repeats the task of your working sub-agent "tides" '
+        f"(run {tides.pk}). Wait for its report, or give a different task."
+    )
+    assert [run.name for run in outcomes[3]] == ["moon", "sun"]
+    assert outcomes[4].message.startswith('entry 2 ("wind"): you already have a sub-agent named')
+    assert list(root.children.order_by("id").values_list("name", flat=True)) == [
+        "tides",
+        "moon",
+        "sun",
+    ]
+    # One `run.created` event per child, numbered in a row, as one publication.
+    children = list(root.children.order_by("id").values_list("pk", flat=True))
+    created = [
+        event
+        for event in root.events.filter(type="run.created").order_by("seq")
+        if event.payload["run"] != root.pk
+    ]
+    assert [event.payload["run"] for event in created] == children
+    assert [event.seq for event in created] == list(range(created[0].seq, created[0].seq + 3))
+    assert len({event.at for event in created}) == 1
+
+
+@pytest.mark.django_db
+def test_more_spawns_in_a_turn_cost_one_insert_each_not_a_transaction_each(run_factory):
+    """The tree is locked, the parent's children read and the events numbered once for the
+    whole turn: each further spawn call adds only the INSERT of its runs."""
+    from django.test.utils import CaptureQueriesContext
+
+    statements = []
+    for count in (1, 5):
+        root = run_factory()
+        facets = ["tides", "waves", "currents", "salinity", "reefs"][:count]
+        turn = _spawn_calls(*[((facet, f"the {facet} of the North Sea"),) for facet in facets])
+        with CaptureQueriesContext(connection) as captured:
+            outcomes = services.subagents_spawn_each(parent_id=root.pk, calls=turn)
+        assert all(isinstance(outcome, list) for outcome in outcomes)
+        statements.append(len(captured.captured_queries))
+        services.run_finish(run_id=root.pk, error="done with it")
+
+    assert statements[1] - statements[0] == 4

@@ -589,3 +589,38 @@ def test_a_name_with_a_newline_is_refused_and_a_budget_over_the_limit_is_clipped
         "Your step budget: 5 model calls; the last one writes your report."
     )
     assert Run.objects.filter(parent=root).count() == 1
+
+
+def test_a_sub_agent_that_cannot_start_says_so_and_its_siblings_of_the_turn_still_start(
+    agent_pool, scripted_llm, alice, monkeypatch
+):
+    submit = agent_pool.submit
+
+    def no_thread_for_blocked(run_id, **kwargs):
+        if Run.objects.filter(pk=run_id, name="blocked").exists():
+            raise RuntimeError("can't start new thread")
+        return submit(run_id, **kwargs)
+
+    monkeypatch.setattr(agent_pool, "submit", no_thread_for_blocked)
+    scripted_llm.script(
+        "unstartable research",
+        calls(
+            spawn("blocked", "the part no thread is left for"),
+            spawn("fine", "the part that starts"),
+        ),
+        call("wait_subagents"),
+        reply("root report"),
+    )
+    scripted_llm.script("the part that starts", reply("fine report"))
+
+    root = wait_finished(start(alice, "unstartable research"))
+
+    blocked, fine = child(root, "blocked"), child(root, "fine")
+    assert results(scripted_llm, "unstartable research", "spawn_subagent") == [
+        f'error: sub-agent "blocked" (run {blocked.pk}) could not start: can\'t start new thread',
+        f'started sub-agent "fine" (run {fine.pk}): it works in the background on its task; '
+        "call wait_subagents to collect its report.",
+    ]
+    assert (blocked.status, blocked.error) == ("failed", "could not start: can't start new thread")
+    assert (fine.status, fine.report) == ("done", "fine report")
+    assert root.status == "done"

@@ -25,6 +25,7 @@ from agents.runtime import resilience, tree
 from agents.runtime.context import AgentContext, Cancelled, Paused
 from agents.tools import Tool, ToolError, toolset
 from agents.tools.base import truncate
+from agents.tools.team.spawn import spawn_turn
 from research import selectors, services
 from research.models import Run, State
 from research.services import NextState
@@ -330,18 +331,9 @@ class Agent:
         return [self._handle(item) for item in group]
 
     def _spawn_together(self, group: list[PlannedCall]) -> list[tuple[str, bool]]:
-        """Record every spawn of the group, then start the children together."""
-        self.ctx.start_later = []
-        try:
-            results = [self._handle(item) for item in group]
-        finally:
-            starts, self.ctx.start_later = self.ctx.start_later, None
-            for start in starts:
-                try:
-                    start()
-                except Exception:  # the others still start; end_subagents ends this one
-                    log.exception("a sub-agent of run %s could not start", self.ctx.run_id)
-        return results
+        """Record every spawn of the group in one transaction, then start the children
+        together (agents.tools.team.spawn)."""
+        return spawn_turn(self.ctx, [(item.tool.name, item.arguments) for item in group])
 
     def _tool_result(
         self, item: PlannedCall, output: str, is_error: bool, next_state: NextState | None

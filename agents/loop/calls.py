@@ -3,9 +3,9 @@
 Consecutive calls of tools marked `parallel` (searches, page reads, knowledge queries) form a
 group that runs at once on the agent's own threads, at most RESEARCH_PARALLEL_TOOL_CALLS of
 them; their results go back in call order. Consecutive spawns (`spawn_subagent`,
-`spawn_subagents`) form a group
-whose children start together once all of them exist, so each child's first list_siblings
-already shows its batch. Every other call runs alone, in order.
+`spawn_subagents`) form a group recorded in one transaction, whose children start together
+once all of them exist, so each child's first list_siblings already shows its batch. Every
+other call runs alone, in order.
 """
 
 import contextvars

@@ -3,7 +3,6 @@ what it may ask of the runtime that runs it (`Runtime`)."""
 
 import threading
 import time
-from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -184,9 +183,6 @@ class AgentContext:
     # delivered at a round's head); see agents.runtime.tree.
     spawned: set[int] = field(default_factory=set)
     collected: set[int] = field(default_factory=set)
-    # While a turn's spawns are recorded, the starts of their children wait here, so that
-    # the children of one turn start together (agents.loop.calls); None: children start at once.
-    start_later: list[Callable[[], None]] | None = None
     # The agent's tools by name (agents.tools.base.Tool), offered to its model each turn. A
     # tool may add one here (enable_remote_tool): the model gets it from its next turn on.
     # Typed loosely on purpose: the tools depend on this context, never the other way round.

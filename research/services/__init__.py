@@ -57,7 +57,13 @@ from research.services.steps import (
     tool_call_record,
     usage_add,
 )
-from research.services.subagents import subagent_spawn, subagents_spawn, verifier_spawn
+from research.services.subagents import (
+    SpawnCall,
+    subagent_spawn,
+    subagents_spawn,
+    subagents_spawn_each,
+    verifier_spawn,
+)
 from research.services.workers import (
     WORKER_LOST,
     root_claim,
@@ -124,6 +130,8 @@ __all__ = [
     "subagent_create",
     "subagent_spawn",
     "subagents_spawn",
+    "subagents_spawn_each",
+    "SpawnCall",
     "verifier_spawn",
     "report_flags_set",
     "Launch",

@@ -111,7 +111,15 @@ def subagents_record(*, parent: Run, launches: Sequence[Launch]) -> list[Run]:
     """The rows of checked launches under `parent`, read and locked by the caller, in the
     caller's transaction: the runs in one INSERT, then their first states and their
     `run.created` events in one round trip (inserts_deferred), numbered in one statement."""
-    runs = Run.objects.bulk_create(
+    runs = subagents_insert(parent=parent, launches=launches)
+    subagents_announce(parent=parent, runs=runs)
+    return runs
+
+
+def subagents_insert(*, parent: Run, launches: Sequence[Launch]) -> list[Run]:
+    """The runs of checked launches under `parent`, in one INSERT; subagents_announce then
+    records their first states and events (a turn's spawns announce theirs together)."""
+    return Run.objects.bulk_create(
         [
             Run(
                 owner_id=parent.owner_id,
@@ -133,6 +141,11 @@ def subagents_record(*, parent: Run, launches: Sequence[Launch]) -> list[Run]:
             for launch in launches
         ]
     )
+
+
+def subagents_announce(*, parent: Run, runs: Sequence[Run]) -> None:
+    """The first state (queued) of new sub-agents of `parent` and their `run.created`
+    events, numbered in one statement; in the caller's transaction, with its tree lock."""
     _state_insert().rows([(run.pk, State.QUEUED, "", run.created_at) for run in runs])
     first = allocate_seqs(root_id=parent.root_id, count=len(runs))
     publish_all(
@@ -140,7 +153,6 @@ def subagents_record(*, parent: Run, launches: Sequence[Launch]) -> list[Run]:
         events=[(run.pk, RunCreated.of(run)) for run in runs],
         first_seq=first,
     )
-    return runs
 
 
 @transaction.atomic

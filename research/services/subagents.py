@@ -1,11 +1,14 @@
 """Spawning sub-agents under the limits of seed 000, atomically for the whole tree.
 
 One spawn or a batch (seed 001): a batch starts all or none, so the checks run over every
-entry before anything is recorded, and a refusal names the entry it is about.
+entry before anything is recorded, and a refusal names the entry it is about. The spawn
+calls of one model turn are recorded together (subagents_spawn_each): each is checked as if
+made after the ones before it, and all of them go in one transaction, under one tree lock.
 """
 
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from functools import lru_cache
 
 from django.conf import settings
 from django.db import transaction
@@ -16,10 +19,23 @@ from research.selectors import team as team_reads
 from research.services.launch import Launch
 from research.services.locks import parent_for_spawn
 from research.services.runs import (
+    subagents_announce,
+    subagents_insert,
     subagents_record,
     validate_max_steps,
     validate_topic,
 )
+from research.sql import inserts_deferred
+from research.text import content_words
+
+
+@dataclass(frozen=True)
+class SpawnCall:
+    """One spawn call: its launches, recorded all or none. In a `batch` (spawn_subagents) a
+    refusal starts with the entry it is about."""
+
+    launches: Sequence[Launch]
+    batch: bool = True
 
 
 def subagent_spawn(
@@ -30,29 +46,106 @@ def subagent_spawn(
     return subagents_spawn(parent_id=parent_id, launches=[launch], batch=False)[0]
 
 
-@transaction.atomic
 def subagents_spawn(*, parent_id: int, launches: Sequence[Launch], batch: bool = True) -> list[Run]:
-    """Check every launch against the limits and record them all, or raise and record none.
+    """Check every launch against the limits and record them all, or raise and record none."""
+    (outcome,) = subagents_spawn_each(parent_id=parent_id, calls=[SpawnCall(launches, batch)])
+    if isinstance(outcome, ResearchError):
+        raise outcome
+    return outcome
+
+
+@transaction.atomic
+@inserts_deferred()
+def subagents_spawn_each(
+    *, parent_id: int, calls: Sequence[SpawnCall]
+) -> list[list[Run] | ResearchError]:
+    """Record the spawn calls of one turn: for each, its runs, or the refusal that recorded
+    none of them. Each call is checked as if made after the ones before it (their names are
+    taken, their tasks are working sub-agents' tasks), and all of them are recorded in one
+    transaction: the tree locked and its counts read once, each call's runs in one INSERT,
+    then every first state and `run.created` event in one round trip.
 
     Holds the root's row lock, so that agents of one tree spawning at once cannot pass the
-    tree limit together. In a batch, a refusal starts with the entry it is about."""
-    parent = parent_for_spawn(parent_id)  # read, its tree locked, once for the whole batch
+    tree limit together."""
+    parent = parent_for_spawn(parent_id)  # read, its tree locked, once for the whole turn
     taken: dict[str, int | None] = {
         child.name: child.pk for child in team_reads.children_named(run_id=parent_id)
     }
+    working = [
+        (f'working sub-agent "{name}" (run {pk})', topic)
+        for pk, name, topic in team_reads.working_children_tasks(run_id=parent_id)
+    ]
     in_tree = team_reads.subagents_in_tree(root_id=parent.root_id)
-    checked = []
-    for number, launch in enumerate(launches, start=1):
+    outcomes: list[list[Run] | ResearchError] = []
+    recorded: list[Run] = []
+    for call in calls:
         try:
+            checked = _checked_call(call, parent, taken, in_tree, working)
+        except ResearchError as error:
+            outcomes.append(error)
+            continue
+        runs = subagents_insert(parent=parent, launches=checked)
+        for run in runs:
+            taken[run.name] = run.pk
+            working.append((f'working sub-agent "{run.name}" (run {run.pk})', run.topic))
+        in_tree += len(runs)
+        recorded += runs
+        outcomes.append(runs)
+    if recorded:
+        subagents_announce(parent=parent, runs=recorded)
+    return outcomes
+
+
+def _checked_call(
+    call: SpawnCall,
+    parent: Run,
+    taken: dict[str, int | None],
+    in_tree: int,
+    working: list[tuple[str, str]],
+) -> list[Launch]:
+    """The call's launches, checked (and their tasks cleaned), or the first refusal."""
+    taken, checked = dict(taken), []
+    for number, launch in enumerate(call.launches, start=1):
+        try:
+            earlier = [(f'entry "{other.name}" of this batch', other.task) for other in checked]
+            _refuse_repeated_task(launch.task, working + earlier)
             checked.append(_check(launch, parent, taken, in_tree))
         except ResearchError as error:
-            if batch:
+            if call.batch:
                 error.message = f'entry {number} ("{launch.name}"): {error.message}'
                 error.args = (error.message,)
             raise
         taken[launch.name] = None
         in_tree += 1
-    return subagents_record(parent=parent, launches=checked)
+    return checked
+
+
+def _refuse_repeated_task(task: str, others: list[tuple[str, str]]) -> None:
+    """Two agents on nearly the same task make the same searches twice: refuse the second.
+
+    Near is measured on the sets of content words (Jaccard), so a task that says the same
+    thing in other order or with a few more small words is caught, while two tasks that
+    share instructions but differ in their subject are not. Compared with the parent's
+    working sub-agents (`others`: who, task) and the entries of the same batch before it.
+    """
+    threshold = settings.RESEARCH_DUPLICATE_TASK_SIMILARITY
+    words = _task_words(task)
+    for label, other_task in others:
+        other = _task_words(other_task)
+        similarity = len(words & other) / len(words | other) if words | other else 1.0
+        if similarity >= threshold:
+            raise ResearchError(
+                f"refused: this task nearly repeats the task of your {label}. "
+                "Wait for its report, or give a different task.",
+                field="task",
+            )
+
+
+@lru_cache(maxsize=256)
+def _task_words(task: str) -> frozenset[str]:
+    # A parent compares each new task with all its working sub-agents' tasks: each task's
+    # words are found once, not at every spawn.
+    return frozenset(content_words(task))
 
 
 def _check(launch: Launch, parent: Run, taken: dict[str, int | None], in_tree: int) -> Launch:

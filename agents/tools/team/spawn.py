@@ -1,11 +1,10 @@
 """spawn_subagent and spawn_subagents: a child (or a batch, all or none) with its name, reason,
-kind, tier, task and budget, started after its record commits."""
+kind, tier, task and budget, started after its record commits. The spawn calls of one model
+turn are recorded together and their children started together (spawn_turn)."""
 
+import logging
 import re
-from collections.abc import Callable
-from contextlib import suppress
-from dataclasses import dataclass, replace
-from functools import lru_cache, partial
+from dataclasses import dataclass, field, replace
 from typing import Annotated, Any
 
 from django.conf import settings
@@ -15,17 +14,15 @@ from agents import kinds, prompts
 from agents.messages import get_messenger
 from agents.runtime import resilience
 from agents.runtime.context import AgentContext
-from agents.runtime.tree import (
-    child_deadline,
-)
+from agents.runtime.tree import child_deadline
 from agents.tools.base import ToolError
 from agents.tools.plan import plan_item_text
 from agents.tools.tool import Tool, reshaped, tool
 from research import endings, services
 from research.errors import ResearchError
 from research.models import Run, State
-from research.selectors import team as team_reads
-from research.text import content_words
+
+log = logging.getLogger(__name__)
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,40}$")
 
@@ -107,27 +104,107 @@ def _launch(ctx: AgentContext, entry: Subagent, catalog: kinds.Catalog) -> servi
     )
 
 
-def _spawn(ctx: AgentContext, entries: list[Subagent], *, batch: bool) -> list[Run]:
-    """Resolve and check every entry, record them all in one transaction, then start them
-    together: all or none (seed 001), so children of one batch see each other from their
-    first step."""
+@dataclass
+class _Spawned:
+    """A spawn call's children, and why those that could not start did not (by run id)."""
+
+    children: list[Run]
+    not_started: dict[int, str] = field(default_factory=dict)
+
+
+def spawn_turn(
+    ctx: AgentContext, calls: list[tuple[str, dict[str, Any]]]
+) -> list[tuple[str, bool]]:
+    """The spawn calls of one model turn (spawn_subagent, spawn_subagents: the tool's name and
+    its checked arguments), as the agent loop runs them: each checked as if made after the
+    ones before it, all recorded in one transaction, then every child started together, so
+    that each child's first list_siblings shows them all. (text, is_error) of each call, in
+    call order."""
+    try:
+        outcomes = _spawn(ctx, [_request(name, arguments) for name, arguments in calls])
+    except Exception as error:  # the database failed: nothing of the turn was recorded
+        log.exception("the spawns of run %s failed", ctx.run_id)
+        return [(f"error: {name} failed: {error}", True) for name, _ in calls]
+    results = []
+    for (name, arguments), outcome in zip(calls, outcomes, strict=True):
+        text, is_error = _result(name, arguments, outcome)
+        results.append((f"error: {text}" if is_error else text, is_error))
+    return results
+
+
+def _one_call(ctx: AgentContext, name: str, arguments: dict[str, Any]) -> str:
+    """A spawn tool called on its own (not by the loop): its text, or its ToolError."""
+    (outcome,) = _spawn(ctx, [_request(name, arguments)])
+    text, is_error = _result(name, arguments, outcome)
+    if is_error:
+        raise ToolError(text)
+    return text
+
+
+def _request(name: str, arguments: dict[str, Any]) -> tuple[list[Subagent], bool]:
+    """A spawn call's entries, and whether it is a batch (all or none, refusals numbered)."""
+    if name == "spawn_subagents":
+        entries = arguments["subagents"]
+        return [
+            entry if isinstance(entry, Subagent) else Subagent(**entry) for entry in entries
+        ], True
+    given = {key: value for key, value in arguments.items() if value is not None}
+    return [Subagent(**{"reason": "", **given})], False
+
+
+def _spawn(
+    ctx: AgentContext, requests: list[tuple[list[Subagent], bool]]
+) -> list[_Spawned | ToolError]:
+    """Resolve and check every entry of every request, record those that pass in one
+    transaction (services.subagents_spawn_each), then start their children together: each
+    request all or none (seed 001). For each request, its children or why it has none."""
     catalog = kinds.catalog()
+    resolved: list[list[services.Launch] | ToolError] = []
+    for entries, batch in requests:
+        try:
+            resolved.append(_launches(ctx, entries, batch, catalog))
+        except ToolError as error:
+            resolved.append(error)
+    valid = [index for index, outcome in enumerate(resolved) if isinstance(outcome, list)]
+    outcomes: list[_Spawned | ToolError] = [
+        outcome if isinstance(outcome, ToolError) else ToolError("not recorded")
+        for outcome in resolved
+    ]
+    if not valid:
+        return outcomes
+    if ctx.pool is None:
+        for index in valid:
+            outcomes[index] = ToolError("sub-agents cannot run here: this agent has no pool")
+        return outcomes
+    calls = [services.SpawnCall(resolved[index], batch=requests[index][1]) for index in valid]
+    recorded = services.subagents_spawn_each(parent_id=ctx.run_id, calls=calls)
+    for index, outcome in zip(valid, recorded, strict=True):
+        if isinstance(outcome, ResearchError):
+            outcomes[index] = ToolError(outcome.message)
+        else:
+            outcomes[index] = _Spawned(outcome)
+    _start(ctx, [outcome for outcome in outcomes if isinstance(outcome, _Spawned)])
+    return outcomes
+
+
+def _launches(
+    ctx: AgentContext, entries: list[Subagent], batch: bool, catalog: kinds.Catalog
+) -> list[services.Launch]:
     launches = []
     for number, entry in enumerate(entries, start=1):
         try:
-            launch = _launch(ctx, entry, catalog)
-            _refuse_repeated_task(ctx, launch.task, launches)
+            launches.append(_launch(ctx, entry, catalog))
         except ToolError as error:
             if not batch:
                 raise
             raise ToolError(f'entry {number} ("{entry.name}"): {error}') from None
-        launches.append(launch)
-    if ctx.pool is None:
-        raise ToolError("sub-agents cannot run here: this agent has no pool")
-    try:
-        children = services.subagents_spawn(parent_id=ctx.run_id, launches=launches, batch=batch)
-    except ResearchError as error:
-        raise ToolError(error.message) from None
+    return launches
+
+
+def _start(ctx: AgentContext, spawned: list[_Spawned]) -> None:
+    """Open the children's inboxes, then start them all; one that cannot start is failed
+    with the reason, which its parent reads in the call's result and when it waits."""
+    children = [child for outcome in spawned for child in outcome.children]
     deadline, deadline_reason = child_deadline(ctx)
     ctx.spawned.update(child.pk for child in children)
     for child in children:
@@ -137,16 +214,58 @@ def _spawn(ctx: AgentContext, entries: list[Subagent], *, batch: bool) -> list[R
             f"opening the inbox of run {child.pk}",
             lambda child=child: get_messenger().open(child.pk),
         )
-    starts = [
-        partial(_start_child, ctx, child.pk, child.name, deadline, deadline_reason)
-        for child in children
-    ]
-    if ctx.start_later is None:
-        for start in starts:
-            start()
-    else:
-        ctx.start_later.extend(partial(_start_quietly, start) for start in starts)
-    return children
+    for outcome in spawned:
+        for child in outcome.children:
+            try:
+                ctx.pool.submit(
+                    child.pk,
+                    parent_id=ctx.run_id,
+                    deadline=deadline,
+                    deadline_reason=deadline_reason,
+                )
+            except Exception as error:  # the others still start
+                log.exception("sub-agent %s of run %s could not start", child.pk, ctx.run_id)
+                outcome.not_started[child.pk] = str(error)
+                services.run_finish(run_id=child.pk, error=endings.could_not_start(error))
+
+
+def _result(
+    name: str, arguments: dict[str, Any], outcome: _Spawned | ToolError
+) -> tuple[str, bool]:
+    """The text of a spawn call's result, and whether it is an error."""
+    if isinstance(outcome, ToolError):
+        return str(outcome), True
+    failed = outcome.not_started
+    if name == "spawn_subagents":
+        lines = [
+            f'- "{child.name}" (run {child.pk}, {_profile(child)})'
+            + (f": could not start: {failed[child.pk]}" if child.pk in failed else "")
+            for child in outcome.children
+        ]
+        return (
+            f"started {len(outcome.children)} sub-agents:\n"
+            + "\n".join(lines)
+            + "\nThey work in the background; each report comes to you when it ends (or call "
+            "wait_subagents).",
+            False,
+        )
+    (child,) = outcome.children
+    if child.pk in failed:
+        return (
+            f'sub-agent "{child.name}" (run {child.pk}) could not start: {failed[child.pk]}',
+            True,
+        )
+    if arguments.get("kind") is None and arguments.get("tier") is None:  # seed 000's exact text
+        return (
+            f'started sub-agent "{child.name}" (run {child.pk}): it works in the background on '
+            "its task; call wait_subagents to collect its report.",
+            False,
+        )
+    return (
+        f'started sub-agent "{child.name}" (run {child.pk}, {_profile(child)}): it works in '
+        "the background; its report comes to you when it ends (or call wait_subagents).",
+        False,
+    )
 
 
 def _launch_arguments(ctx: AgentContext) -> dict[str, dict[str, Any] | None]:
@@ -186,25 +305,16 @@ def spawn_subagent(
     """Start a sub-agent: another agent that works in the background on a self-contained task
     and reports back. Returns at once. It knows nothing of your conversation, so the task must
     say everything it needs and what to bring back."""
-    entry = Subagent(
-        name=name,
-        reason=reason or "",
-        task=task,
-        kind=kind,
-        max_steps=max_steps,
-        plan_item=plan_item,
-        tier=tier,
-    )
-    (child,) = _spawn(ctx, [entry], batch=False)
-    if kind is None and tier is None:  # seed 000's exact text
-        return (
-            f'started sub-agent "{child.name}" (run {child.pk}): it works in the background on '
-            "its task; call wait_subagents to collect its report."
-        )
-    return (
-        f'started sub-agent "{child.name}" (run {child.pk}, {_profile(child)}): it works in '
-        "the background; its report comes to you when it ends (or call wait_subagents)."
-    )
+    arguments = {
+        "name": name,
+        "reason": reason,
+        "task": task,
+        "kind": kind,
+        "max_steps": max_steps,
+        "plan_item": plan_item,
+        "tier": tier,
+    }
+    return _one_call(ctx, "spawn_subagent", arguments)
 
 
 def _names(args: dict[str, Any]) -> str:
@@ -219,72 +329,12 @@ def spawn_subagents(
     """Start several sub-agents at once (each as in spawn_subagent). All start or none: if one
     entry is invalid, nothing starts and the error names the entry. They see each other as
     siblings from their first step."""
-    children = _spawn(ctx, subagents, batch=True)
-    lines = [f'- "{child.name}" (run {child.pk}, {_profile(child)})' for child in children]
-    return (
-        f"started {len(children)} sub-agents:\n"
-        + "\n".join(lines)
-        + "\nThey work in the background; each report comes to you when it ends (or call "
-        "wait_subagents)."
-    )
+    return _one_call(ctx, "spawn_subagents", {"subagents": subagents})
 
 
 def _profile(child: Run) -> str:
     tier = f", tier {child.tier}" if child.tier else ""
     return f"{child.kind}{tier}, {child.model}, {child.max_steps} steps"
-
-
-def _start_child(
-    ctx: AgentContext, run_id: int, name: str, deadline: float | None, deadline_reason: str
-) -> None:
-    try:
-        ctx.pool.submit(
-            run_id, parent_id=ctx.run_id, deadline=deadline, deadline_reason=deadline_reason
-        )
-    except Exception as error:
-        _not_started(run_id, name, error)
-
-
-def _not_started(run_id: int, name: str, error: Exception) -> None:
-    services.run_finish(run_id=run_id, error=endings.could_not_start(error))
-    raise ToolError(f'sub-agent "{name}" (run {run_id}) could not start: {error}') from None
-
-
-def _start_quietly(start: Callable[[], None]) -> None:
-    """A start deferred past its tool call: a failure is already in the child's run (failed,
-    "could not start"), which the parent reads when it waits."""
-    with suppress(ToolError):
-        start()
-
-
-def _refuse_repeated_task(ctx: AgentContext, task: str, batch: list[services.Launch] = ()) -> None:
-    """Two agents on nearly the same task make the same searches twice: refuse the second.
-
-    Near is measured on the sets of content words (Jaccard), so a task that says the same
-    thing in other order or with a few more small words is caught, while two tasks that
-    share instructions but differ in their subject are not. Compared with the working
-    sub-agents and the entries of the same batch before it.
-    """
-    threshold = settings.RESEARCH_DUPLICATE_TASK_SIMILARITY
-    words = _task_words(task)
-    working = team_reads.working_children_tasks(run_id=ctx.run_id)
-    others = [(f'working sub-agent "{name}" (run {pk})', topic) for pk, name, topic in working]
-    others += [(f'entry "{launch.name}" of this batch', launch.task) for launch in batch]
-    for label, other_task in others:
-        other = _task_words(other_task)
-        similarity = len(words & other) / len(words | other) if words | other else 1.0
-        if similarity >= threshold:
-            raise ToolError(
-                f"refused: this task nearly repeats the task of your {label}. "
-                "Wait for its report, or give a different task."
-            )
-
-
-@lru_cache(maxsize=256)
-def _task_words(task: str) -> frozenset[str]:
-    # A parent compares each new task with all its working sub-agents' tasks: each task's
-    # words are found once, not at every spawn.
-    return frozenset(content_words(task))
 
 
 def kinds_section(catalog: kinds.Catalog, *, model: str) -> str:

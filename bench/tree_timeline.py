@@ -70,7 +70,9 @@ def main() -> None:
         arrivals = note_arrivals(llm)
         with Server(llm, layer="memory") as server:
             client = Client(server, "bench")
-            trees = [one_tree(llm, client, arrivals, options.delay) for _ in range(options.trees + 1)]
+            trees = [
+                one_tree(llm, client, arrivals, options.delay) for _ in range(options.trees + 1)
+            ]
     report(options, trees[1:])
 
 
@@ -176,8 +178,7 @@ def report(options: argparse.Namespace, trees: list[dict[str, float]]) -> None:
     for name in SEGMENTS:
         values = [tree[name] for tree in trees]
         print(
-            f"| {name} | {statistics.median(values):.1f} | {min(values):.1f} | "
-            f"{max(values):.1f} |"
+            f"| {name} | {statistics.median(values):.1f} | {min(values):.1f} | {max(values):.1f} |"
         )
     print("(the segments of one tree add up to its time over the ideal)")
     if options.verbose:

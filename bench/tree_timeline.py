@@ -12,9 +12,11 @@ created and finished. The tree's wall time is then cut along its critical path, 
 made of the model calls and of what Canopy does between them; each segment is the median
 over the trees, after one that warms the process up:
 
-- root start: the root created by the API to its first call (its claim, its set-up);
+- root start: the root created by the API to its first call (its claim, its set-up), and
+  of which to its claim (its run's `started_at`);
 - spawns: the root's spawning call answered to its last child created;
-- child start: the last child created to the first call of the child that ends last;
+- child start: the last child created to the first call of the child that ends last, and
+  of which to that child's claim;
 - child steps: that child's six steps, each a call answered to its next call;
 - child end: its last call answered to its run finished;
 - root wake: that child finished to the root's draft call;
@@ -44,8 +46,10 @@ from agents.llm.scripted import ScriptedLLM, task_of  # noqa: E402
 DATABASE = os.environ.get("BENCH_TIMELINE_DATABASE", "canopy_bench_timeline")
 SEGMENTS = (
     "root start",
+    "  of which to its claim",
     "spawns",
     "child start",
+    "  of which to the child's claim",
     "child steps",
     "child end",
     "root wake",
@@ -135,8 +139,10 @@ def segments(root_id: int, arrivals: list[tuple[float, str]], delay: float) -> d
     own = calls[last.pk]
     at = {
         "root created": root.created_at.timestamp(),
+        "root claimed": root.started_at.timestamp(),
         "root's first call": calls[root_id][0],
         "children created": max(child.created_at for child in children).timestamp(),
+        "child claimed": last.started_at.timestamp(),
         "child's first call": own[0],
         "child's last call": own[-1],
         "child finished": last.finished_at.timestamp(),
@@ -149,8 +155,10 @@ def segments(root_id: int, arrivals: list[tuple[float, str]], delay: float) -> d
     steps = [later - (earlier + delay) for earlier, later in zip(own, own[1:], strict=False)]
     ms = {
         "root start": at["root's first call"] - at["root created"],
+        "  of which to its claim": at["root claimed"] - at["root created"],
         "spawns": at["children created"] - (at["root's first call"] + delay),
         "child start": at["child's first call"] - at["children created"],
+        "  of which to the child's claim": at["child claimed"] - at["children created"],
         "child steps": sum(steps),
         "child end": at["child finished"] - (at["child's last call"] + delay),
         "root wake": at["root's draft call"] - at["child finished"],
@@ -180,7 +188,7 @@ def report(options: argparse.Namespace, trees: list[dict[str, float]]) -> None:
         print(
             f"| {name} | {statistics.median(values):.1f} | {min(values):.1f} | {max(values):.1f} |"
         )
-    print("(the segments of one tree add up to its time over the ideal)")
+    print("(the segments, not counting the 'of which' rows, add up to the time over the ideal)")
     if options.verbose:
         for tree in trees:
             print({name: round(value, 1) for name, value in tree.items()})

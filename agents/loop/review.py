@@ -118,11 +118,13 @@ def verify(ctx: AgentContext, draft: str, facts: RunFacts) -> Verdict:
         return Verdict(error="no verifier kind is defined")
     tier, model = catalog.model_for(kind=kind, tier=None, parent_model=ctx.model)
     services.state_record(facts=facts, state=State.WAITING, detail="verifier checks the draft")
+    # Read once: every agent of the tree has ended, so what it stored no longer changes.
+    cited = services.cited_sources(root_id=ctx.root_id, report=draft)
     child = services.verifier_spawn(
         parent_id=ctx.run_id,
         name=VERIFIER_NAME,
         reason=VERIFIER_REASON,
-        task=verifier_task(ctx, draft),
+        task=verifier_task(draft, cited),
         kind=kind.name,
         tier=tier,
         model=model,
@@ -146,11 +148,13 @@ def verify(ctx: AgentContext, draft: str, facts: RunFacts) -> Verdict:
     if child.status != Status.DONE:
         return Verdict(error=child.error or "the verifier did not finish")
     verdict = parse_verdict(child.report)
-    verdict.checked = len(services.cited_sources(root_id=ctx.root_id, report=draft))
+    verdict.checked = len(cited)
     return verdict
 
 
-def verifier_task(ctx: AgentContext, draft: str) -> str:
+def verifier_task(draft: str, cited: list) -> str:
+    """The verifier's task: the draft, and what the tree stored of each source it cites
+    (services.cited_sources)."""
     lines = [
         "Check this draft report against the sources it cites: list every claim they do not "
         "support and every gap.",
@@ -162,7 +166,6 @@ def verifier_task(ctx: AgentContext, draft: str) -> str:
         "# Sources it cites, as the agents of this research stored them",
         "",
     ]
-    cited = services.cited_sources(root_id=ctx.root_id, report=draft)
     if not cited:
         lines.append("(the draft cites no source)")
     for url, source in cited[:SOURCES_MAX]:

@@ -53,6 +53,7 @@ bench: install services
 	$(PY) bench/step_cost.py --database sqlite
 	$(PY) bench/step_cost.py --database postgres
 	$(PY) bench/agent_lifecycle.py --database postgres
+	$(PY) bench/tree_timeline.py
 	$(PY) bench/outbound_cost.py
 	$(PY) bench/served.py --json bench-results.json
 	$(PY) bench/plots.py bench-results.json docs

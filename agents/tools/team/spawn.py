@@ -122,7 +122,7 @@ def spawn_turn(
     call order."""
     try:
         outcomes = _spawn(ctx, [_request(name, arguments) for name, arguments in calls])
-    except Exception as error:  # the database failed: nothing of the turn was recorded
+    except Exception as error:  # the database failed before the commit: nothing was recorded
         log.exception("the spawns of run %s failed", ctx.run_id)
         return [(f"error: {name} failed: {error}", True) for name, _ in calls]
     results = []
@@ -226,7 +226,13 @@ def _start(ctx: AgentContext, spawned: list[_Spawned]) -> None:
             except Exception as error:  # the others still start
                 log.exception("sub-agent %s of run %s could not start", child.pk, ctx.run_id)
                 outcome.not_started[child.pk] = str(error)
-                services.run_finish(run_id=child.pk, error=endings.could_not_start(error))
+                # The database down too: its parent ends it as it ends (end_subagents).
+                resilience.cleanup(
+                    f"failing run {child.pk}",
+                    lambda child=child, error=error: services.run_finish(
+                        run_id=child.pk, error=endings.could_not_start(error)
+                    ),
+                )
 
 
 def _result(

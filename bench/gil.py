@@ -35,13 +35,7 @@ DELAY = 0.2
 
 def main() -> None:
     options = parse_args()
-    served.DATABASE = DATABASE
-    served.DATABASE_URL = f"postgres://postgres@127.0.0.1:5432/{DATABASE}"
-    served.environment(options)
-    import django
-
-    django.setup()
-    served.fresh_database()
+    served.prepare(DATABASE, options)
     print("| agents | CPU slots | ratio to ideal | runnable threads p50 / p95 / max | "
           "CPU ms per model call | context switches per model call |")  # fmt: skip
     print("| --- | --- | --- | --- | --- | --- |")

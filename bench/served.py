@@ -85,6 +85,19 @@ def environment(options: argparse.Namespace) -> None:
     os.environ.pop("REDIS_URL", None)
 
 
+def prepare(database: str, options: argparse.Namespace) -> None:
+    """Another bench on this one's server and trees: its own database, created afresh, and
+    Django set up on it."""
+    global DATABASE, DATABASE_URL
+    DATABASE = database
+    DATABASE_URL = f"postgres://postgres@127.0.0.1:5432/{database}"
+    environment(options)
+    import django
+
+    django.setup()
+    fresh_database()
+
+
 def fresh_database() -> None:
     import psycopg
     from django.core.management import call_command

@@ -63,13 +63,7 @@ SEGMENTS = (
 
 def main() -> None:
     options = parse_args()
-    served.DATABASE = DATABASE
-    served.DATABASE_URL = f"postgres://postgres@127.0.0.1:5432/{DATABASE}"
-    served.environment(options)
-    import django
-
-    django.setup()
-    served.fresh_database()
+    served.prepare(DATABASE, options)
     with ScriptedLLM(keep_alive=True) as llm:
         arrivals = note_arrivals(llm)
         with Server(llm, layer="memory") as server:

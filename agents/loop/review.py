@@ -22,10 +22,11 @@ from agents.runtime.context import AgentContext
 from agents.runtime.tree import yielded
 from research import services
 from research.clean import cut
-from research.models import Plan, Run, State, Status
+from research.models import Plan, Run, Source, State, Status
 from research.selectors import plans as plan_reads
 from research.selectors import team as team_reads
 from research.selectors.runs import RunFacts
+from research.services.citations import CitedUrl
 
 log = logging.getLogger(__name__)
 
@@ -152,7 +153,7 @@ def verify(ctx: AgentContext, draft: str, facts: RunFacts) -> Verdict:
     return verdict
 
 
-def verifier_task(draft: str, cited: list) -> str:
+def verifier_task(draft: str, cited: list[tuple[CitedUrl, Source | None]]) -> str:
     """The verifier's task: the draft, and what the tree stored of each source it cites
     (services.cited_sources)."""
     lines = [

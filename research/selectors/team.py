@@ -68,20 +68,18 @@ def _working_ids_sql(among: int | None) -> str:
     )
 
 
-def working_children_tasks(*, run_id: int) -> list[tuple[int, str, str]]:
-    """(id, name, topic) of the run's working sub-agents, oldest first. Every spawn reads
-    it (the duplicate-task check), so the statement is built once, not by the ORM."""
+def children_with_tasks(*, run_id: int) -> list[tuple[Child, str]]:
+    """Each sub-agent of the run (id, name, status) with its task, oldest first: what a spawn
+    checks names and tasks against, in one read. Built once, not by the ORM."""
     with connection.cursor() as cursor:
-        cursor.execute(_working_children_sql(), [run_id, *ACTIVE_STATUSES])
-        return cursor.fetchall()
+        cursor.execute(_children_tasks_sql(), [run_id])
+        return [(Child(pk, name, status), topic) for pk, name, status, topic in cursor.fetchall()]
 
 
 @cache
-def _working_children_sql() -> str:
-    statuses = ", ".join(["%s"] * len(ACTIVE_STATUSES))
+def _children_tasks_sql() -> str:
     return (
-        f"SELECT id, name, topic FROM {Run._meta.db_table} "
-        f"WHERE parent_id = %s AND status IN ({statuses}) ORDER BY id"
+        f"SELECT id, name, status, topic FROM {Run._meta.db_table} WHERE parent_id = %s ORDER BY id"
     )
 
 

@@ -14,7 +14,7 @@ from django.conf import settings
 from django.db import transaction
 
 from research.errors import InvalidInput, LimitReached, ResearchError
-from research.models import Run
+from research.models import ACTIVE_STATUSES, Run
 from research.selectors import team as team_reads
 from research.services.launch import Launch
 from research.services.locks import parent_for_spawn
@@ -68,12 +68,12 @@ def subagents_spawn_each(
     Holds the root's row lock, so that agents of one tree spawning at once cannot pass the
     tree limit together."""
     parent = parent_for_spawn(parent_id)  # read, its tree locked, once for the whole turn
-    taken: dict[str, int | None] = {
-        child.name: child.pk for child in team_reads.children_named(run_id=parent_id)
-    }
+    children = team_reads.children_with_tasks(run_id=parent_id)
+    taken: dict[str, int | None] = {child.name: child.pk for child, _ in children}
     working = [
-        (f'working sub-agent "{name}" (run {pk})', topic)
-        for pk, name, topic in team_reads.working_children_tasks(run_id=parent_id)
+        (_working(child.name, child.pk), task)
+        for child, task in children
+        if child.status in ACTIVE_STATUSES
     ]
     in_tree = team_reads.subagents_in_tree(root_id=parent.root_id)
     outcomes: list[list[Run] | ResearchError] = []
@@ -87,13 +87,18 @@ def subagents_spawn_each(
         runs = subagents_insert(parent=parent, launches=checked)
         for run in runs:
             taken[run.name] = run.pk
-            working.append((f'working sub-agent "{run.name}" (run {run.pk})', run.topic))
+            working.append((_working(run.name, run.pk), run.topic))
         in_tree += len(runs)
         recorded += runs
         outcomes.append(runs)
     if recorded:
         subagents_announce(parent=parent, runs=recorded)
     return outcomes
+
+
+def _working(name: str, pk: int) -> str:
+    """How a duplicate-task refusal names a working sub-agent."""
+    return f'working sub-agent "{name}" (run {pk})'
 
 
 def _checked_call(

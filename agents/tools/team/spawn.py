@@ -165,26 +165,29 @@ def _spawn(
             resolved.append(_launches(ctx, entries, batch, catalog))
         except ToolError as error:
             resolved.append(error)
-    valid = [index for index, outcome in enumerate(resolved) if isinstance(outcome, list)]
-    outcomes: list[_Spawned | ToolError] = [
-        outcome if isinstance(outcome, ToolError) else ToolError("not recorded")
+    calls = [
+        services.SpawnCall(launches, batch=batch)
+        for launches, (_, batch) in zip(resolved, requests, strict=True)
+        if isinstance(launches, list)
+    ]
+    if calls and ctx.pool is None:
+        no_pool = ToolError("sub-agents cannot run here: this agent has no pool")
+        return [outcome if isinstance(outcome, ToolError) else no_pool for outcome in resolved]
+    recorded = iter(
+        services.subagents_spawn_each(parent_id=ctx.run_id, calls=calls) if calls else []
+    )
+    outcomes = [
+        outcome if isinstance(outcome, ToolError) else _spawned(next(recorded))
         for outcome in resolved
     ]
-    if not valid:
-        return outcomes
-    if ctx.pool is None:
-        for index in valid:
-            outcomes[index] = ToolError("sub-agents cannot run here: this agent has no pool")
-        return outcomes
-    calls = [services.SpawnCall(resolved[index], batch=requests[index][1]) for index in valid]
-    recorded = services.subagents_spawn_each(parent_id=ctx.run_id, calls=calls)
-    for index, outcome in zip(valid, recorded, strict=True):
-        if isinstance(outcome, ResearchError):
-            outcomes[index] = ToolError(outcome.message)
-        else:
-            outcomes[index] = _Spawned(outcome)
     _start(ctx, [outcome for outcome in outcomes if isinstance(outcome, _Spawned)])
     return outcomes
+
+
+def _spawned(recorded: list[Run] | ResearchError) -> _Spawned | ToolError:
+    if isinstance(recorded, ResearchError):
+        return ToolError(recorded.message)
+    return _Spawned(recorded)
 
 
 def _launches(
@@ -205,6 +208,8 @@ def _start(ctx: AgentContext, spawned: list[_Spawned]) -> None:
     """Open the children's inboxes, then start them all; one that cannot start is failed
     with the reason, which its parent reads in the call's result and when it waits."""
     children = [child for outcome in spawned for child in outcome.children]
+    if not children:
+        return
     deadline, deadline_reason = child_deadline(ctx)
     ctx.spawned.update(child.pk for child in children)
     for child in children:

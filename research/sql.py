@@ -130,6 +130,12 @@ class Instances:
         row = one(sql, params)
         return None if row is None else self.instance(row)
 
+    def all(self, sql: str, params: Sequence[Any]) -> list[Any]:
+        """The instances of every row the statement returns."""
+        with connection.cursor() as cursor:
+            cursor.execute(sql, params)
+            return [self.instance(row) for row in cursor.fetchall()]
+
     def instance(self, row: Sequence[Any]) -> Any:
         if self._converters is None:
             self._converters = self._find_converters()

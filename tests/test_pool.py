@@ -47,6 +47,49 @@ def test_parents_waiting_on_children_never_starve_them_of_slots(scripted_llm, al
     assert pool.active == 0
 
 
+def test_a_child_the_pool_can_seat_starts_with_its_spawn_the_other_waits_its_slot(
+    scripted_llm, alice, settings
+):
+    """Two slots, the root holding one: of the two children of its spawn, the first is
+    seated (claimed in the spawn's transaction, its claim right after the spawn's events),
+    the second is queued and claims its run once the root gives its slot back to wait."""
+    scripted_llm.script(
+        "fir research",
+        call(
+            "spawn_subagents",
+            subagents=[
+                {"name": "left", "reason": "one half", "task": "fir left half"},
+                {"name": "right", "reason": "other half", "task": "fir right half"},
+            ],
+        ),
+        call("wait_subagents"),
+        reply("fir report"),
+    )
+    scripted_llm.script("fir left half", reply("left done"))
+    scripted_llm.script("fir right half", reply("right done"))
+    pool = AgentPool(max_active=2).start()
+    try:
+        root = wait_finished(services.run_start(owner=alice, topic="fir research"), timeout=30)
+    finally:
+        pool.shutdown()
+    assert root.status == "done", root.error
+    left, right = Run.objects.filter(parent=root).order_by("pk")
+    assert (left.status, right.status) == ("done", "done")
+    events = [
+        (kind, p["run"], p.get("status"), p["at"])
+        for kind, p in root.events.order_by("seq").values_list("type", "payload")
+    ]
+    last_created = next(i for i, e in enumerate(events) if e[:2] == ("run.created", right.pk))
+    spawned_at = events[last_created][3]
+    after = events[last_created + 1 :]
+    # Seated: claimed in the spawn's transaction, its claim published with the spawn's events.
+    assert after[0] == ("run.state", left.pk, "working", spawned_at)
+    (claimed,) = [i for i, event in enumerate(after) if event[1:3] == (right.pk, "working")]
+    assert after[claimed][3] != spawned_at
+    assert root.pk in [event[1] for event in after[1:claimed]]  # the root's wait came first
+    assert pool.active == 0
+
+
 def test_one_agent_running_python_at_a_time_still_ends_every_tree(scripted_llm, alice, settings):
     """The gate on agents running Python is given back around model calls, tools and waits:
     with room for one, parents that wait, children that read pages at once and messages all

@@ -302,6 +302,51 @@ def test_the_spawns_of_one_turn_are_checked_in_order_and_recorded_together(run_f
 
 
 @pytest.mark.django_db
+def test_children_seated_at_their_spawn_start_working_in_its_transaction(run_factory):
+    """The pool had a place and a slot for the first two: they are claimed with the spawn,
+    thinking, their claims announced right after the three `run.created` events; the third
+    waits in the queue and claims its run itself when its thread gets a slot."""
+    from django.test.utils import CaptureQueriesContext
+
+    root = run_factory()
+    worker = services.worker_register(claims_roots=False)
+    turn = _spawn_calls(
+        (("tides", "the tides of the North Sea"),),
+        (("moon", "the moon's pull on the sea"), ("sun", "the sun's pull on the sea")),
+    )
+
+    with CaptureQueriesContext(connection) as captured:
+        outcomes = services.subagents_spawn_each(
+            parent_id=root.pk, calls=turn, seat=2, worker_id=worker.pk
+        )
+
+    tides, moon, sun = outcomes[0] + outcomes[1]
+    assert [(run.status, run.state) for run in (tides, moon, sun)] == [
+        ("working", "thinking"),
+        ("working", "thinking"),
+        ("queued", "queued"),
+    ]
+    assert tides.started_at is not None and sun.started_at is None
+    assert tides.worker_id == moon.worker_id == worker.pk
+    stored = {run.pk: run.status for run in root.children.all()}
+    assert stored == {tides.pk: "working", moon.pk: "working", sun.pk: "queued"}
+    events = [e for e in root.events.order_by("seq") if e.payload["run"] != root.pk]
+    assert [(e.type, e.payload["run"]) for e in events] == [
+        ("run.created", tides.pk),
+        ("run.created", moon.pk),
+        ("run.created", sun.pk),
+        ("run.state", tides.pk),
+        ("run.state", moon.pk),
+    ]
+    assert [e.seq for e in events] == list(range(events[0].seq, events[0].seq + 5))
+    assert events[3].payload["status"] == "working" and events[3].payload["started_at"]
+    assert list(tides.states.values_list("state", flat=True)) == ["queued", "thinking"]
+    # The two claims cost one statement in the spawn, not a transaction each.
+    claims = [q["sql"] for q in captured.captured_queries if "SET status = " in q["sql"]]
+    assert len(claims) == 1 and claims[0].startswith("UPDATE"), claims
+
+
+@pytest.mark.django_db
 def test_more_spawns_in_a_turn_cost_one_insert_each_not_a_transaction_each(run_factory):
     """The tree is locked, the parent's children read and the events numbered once for the
     whole turn: each further spawn call adds only the INSERT of its runs."""

@@ -121,26 +121,36 @@ def verify(ctx: AgentContext, draft: str, facts: RunFacts) -> Verdict:
     services.state_record(facts=facts, state=State.WAITING, detail="verifier checks the draft")
     # Read once: every agent of the tree has ended, so what it stored no longer changes.
     cited = services.cited_sources(root_id=ctx.root_id, report=draft)
-    child = services.verifier_spawn(
-        parent_id=ctx.run_id,
-        name=VERIFIER_NAME,
-        reason=VERIFIER_REASON,
-        task=verifier_task(draft, cited),
-        kind=kind.name,
-        tier=tier,
-        model=model,
-        tools=kind.tools_for(ctx.research_tools),
-        max_steps=kind.clip_steps(None),
-    )
+    # At most half of the lead's time left: the other half is for its revision.
+    deadline, reason = tree.child_deadline(ctx, share=0.5)
+    with tree.seats(ctx, 1, deadline) as seat:  # seated, it is claimed with its spawn
+        child = services.verifier_spawn(
+            parent_id=ctx.run_id,
+            name=VERIFIER_NAME,
+            reason=VERIFIER_REASON,
+            task=verifier_task(draft, cited),
+            kind=kind.name,
+            tier=tier,
+            model=model,
+            tools=kind.tools_for(ctx.research_tools),
+            max_steps=kind.clip_steps(None),
+            seated=seat.count == 1,
+            worker_id=ctx.pool.worker_id,
+        )
+        seat.used = tree.seated_count([child])
     ctx.spawned.add(child.pk)
     ctx.collected.add(child.pk)  # its findings come in the revision round, not as a report
     # Redis down costs the verifier its inbox (it sends no message), not the verification.
     resilience.cleanup(
         f"opening the inbox of run {child.pk}", lambda: get_messenger().open(child.pk)
     )
-    # At most half of the lead's time left: the other half is for its revision.
-    deadline, reason = tree.child_deadline(ctx, share=0.5)
-    ctx.pool.submit(child.pk, parent_id=ctx.run_id, deadline=deadline, deadline_reason=reason)
+    ctx.pool.submit(
+        child.pk,
+        parent_id=ctx.run_id,
+        deadline=deadline,
+        deadline_reason=reason,
+        seated=child if seat.used else None,
+    )
     with yielded(ctx):
         while team_reads.working_children_ids(run_id=ctx.run_id, among=[child.pk]):
             # A note does not end this wait: the lead reads it with the findings.

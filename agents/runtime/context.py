@@ -137,6 +137,8 @@ class Runtime(Protocol):
     slot back while it waits, and hear when some agent ends. `agents.runtime.pool.AgentPool` is the
     implementation; tools see only this."""
 
+    worker_id: int | None
+
     def submit(
         self,
         run_id: int,
@@ -144,7 +146,12 @@ class Runtime(Protocol):
         parent_id: int | None = None,
         deadline: float | None = None,
         deadline_reason: str = "",
+        seated: Run | None = None,
     ) -> None: ...
+
+    def seat(self, parent_id: int, count: int) -> int: ...
+
+    def unseat(self, parent_id: int, count: int) -> None: ...
 
     def cancel(self, run_id: int, reason: str) -> bool: ...
 

@@ -140,10 +140,14 @@ class AgentPool(WorkerLoops):
         parent_id: int | None = None,
         deadline: float | None = None,
         deadline_reason: str = "",
+        seated: Run | None = None,
     ) -> None:
         """Start the agent of a queued run; it works as soon as it gets a slot (and, for a
         sub-agent, one of its parent's places). `deadline` is on the monotonic clock; a root
-        gets RESEARCH_ROOT_TIMEOUT_SECONDS from now. The end of it is kept for writing."""
+        gets RESEARCH_ROOT_TIMEOUT_SECONDS from now. The end of it is kept for writing.
+
+        A sub-agent `seated` at its spawn (see seat) was claimed with it: its row, as
+        claimed, is given, and its thread holds the seat's place and slot from the start."""
         token = CancelToken(run_id, watched=True)
         if parent_id is None and not self.claim_roots:
             with self._lock:
@@ -157,17 +161,68 @@ class AgentPool(WorkerLoops):
             # A sub-agent spawned while the pool stops: it ends at once, with its parent.
             token.cancel(self._stop_reason)
         thread = threading.Thread(
-            target=self._run_agent, args=(run_id, token), name=f"agent-{run_id}", daemon=True
+            target=self._run_agent,
+            args=(run_id, token, seated),
+            name=f"agent-{run_id}",
+            daemon=True,
         )
         with self._lock:
-            family = None
-            if parent_id is not None:
-                family = self._families.setdefault(
-                    parent_id, threading.BoundedSemaphore(settings.RESEARCH_MAX_WORKING_CHILDREN)
-                )
-            self._agents[run_id] = _Agent(run_id, token, thread, family)
-            self._starting += 1
-        thread.start()
+            family = None if parent_id is None else self._family(parent_id)
+            agent = _Agent(run_id, token, thread, family, in_family=seated is not None)
+            self._agents[run_id] = agent
+            if seated is None:
+                self._starting += 1
+        try:
+            thread.start()
+        except BaseException:  # no thread: it leaves the pool as if it had never come
+            with self._lock:
+                self._agents.pop(run_id, None)
+                if seated is None:
+                    self._starting -= 1
+            if seated is not None:
+                self._release_seats(parent_id, 1)
+            raise
+
+    def seat(self, parent_id: int, count: int) -> int:
+        """Seats for up to `count` children of `parent_id` about to be spawned: each takes one
+        of its parent's places and a slot now, without waiting, so that its spawn records it
+        working (services.subagents_spawn_each) and its thread starts on its first step
+        rather than claiming its run. None while any agent waits for a slot or starts: they
+        came first. Returns how many were taken; those no child uses go back (unseat)."""
+        with self._lock:
+            if self._stopping.is_set() or self._starting or self._waiting_for_slot:
+                return 0
+            family = self._family(parent_id)
+            seated = 0
+            while seated < count and family.acquire(blocking=False):
+                if not self._slots.acquire(blocking=False):
+                    family.release()
+                    break
+                seated += 1
+            self._working += seated  # the claim loop sees them taken at once
+        return seated
+
+    def unseat(self, parent_id: int, count: int) -> None:
+        """Give back `count` seats (see seat) that no child took."""
+        if count:
+            self._release_seats(parent_id, count)
+
+    def _family(self, parent_id: int) -> threading.BoundedSemaphore:
+        """The places of a parent's children; under self._lock."""
+        return self._families.setdefault(
+            parent_id, threading.BoundedSemaphore(settings.RESEARCH_MAX_WORKING_CHILDREN)
+        )
+
+    def _release_seats(self, parent_id: int, count: int) -> None:
+        with self._lock:
+            family = self._families[parent_id]
+            self._working -= count
+            wake = self._short_of_slots or not self.claim_roots
+        for _ in range(count):
+            self._slots.release()
+            family.release()
+        if wake:
+            self._wake.set()
 
     def cancel(self, run_id: int, reason: str) -> bool:
         """Cancel an agent of this process at once; False when it is not here."""
@@ -308,21 +363,23 @@ class AgentPool(WorkerLoops):
             return True
         return False
 
-    def _run_agent(self, run_id: int, token: CancelToken) -> None:
+    def _run_agent(self, run_id: int, token: CancelToken, seated: Run | None) -> None:
         from agents.loop.lifetime import run_agent
 
         # A thread's connection may have been closed by the server or the pool meanwhile.
         resilience.cleanup("closing stale connections", close_old_connections)
         agent = self._agent(run_id)
         try:
-            if not self._acquire_first(token, agent):
+            if seated is not None:  # its seat's place and slot, counted working since
+                self._cpu_acquire()
+            elif not self._acquire_first(token, agent):
                 resilience.record_end(run_id=run_id, error=_not_started_reason(token))
                 return
             try:
                 # Through a fresh connection when the server ended this one meanwhile. A claim
                 # that committed but whose answer was lost reads False again: the orphan sweep
                 # then ends that run, rather than two threads running it.
-                claimed = resilience.retrying(
+                claimed = seated or resilience.retrying(
                     f"claiming run {run_id}",
                     lambda: services.run_claim(run_id=run_id, worker_id=self.worker_id),
                 )

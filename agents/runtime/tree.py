@@ -5,7 +5,9 @@ The pool is reached only through the `Runtime` protocol of agents.runtime.contex
 """
 
 import time
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from dataclasses import dataclass
 from decimal import Decimal
 
 from django.conf import settings
@@ -147,6 +149,34 @@ def delivered_notes(ctx: AgentContext) -> str | None:
     return "\n\n".join(
         f"[Note from the analyst, {note.sent_at:%H:%M:%S} UTC] {note.text}" for note in notes
     )
+
+
+@dataclass
+class Seats:
+    """Seats taken for children about to be spawned (AgentPool.seat): `count` taken, `used`
+    by children recorded working."""
+
+    count: int
+    used: int = 0
+
+
+@contextmanager
+def seats(ctx: AgentContext, wanted: int, deadline: float | None) -> Iterator[Seats]:
+    """Seats for `wanted` children, none when their deadline has already passed (they end
+    without starting, as they would). The block records the children, claiming up to
+    `count` of them, and sets `used`; the seats left over go back, all of them when the
+    block raises."""
+    time_left = deadline is None or time.monotonic() < deadline
+    taken = Seats(ctx.pool.seat(ctx.run_id, wanted) if time_left else 0)
+    try:
+        yield taken
+    finally:
+        ctx.pool.unseat(ctx.run_id, taken.count - taken.used)
+
+
+def seated_count(runs: list[Run]) -> int:
+    """How many of the runs a spawn just recorded were claimed with it (seated)."""
+    return sum(run.status == Status.WORKING for run in runs)
 
 
 def child_deadline(ctx: AgentContext, *, share: float | None = None) -> tuple[float | None, str]:

@@ -4,6 +4,7 @@ The tree lock itself, taken from a run's id with the caller's event numbers, is
 `research.events.store.reserve_seqs_of`. Built once, like the step's statements.
 """
 
+from collections.abc import Sequence
 from functools import cache
 
 from django.db import connection
@@ -18,10 +19,20 @@ def claim_queued(*, run_id: int, worker_id: int | None, now, state: str) -> Run 
     """Mark a queued run working, in `state`, in one statement that returns its row; None
     when it is no longer queued. Its start keeps the time it first started (a root resumed
     after review)."""
+    runs = claim_queued_runs(run_ids=[run_id], worker_id=worker_id, now=now, state=state)
+    return runs[0] if runs else None
+
+
+def claim_queued_runs(
+    *, run_ids: Sequence[int], worker_id: int | None, now, state: str
+) -> list[Run]:
+    """claim_queued for several runs in one statement (sub-agents seated at their spawn):
+    the rows of those still queued, in id order."""
     started = connection.ops.adapt_datetimefield_value(now)
     worker = [worker_id] if worker_id is not None else []
-    params = [Status.WORKING.value, state, started, *worker, run_id, Status.QUEUED.value]
-    return _whole_run().first(_claim_sql(worker_id is not None), params)
+    params = [Status.WORKING.value, state, started, *worker, *run_ids, Status.QUEUED.value]
+    runs = _whole_run().all(_claim_sql(worker_id is not None, len(run_ids)), params)
+    return sorted(runs, key=lambda run: run.pk)
 
 
 @cache
@@ -30,12 +41,13 @@ def _whole_run() -> Instances:
 
 
 @cache
-def _claim_sql(with_worker: bool) -> str:
+def _claim_sql(with_worker: bool, count: int) -> str:
     worker = ", worker_id = %s" if with_worker else ""
+    ids = ", ".join(["%s"] * count)
     return (
         f"UPDATE {_RUNS} SET status = %s, state = %s, started_at = COALESCE(started_at, %s)"
         f"{worker} "
-        f"WHERE id = %s AND status = %s RETURNING {_whole_run().columns}"
+        f"WHERE id IN ({ids}) AND status = %s RETURNING {_whole_run().columns}"
     )
 
 

@@ -28,7 +28,7 @@ from research.models import ACTIVE_STATUSES, Citation, Run, RunState, State, Sta
 from research.selectors.runs import RunFacts, run_facts
 from research.services.citations import citations_store
 from research.services.launch import Launch
-from research.services.locks import claim_queued, run_for_finish
+from research.services.locks import claim_queued, claim_queued_runs, run_for_finish
 from research.services.steps import state_record
 from research.sql import Insert, Update, inserts_deferred
 
@@ -107,13 +107,19 @@ def subagent_create(*, parent_id: int, launch: Launch) -> Run:
 
 
 @inserts_deferred()
-def subagents_record(*, parent: Run, launches: Sequence[Launch]) -> list[Run]:
+def subagents_record(
+    *, parent: Run, launches: Sequence[Launch], seat: int = 0, worker_id: int | None = None
+) -> list[Run]:
     """The rows of checked launches under `parent`, read and locked by the caller, in the
     caller's transaction: the runs in one INSERT, then their first states and their
-    `run.created` events in one round trip (inserts_deferred), numbered in one statement."""
+    `run.created` events in one round trip (inserts_deferred), numbered in one statement.
+    The first `seat` are claimed for `worker_id` with them (subagents_announce)."""
     runs = subagents_insert(parent=parent, launches=launches)
-    subagents_announce(parent=parent, runs=runs)
-    return runs
+    claimed = {
+        run.pk: run
+        for run in subagents_announce(parent=parent, runs=runs, seat=seat, worker_id=worker_id)
+    }
+    return [claimed.get(run.pk, run) for run in runs]
 
 
 def subagents_insert(*, parent: Run, launches: Sequence[Launch]) -> list[Run]:
@@ -143,16 +149,37 @@ def subagents_insert(*, parent: Run, launches: Sequence[Launch]) -> list[Run]:
     )
 
 
-def subagents_announce(*, parent: Run, runs: Sequence[Run]) -> None:
+def subagents_announce(
+    *, parent: Run, runs: Sequence[Run], seat: int = 0, worker_id: int | None = None
+) -> list[Run]:
     """The first state (queued) of new sub-agents of `parent` and their `run.created`
-    events, numbered in one statement; in the caller's transaction, with its tree lock."""
-    _state_insert().rows([(run.pk, State.QUEUED, "", run.created_at) for run in runs])
-    first = allocate_seqs(root_id=parent.root_id, count=len(runs))
+    events, numbered in one statement; in the caller's transaction, with its tree lock.
+
+    The first `seat` of them are also claimed, thinking, for `worker_id`: its pool had a
+    place and a slot for each (AgentPool.seat), so their threads start working at once
+    instead of each claiming its run. Their rows as claimed are returned, and their
+    claims are announced with the rest, in the order a thread's claim would have made."""
+    now = timezone.now()
+    claimed = []
+    if seat:
+        claimed = claim_queued_runs(
+            run_ids=[run.pk for run in runs[:seat]],
+            worker_id=worker_id,
+            now=now,
+            state=State.THINKING,
+        )
+    _state_insert().rows(
+        [(run.pk, State.QUEUED, "", run.created_at) for run in runs]
+        + [(run.pk, run.state, "", now) for run in claimed]
+    )
+    first = allocate_seqs(root_id=parent.root_id, count=len(runs) + len(claimed))
     publish_all(
         root_id=parent.root_id,
-        events=[(run.pk, RunCreated.of(run)) for run in runs],
+        events=[(run.pk, RunCreated.of(run)) for run in runs]
+        + [(run.pk, _claimed(run)) for run in claimed],
         first_seq=first,
     )
+    return claimed
 
 
 @transaction.atomic
@@ -174,15 +201,19 @@ def run_claim(*, run_id: int, worker_id: int | None = None) -> Run | None:
     root_id, seq = reserved
     expect(root_id, seq, 1)
     _state_insert().row(run.pk, run.state, "", now)
-    event = RunStateChanged(
+    publish_all(root_id=root_id, events=[(run.pk, _claimed(run))], first_seq=seq)
+    return run
+
+
+def _claimed(run: Run) -> RunStateChanged:
+    """The event of a run just claimed: working, and its clock starts (or resumes)."""
+    return RunStateChanged(
         status=run.status,
         state=run.state,
         detail="",
         started_at=iso(run.started_at),
-        worked_seconds=round(run.worked_seconds() or 0, 3),  # its clock starts (or resumes)
+        worked_seconds=round(run.worked_seconds() or 0, 3),
     )
-    publish_all(root_id=root_id, events=[(run.pk, event)], first_seq=seq)
-    return run
 
 
 def run_set_state(

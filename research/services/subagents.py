@@ -57,13 +57,20 @@ def subagents_spawn(*, parent_id: int, launches: Sequence[Launch], batch: bool =
 @transaction.atomic
 @inserts_deferred()
 def subagents_spawn_each(
-    *, parent_id: int, calls: Sequence[SpawnCall]
+    *,
+    parent_id: int,
+    calls: Sequence[SpawnCall],
+    seat: int = 0,
+    worker_id: int | None = None,
 ) -> list[list[Run] | ResearchError]:
     """Record the spawn calls of one turn: for each, its runs, or the refusal that recorded
     none of them. Each call is checked as if made after the ones before it (their names are
     taken, their tasks are working sub-agents' tasks), and all of them are recorded in one
     transaction: the tree locked and its counts read once, each call's runs in one INSERT,
     then every first state and `run.created` event in one round trip.
+
+    The first `seat` runs recorded are claimed for `worker_id` in the same transaction
+    (subagents_announce): their rows come back working, the others queued.
 
     Holds the root's row lock, so that agents of one tree spawning at once cannot pass the
     tree limit together."""
@@ -91,9 +98,16 @@ def subagents_spawn_each(
         in_tree += len(runs)
         recorded += runs
         outcomes.append(runs)
-    if recorded:
-        subagents_announce(parent=parent, runs=recorded)
-    return outcomes
+    if not recorded:
+        return outcomes
+    claimed = subagents_announce(parent=parent, runs=recorded, seat=seat, worker_id=worker_id)
+    if not claimed:
+        return outcomes
+    rows = {run.pk: run for run in claimed}
+    return [
+        outcome if isinstance(outcome, ResearchError) else [rows.get(r.pk, r) for r in outcome]
+        for outcome in outcomes
+    ]
 
 
 def _working(name: str, pk: int) -> str:
@@ -187,14 +201,20 @@ def _check(launch: Launch, parent: Run, taken: dict[str, int | None], in_tree: i
 
 
 @transaction.atomic
-def verifier_spawn(*, parent_id: int, name: str, **fields) -> Run:
+def verifier_spawn(
+    *, parent_id: int, name: str, seated: bool = False, worker_id: int | None = None, **fields
+) -> Run:
     """Record the verifier the runtime starts on a root's draft (issue 14). The runtime, not
     the model, asks for it: seed 000's limits and the task's length do not apply, and the
-    name gets a number if the model already used it."""
+    name gets a number if the model already used it. `seated`: claimed for `worker_id` with
+    its spawn (subagents_announce)."""
     parent = parent_for_spawn(parent_id)
     taken = {child.name for child in team_reads.children_named(run_id=parent_id)}
     unique, number = name, 1
     while unique in taken:
         number += 1
         unique = f"{name}-{number}"
-    return subagents_record(parent=parent, launches=[Launch(name=unique, **fields)])[0]
+    launches = [Launch(name=unique, **fields)]
+    return subagents_record(
+        parent=parent, launches=launches, seat=int(seated), worker_id=worker_id
+    )[0]

@@ -14,13 +14,13 @@ from agents import kinds, prompts
 from agents.messages import get_messenger
 from agents.runtime import resilience
 from agents.runtime.context import AgentContext
-from agents.runtime.tree import child_deadline
+from agents.runtime.tree import child_deadline, seated_count, seats
 from agents.tools.base import ToolError
 from agents.tools.plan import plan_item_text
 from agents.tools.tool import Tool, reshaped, tool
 from research import endings, services
 from research.errors import ResearchError
-from research.models import Run, State
+from research.models import Run, State, Status
 
 log = logging.getLogger(__name__)
 
@@ -173,15 +173,28 @@ def _spawn(
     if calls and ctx.pool is None:
         no_pool = ToolError("sub-agents cannot run here: this agent has no pool")
         return [outcome if isinstance(outcome, ToolError) else no_pool for outcome in resolved]
-    recorded = iter(
-        services.subagents_spawn_each(parent_id=ctx.run_id, calls=calls) if calls else []
-    )
+    deadline = child_deadline(ctx)
+    recorded = iter(_record(ctx, calls, deadline[0]) if calls else [])
     outcomes = [
         outcome if isinstance(outcome, ToolError) else _spawned(next(recorded))
         for outcome in resolved
     ]
-    _start(ctx, [outcome for outcome in outcomes if isinstance(outcome, _Spawned)])
+    _start(ctx, [outcome for outcome in outcomes if isinstance(outcome, _Spawned)], deadline)
     return outcomes
+
+
+def _record(
+    ctx: AgentContext, calls: list[services.SpawnCall], deadline: float | None
+) -> list[list[Run] | ResearchError]:
+    """subagents_spawn_each, with each child the pool can seat now claimed in the same
+    transaction (tree.seats): its thread then starts on its first step."""
+    with seats(ctx, sum(len(call.launches) for call in calls), deadline) as taken:
+        recorded = services.subagents_spawn_each(
+            parent_id=ctx.run_id, calls=calls, seat=taken.count, worker_id=ctx.pool.worker_id
+        )
+        children = [run for runs in recorded if isinstance(runs, list) for run in runs]
+        taken.used = seated_count(children)
+    return recorded
 
 
 def _spawned(recorded: list[Run] | ResearchError) -> _Spawned | ToolError:
@@ -204,13 +217,12 @@ def _launches(
     return launches
 
 
-def _start(ctx: AgentContext, spawned: list[_Spawned]) -> None:
+def _start(ctx: AgentContext, spawned: list[_Spawned], deadline: tuple[float | None, str]) -> None:
     """Open the children's inboxes, then start them all; one that cannot start is failed
     with the reason, which its parent reads in the call's result and when it waits."""
     children = [child for outcome in spawned for child in outcome.children]
     if not children:
         return
-    deadline, deadline_reason = child_deadline(ctx)
     ctx.spawned.update(child.pk for child in children)
     for child in children:
         # Redis unreachable: the child still starts, and reopens its inbox when it does; it
@@ -225,8 +237,9 @@ def _start(ctx: AgentContext, spawned: list[_Spawned]) -> None:
                 ctx.pool.submit(
                     child.pk,
                     parent_id=ctx.run_id,
-                    deadline=deadline,
-                    deadline_reason=deadline_reason,
+                    deadline=deadline[0],
+                    deadline_reason=deadline[1],
+                    seated=child if child.status == Status.WORKING else None,
                 )
             except Exception as error:  # the others still start
                 log.exception("sub-agent %s of run %s could not start", child.pk, ctx.run_id)

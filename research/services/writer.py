@@ -151,7 +151,10 @@ class Writer:
             if not inline:
                 record = Pending(part, alone, self)
                 self._queue.append(record)
-                self._ready.notify()
+                # The writer waits for a first record, or for a batch to fill; lingering
+                # over a batch it wakes at its deadline and takes what came meanwhile.
+                if len(self._queue) == 1 or len(self._queue) >= BATCH_MAX:
+                    self._ready.notify()
         if inline:
             return Pending.written(alone())
         return record

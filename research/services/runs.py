@@ -115,11 +115,7 @@ def subagents_record(
     `run.created` events in one round trip (inserts_deferred), numbered in one statement.
     The first `seat` are claimed for `worker_id` with them (subagents_announce)."""
     runs = subagents_insert(parent=parent, launches=launches)
-    claimed = {
-        run.pk: run
-        for run in subagents_announce(parent=parent, runs=runs, seat=seat, worker_id=worker_id)
-    }
-    return [claimed.get(run.pk, run) for run in runs]
+    return subagents_announce(parent=parent, runs=runs, seat=seat, worker_id=worker_id)
 
 
 def subagents_insert(*, parent: Run, launches: Sequence[Launch]) -> list[Run]:
@@ -157,8 +153,9 @@ def subagents_announce(
 
     The first `seat` of them are also claimed, thinking, for `worker_id`: its pool had a
     place and a slot for each (AgentPool.seat), so their threads start working at once
-    instead of each claiming its run. Their rows as claimed are returned, and their
-    claims are announced with the rest, in the order a thread's claim would have made."""
+    instead of each claiming its run. Their claims are announced after the `run.created`
+    events, as their threads' claims would have been. Returns the runs in order, those
+    claimed as their claim returned them."""
     now = timezone.now()
     claimed = []
     if seat:
@@ -179,7 +176,8 @@ def subagents_announce(
         + [(run.pk, _claimed(run)) for run in claimed],
         first_seq=first,
     )
-    return claimed
+    rows = {run.pk: run for run in claimed}
+    return [rows.get(run.pk, run) for run in runs]
 
 
 @transaction.atomic

@@ -100,12 +100,10 @@ def subagents_spawn_each(
         outcomes.append(runs)
     if not recorded:
         return outcomes
-    claimed = subagents_announce(parent=parent, runs=recorded, seat=seat, worker_id=worker_id)
-    if not claimed:
-        return outcomes
-    rows = {run.pk: run for run in claimed}
+    announced = subagents_announce(parent=parent, runs=recorded, seat=seat, worker_id=worker_id)
+    rows = {run.pk: run for run in announced}  # the seated ones as their claim returned them
     return [
-        outcome if isinstance(outcome, ResearchError) else [rows.get(r.pk, r) for r in outcome]
+        outcome if isinstance(outcome, ResearchError) else [rows[run.pk] for run in outcome]
         for outcome in outcomes
     ]
 

@@ -84,6 +84,13 @@ class CancelToken:
     def reason(self) -> str:
         return self._reason
 
+    def not_started_reason(self) -> str:
+        """Why an agent ended before its first step: its cancel, or its deadline passing
+        while it waited for a place (seed 001: out of time without starting)."""
+        if self.deadline is not None and time.monotonic() >= self.deadline:
+            return endings.NOT_STARTED_IN_TIME
+        return self._reason
+
     def is_set(self) -> bool:
         if self._event.is_set():
             return True

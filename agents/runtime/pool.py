@@ -2,8 +2,11 @@
 
 A slot is what lets an agent work. An agent that waits (for its sub-agents, for a message)
 gives its slot back for the wait and takes one again after it, so a parent waiting on its
-children can never starve them of slots (seed 001's thread-starvation deadlock). Threads
-get run ids, never model instances, and close stale database connections around each job.
+children can never starve them of slots (seed 001's thread-starvation deadlock). A child
+that can have its place and slot at once when it is spawned is seated: claimed in its
+spawn's transaction, its thread starts working without a claim of its own. Threads get
+run ids (or a seated child's row), never model instances, and close stale database
+connections around each job.
 
 One pool runs per process, started by agents.hosting: in the web process for the embedded
 default, in `manage.py runagents` workers, or in a command that runs its own researches.
@@ -19,16 +22,18 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.db import close_old_connections, connection, connections
+from django.db import close_old_connections, connections
 
 from agents.messages import get_messenger
 from agents.runtime import resilience
 from agents.runtime.context import CancelToken
+from agents.runtime.gate import CpuGate
 from agents.runtime.orphans import OrphanSweep
 from agents.runtime.worker import WorkerLoops
 from research import endings, events, services
 from research.models import Run
 from research.ops import root_wakeup
+from research.sql import give_back_connection
 
 log = logging.getLogger(__name__)
 
@@ -50,12 +55,7 @@ class AgentPool(WorkerLoops):
         self.claim_roots = claim_roots
         self.worker_id: int | None = None
         self._slots = threading.BoundedSemaphore(self.max_active)
-        # Of the agents with a slot, those running Canopy's own Python rather than waiting on
-        # their model or their tools. Python runs one thread at a time: with hundreds of
-        # runnable threads, the server's loop (handshakes, events, pages) waited seconds for
-        # its turn. Holders are never inside a transaction when they wait for this gate.
-        self._cpu = threading.BoundedSemaphore(settings.RESEARCH_AGENT_CPU_SLOTS)
-        self._holds_cpu = threading.local()
+        self._cpu = CpuGate(settings.RESEARCH_AGENT_CPU_SLOTS)  # agents running Python
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         self._agents: dict[int, _Agent] = {}
@@ -239,7 +239,7 @@ class AgentPool(WorkerLoops):
 
     def wait_changed(self, timeout: float) -> bool:
         """Block until some agent of this pool ends (True), or the timeout passes (False)."""
-        _give_back_connection()
+        give_back_connection()
         with self._changed:
             return self._changed.wait(timeout)
 
@@ -247,19 +247,19 @@ class AgentPool(WorkerLoops):
     def blocking(self) -> Iterator[None]:
         """Let other agents run Python while the caller waits on its model or its tools, and
         give its database connection back to the pool meanwhile."""
-        _give_back_connection()
-        released = self._cpu_release()
+        give_back_connection()
+        released = self._cpu.release()
         try:
             yield
         finally:
             if released:
-                self._cpu_acquire()
+                self._cpu.acquire()
 
     @contextmanager
     def yielded(self, token: CancelToken) -> Iterator[None]:
         """Give the caller's slot (and its place among its siblings) back while it waits,
         and take them again afterwards."""
-        _give_back_connection()
+        give_back_connection()
         agent = self._agent(token.run_id)
         self._release(agent)
         try:
@@ -314,7 +314,7 @@ class AgentPool(WorkerLoops):
         # free slot meanwhile.
         with self._lock:
             self._working += 1
-        self._cpu_acquire()
+        self._cpu.acquire()
         return True
 
     def _take_place(self, token: CancelToken, agent: _Agent, *, cancellable: bool) -> bool:
@@ -334,7 +334,7 @@ class AgentPool(WorkerLoops):
         with self._lock:
             self._working -= 1
             wake = self._short_of_slots or not self.claim_roots
-        self._cpu_release()
+        self._cpu.release()
         self._slots.release()
         self._leave_family(agent)
         if wake:
@@ -346,23 +346,6 @@ class AgentPool(WorkerLoops):
             agent.in_family = False
             agent.family.release()
 
-    # A thread holds the gate once at most: a wait (yielded) inside a tool call (blocking)
-    # finds it already given back.
-    def _cpu_acquire(self) -> None:
-        if not getattr(self._holds_cpu, "held", False):
-            if not self._cpu.acquire(blocking=False):
-                # A thread waiting its turn needs no connection meanwhile.
-                _give_back_connection()
-                self._cpu.acquire()
-            self._holds_cpu.held = True
-
-    def _cpu_release(self) -> bool:
-        if getattr(self._holds_cpu, "held", False):
-            self._holds_cpu.held = False
-            self._cpu.release()
-            return True
-        return False
-
     def _run_agent(self, run_id: int, token: CancelToken, seated: Run | None) -> None:
         from agents.loop.lifetime import run_agent
 
@@ -371,9 +354,9 @@ class AgentPool(WorkerLoops):
         agent = self._agent(run_id)
         try:
             if seated is not None:  # its seat's place and slot, counted working since
-                self._cpu_acquire()
+                self._cpu.acquire()
             elif not self._acquire_first(token, agent):
-                resilience.record_end(run_id=run_id, error=_not_started_reason(token))
+                resilience.record_end(run_id=run_id, error=token.not_started_reason())
                 return
             try:
                 # Through a fresh connection when the server ended this one meanwhile. A claim
@@ -412,43 +395,3 @@ class AgentPool(WorkerLoops):
                 )
             finally:
                 resilience.cleanup("giving connections back", connections.close_all)
-
-    def _log_end(self, run_id: int) -> None:
-        with self._lock:
-            if run_id not in self._claimed:
-                return
-            self._claimed.discard(run_id)
-        try:
-            row = Run.objects.filter(pk=run_id).values_list("status", "error").first()
-        except Exception:  # the database is gone: the run's end is not ours to report
-            log.exception("worker %s: research %s ended", self.worker_id, run_id)
-            return
-        status, error = row or ("deleted", "")
-        log.info(
-            "worker %s: research %s ended: %s%s",
-            self.worker_id,
-            run_id,
-            status,
-            f" ({error})" if error else "",
-        )
-
-
-def _give_back_connection() -> None:
-    """Return the thread's connection to the connection pool (PostgreSQL) while its agent
-    waits: connections then follow the agents running, not the agents alive, and hundreds
-    of agents waiting on their models fit in a pool of tens. The next query takes one back.
-    Not inside a transaction, and not on SQLite, whose connections are not pooled."""
-    if (
-        connection.vendor == "postgresql"
-        and connection.settings_dict.get("OPTIONS", {}).get("pool")
-        and not connection.in_atomic_block
-    ):
-        connection.close()
-
-
-def _not_started_reason(token: CancelToken) -> str:
-    """Why an agent ended before its first step: its cancel, or its deadline passing while
-    it waited for a place (seed 001: out of time without starting)."""
-    if token.deadline is not None and time.monotonic() >= token.deadline:
-        return endings.NOT_STARTED_IN_TIME
-    return token.reason

@@ -12,7 +12,7 @@ from django.conf import settings
 from django.db import close_old_connections, connections
 
 from research import endings, services
-from research.models import Worker
+from research.models import Run, Worker
 from research.selectors import team as team_reads
 
 log = logging.getLogger(__name__)
@@ -57,6 +57,26 @@ class WorkerLoops:
                     self._claimed.add(run_id)
                 log.info("worker %s: claimed research %s", self.worker_id, run_id)
                 self.submit(run_id)
+
+    def _log_end(self, run_id: int) -> None:
+        """The one log line when a root this pool claimed ends."""
+        with self._lock:
+            if run_id not in self._claimed:
+                return
+            self._claimed.discard(run_id)
+        try:
+            row = Run.objects.filter(pk=run_id).values_list("status", "error").first()
+        except Exception:  # the database is gone: the run's end is not ours to report
+            log.exception("worker %s: research %s ended", self.worker_id, run_id)
+            return
+        status, error = row or ("deleted", "")
+        log.info(
+            "worker %s: research %s ended: %s%s",
+            self.worker_id,
+            run_id,
+            status,
+            f" ({error})" if error else "",
+        )
 
     def _take_given_roots_again(self) -> None:
         """Of the roots this pool was given, those queued again (a plan approved after its

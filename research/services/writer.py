@@ -39,7 +39,7 @@ from django.conf import settings
 from django.db import connection, transaction
 
 from research.services.step_batch import write_parts
-from research.sql import drop_broken_connection, inserts_deferred
+from research.sql import drop_broken_connection, give_back_connection, inserts_deferred
 
 log = logging.getLogger(__name__)
 
@@ -201,7 +201,7 @@ class Writer:
                     self._write(batch)
                     idle = IDLE_SECONDS
                 else:
-                    _give_back_connection()
+                    give_back_connection()
                     idle = None
         finally:
             connection.close()
@@ -254,11 +254,6 @@ class Writer:
                 record.error = error
                 drop_broken_connection()
             record.done.set()
-
-
-def _give_back_connection() -> None:
-    if connection.settings_dict.get("OPTIONS", {}).get("pool"):
-        connection.close()
 
 
 step_writer = Writer(write_parts)

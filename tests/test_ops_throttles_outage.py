@@ -73,7 +73,9 @@ def assert_json(response: httpx.Response, status: int) -> dict:
 def test_a_redis_outage_lets_work_through_and_pauses_sign_in(
     server, own_redis, scripted_llm, alice, admin_user, settings
 ):
-    scripted_llm.default(slow(20, reply("An owl report.")))  # the roots stay working
+    # The roots stay working: each of the three takes one of these turns (a script's turn
+    # is used once; with one, the second root answered at once and could end before its note).
+    scripted_llm.default(*[slow(20, reply("An owl report."))] * 3)
     api = httpx.Client(
         base_url=server.url,
         headers={"Authorization": f"Token {Token.objects.create(user=alice).key}"},

@@ -48,7 +48,7 @@ def test_parents_waiting_on_children_never_starve_them_of_slots(scripted_llm, al
 
 
 def test_a_child_the_pool_can_seat_starts_with_its_spawn_the_other_waits_its_slot(
-    scripted_llm, alice, settings
+    scripted_llm, alice
 ):
     """Two slots, the root holding one: of the two children of its spawn, the first is
     seated (claimed in the spawn's transaction, its claim right after the spawn's events),

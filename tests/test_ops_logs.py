@@ -70,7 +70,7 @@ def test_a_whole_research_logs_no_secret_and_names_its_run(settings, tmp_path, a
     ended = f"research {bad.pk} ended: failed"
     line = next(line for line in output.splitlines() if ended in line)
     assert re.match(
-        rf"^\d{{4}}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{{3}}Z INFO agents\.runtime\.pool "
+        rf"^\d{{4}}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{{3}}Z INFO agents\.runtime\.worker "
         rf"run={bad.pk} root={bad.pk}: worker \d+: {ended}",
         line,
     ), line

@@ -137,7 +137,7 @@ def verify(ctx: AgentContext, draft: str, facts: RunFacts) -> Verdict:
             seated=seat.count == 1,
             worker_id=ctx.pool.worker_id,
         )
-        seat.used = tree.seated_count([child])
+        seat.used = int(tree.is_seated(child))
     ctx.spawned.add(child.pk)
     ctx.collected.add(child.pk)  # its findings come in the revision round, not as a report
     # Redis down costs the verifier its inbox (it sends no message), not the verification.
@@ -149,7 +149,7 @@ def verify(ctx: AgentContext, draft: str, facts: RunFacts) -> Verdict:
         parent_id=ctx.run_id,
         deadline=deadline,
         deadline_reason=reason,
-        seated=child if seat.used else None,
+        seated=child if tree.is_seated(child) else None,
     )
     with yielded(ctx):
         while team_reads.working_children_ids(run_id=ctx.run_id, among=[child.pk]):

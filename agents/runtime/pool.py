@@ -216,13 +216,19 @@ class AgentPool(WorkerLoops):
     def _release_seats(self, parent_id: int, count: int) -> None:
         with self._lock:
             family = self._families[parent_id]
+        for _ in range(count):
+            family.release()
+        self._free_slots(count)
+
+    def _free_slots(self, count: int) -> None:
+        """Give back `count` slots of agents counted working."""
+        with self._lock:
             self._working -= count
             wake = self._short_of_slots or not self.claim_roots
         for _ in range(count):
             self._slots.release()
-            family.release()
         if wake:
-            self._wake.set()
+            self._wake.set()  # the claim loop may take a queued root now
 
     def cancel(self, run_id: int, reason: str) -> bool:
         """Cancel an agent of this process at once; False when it is not here."""
@@ -331,14 +337,9 @@ class AgentPool(WorkerLoops):
         return True
 
     def _release(self, agent: _Agent | None) -> None:
-        with self._lock:
-            self._working -= 1
-            wake = self._short_of_slots or not self.claim_roots
         self._cpu.release()
-        self._slots.release()
         self._leave_family(agent)
-        if wake:
-            self._wake.set()  # the claim loop may take a queued root now
+        self._free_slots(1)
 
     @staticmethod
     def _leave_family(agent: _Agent | None) -> None:

@@ -174,9 +174,10 @@ def seats(ctx: AgentContext, wanted: int, deadline: float | None) -> Iterator[Se
         ctx.pool.unseat(ctx.run_id, taken.count - taken.used)
 
 
-def seated_count(runs: list[Run]) -> int:
-    """How many of the runs a spawn just recorded were claimed with it (seated)."""
-    return sum(run.status == Status.WORKING for run in runs)
+def is_seated(run: Run) -> bool:
+    """Whether a run its spawn just returned was claimed with it (seated): its thread is
+    handed the row (AgentPool.submit(seated=...)) and does not claim it again."""
+    return run.status == Status.WORKING
 
 
 def child_deadline(ctx: AgentContext, *, share: float | None = None) -> tuple[float | None, str]:

@@ -14,13 +14,13 @@ from agents import kinds, prompts
 from agents.messages import get_messenger
 from agents.runtime import resilience
 from agents.runtime.context import AgentContext
-from agents.runtime.tree import child_deadline, seated_count, seats
+from agents.runtime.tree import child_deadline, is_seated, seats
 from agents.tools.base import ToolError
 from agents.tools.plan import plan_item_text
 from agents.tools.tool import Tool, reshaped, tool
 from research import endings, services
 from research.errors import ResearchError
-from research.models import Run, State, Status
+from research.models import Run, State
 
 log = logging.getLogger(__name__)
 
@@ -173,13 +173,14 @@ def _spawn(
     if calls and ctx.pool is None:
         no_pool = ToolError("sub-agents cannot run here: this agent has no pool")
         return [outcome if isinstance(outcome, ToolError) else no_pool for outcome in resolved]
-    deadline = child_deadline(ctx)
-    recorded = iter(_record(ctx, calls, deadline[0]) if calls else [])
+    deadline, reason = child_deadline(ctx)
+    recorded = iter(_record(ctx, calls, deadline) if calls else [])
     outcomes = [
         outcome if isinstance(outcome, ToolError) else _spawned(next(recorded))
         for outcome in resolved
     ]
-    _start(ctx, [outcome for outcome in outcomes if isinstance(outcome, _Spawned)], deadline)
+    started = [outcome for outcome in outcomes if isinstance(outcome, _Spawned)]
+    _start(ctx, started, deadline, reason)
     return outcomes
 
 
@@ -193,7 +194,7 @@ def _record(
             parent_id=ctx.run_id, calls=calls, seat=taken.count, worker_id=ctx.pool.worker_id
         )
         children = [run for runs in recorded if isinstance(runs, list) for run in runs]
-        taken.used = seated_count(children)
+        taken.used = sum(map(is_seated, children))
     return recorded
 
 
@@ -217,7 +218,7 @@ def _launches(
     return launches
 
 
-def _start(ctx: AgentContext, spawned: list[_Spawned], deadline: tuple[float | None, str]) -> None:
+def _start(ctx: AgentContext, spawned: list[_Spawned], deadline: float | None, reason: str) -> None:
     """Open the children's inboxes, then start them all; one that cannot start is failed
     with the reason, which its parent reads in the call's result and when it waits."""
     children = [child for outcome in spawned for child in outcome.children]
@@ -237,9 +238,9 @@ def _start(ctx: AgentContext, spawned: list[_Spawned], deadline: tuple[float | N
                 ctx.pool.submit(
                     child.pk,
                     parent_id=ctx.run_id,
-                    deadline=deadline[0],
-                    deadline_reason=deadline[1],
-                    seated=child if child.status == Status.WORKING else None,
+                    deadline=deadline,
+                    deadline_reason=reason,
+                    seated=child if is_seated(child) else None,
                 )
             except Exception as error:  # the others still start
                 log.exception("sub-agent %s of run %s could not start", child.pk, ctx.run_id)

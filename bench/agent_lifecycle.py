@@ -54,7 +54,8 @@ REPORT = "A short report. Sources: https://example.org/a-page-nobody-read"
 def main() -> None:
     options = parse_args()
     with ScriptedLLM(keep_alive=True) as llm, tempfile.TemporaryDirectory() as folder:
-        configure(llm, argparse.Namespace(database=options.database, turns=1, agents=1), folder)
+        shape = argparse.Namespace(database=options.database, turns=1, agents=1)
+        configure(llm.base_url, shape, folder)
         import django
 
         django.setup()

@@ -7,16 +7,19 @@ Canopy's: its writes (states, usage, steps, events), its reads and the loop.
 
 The agent runs in this process's main thread and hands its step records to the process's
 writer thread (research.services.writer) as it does in a pool; `--inline` writes them in the
-agent's thread instead, as before group commit. It prints, per step (medians of --repeat
-runs): Canopy's milliseconds, the CPU of the agent's and the writer's threads together (the
-model client included; the scripted model runs in other threads) and the whole process's
-(the scripted model included), SQL statements and commits of every connection (each
+agent's thread instead, as before group commit. The scripted model runs in a process of its
+own, as a real model's endpoint is elsewhere: its Python does not take this process's GIL
+while the agent waits on its answer. `--model-here` runs it in this process's threads, as
+rounds one to nine of issue 25 measured. It prints, per step (medians of --repeat runs):
+Canopy's milliseconds, the CPU of the agent's and the writer's threads together (the model
+client included) and the whole process's, SQL statements and commits of every connection (each
 transaction committed, and each statement run outside one, which the database commits on its
 own), on either database. `--statements` lists the statements of the last run, grouped, most
 frequent first.
 """
 
 import argparse
+import multiprocessing
 import os
 import statistics
 import sys
@@ -39,13 +42,20 @@ TOOLS = {"cancel_subagent": {"name": "nobody"}, "web_search": {"query": "nothing
 
 def main() -> None:
     options = parse_args()
-    with ScriptedLLM(keep_alive=True) as llm, tempfile.TemporaryDirectory() as folder:
-        configure(llm, options, folder)
+    scripts = {
+        topic(index, agent): [call(options.tool, **TOOLS[options.tool])] * options.turns
+        + [reply("done")]
+        for index in range(options.repeat)
+        for agent in range(options.agents)
+    }
+    model = ModelHere(scripts) if options.model_here else ModelProcess(scripts)
+    with model, tempfile.TemporaryDirectory() as folder:
+        configure(model.base_url, options, folder)
         import django
 
         django.setup()
         prepare_database()
-        figures = [measure(llm, options, index) for index in range(options.repeat)]
+        figures = [measure(options, index) for index in range(options.repeat)]
         report(options, figures)
         if options.statements:
             print_statements(figures[-1]["statements"], steps=options.turns + 1)
@@ -60,6 +70,9 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--inline", action="store_true", help="no writer thread (as before)")
     parser.add_argument("--agents", type=int, default=1, help="agents at once, each a thread (1)")
     parser.add_argument(
+        "--model-here", action="store_true", help="the scripted model in this process's threads"
+    )
+    parser.add_argument(
         "--tool",
         choices=sorted(TOOLS),
         default="cancel_subagent",
@@ -70,12 +83,63 @@ def parse_args() -> argparse.Namespace:
     return parser.parse_args()
 
 
-def configure(llm: ScriptedLLM, options: argparse.Namespace, folder: str) -> None:
+STARTED = time.time()
+
+
+def topic(index: int, agent: int) -> str:
+    return f"step cost {index}.{agent} {STARTED}"
+
+
+class ModelHere:
+    """The scripted model in this process's threads, serving `scripts` (task: turns)."""
+
+    def __init__(self, scripts: dict[str, list]) -> None:
+        self.llm = ScriptedLLM(keep_alive=True)
+        for task, turns in scripts.items():
+            self.llm.script(task, *turns)
+
+    def __enter__(self) -> "ModelHere":
+        self.base_url = self.llm.start().base_url
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.llm.stop()
+
+
+class ModelProcess:
+    """The scripted model in a child process, serving `scripts` (task: turns) until the
+    block ends; `base_url` is its address."""
+
+    def __init__(self, scripts: dict[str, list]) -> None:
+        self.scripts = scripts
+
+    def __enter__(self) -> "ModelProcess":
+        context = multiprocessing.get_context("fork")  # before Django is set up
+        ours, theirs = context.Pipe()
+        self.process = context.Process(target=self._serve, args=(theirs,), daemon=True)
+        self.process.start()
+        self.base_url = ours.recv()
+        self.pipe = ours
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.pipe.send("stop")
+        self.process.join(5)
+
+    def _serve(self, pipe) -> None:
+        with ScriptedLLM(keep_alive=True) as llm:
+            for task, turns in self.scripts.items():
+                llm.script(task, *turns)
+            pipe.send(llm.base_url)
+            pipe.recv()
+
+
+def configure(base_url: str, options: argparse.Namespace, folder: str) -> None:
     database = f"sqlite:///{folder}/bench.sqlite3" if options.database == "sqlite" else POSTGRES_URL
     os.environ.update(
         DJANGO_SETTINGS_MODULE="research.settings",
         DATABASE_URL=database,
-        OPENAI_BASE_URL=llm.base_url,
+        OPENAI_BASE_URL=base_url,
         OPENAI_API_KEY="bench",
         RESEARCH_MODEL="scripted",
         RESEARCH_MODEL_PRICES='{"scripted": [1.0, 2.0]}',
@@ -153,7 +217,7 @@ def thread_cpu(thread: threading.Thread | None) -> float:
     return time.clock_gettime(time.pthread_getcpuclockid(thread.ident))
 
 
-def measure(llm: ScriptedLLM, options: argparse.Namespace, index: int) -> dict[str, float]:
+def measure(options: argparse.Namespace, index: int) -> dict[str, float]:
     from django.contrib.auth.models import User
     from django.db import connection
 
@@ -163,14 +227,8 @@ def measure(llm: ScriptedLLM, options: argparse.Namespace, index: int) -> dict[s
     owner, _ = User.objects.get_or_create(username="bench")
     runs = []
     for agent in range(options.agents):
-        topic = f"step cost {index}.{agent} {time.time()}"
-        llm.script(
-            topic,
-            *[call(options.tool, **TOOLS[options.tool]) for _ in range(options.turns)],
-            reply("done"),
-        )
         run = services.run_start(
-            owner=owner, topic=topic, max_steps=options.turns + 1, throttle=False
+            owner=owner, topic=topic(index, agent), max_steps=options.turns + 1, throttle=False
         )
         services.run_claim(run_id=run.pk)
         runs.append(run.pk)
@@ -256,7 +314,8 @@ def report(options: argparse.Namespace, figures: list[dict[str, float]]) -> None
     if options.agents > 1:
         runs = f"{options.agents} agents at once, each {runs}"
     writer = "writes in the agent's thread" if options.inline else "writer thread"
-    print(f"database: {options.database}, {runs} of {options.tool}, {writer}")
+    model = "the model in this process" if options.model_here else "the model in its own process"
+    print(f"database: {options.database}, {runs} of {options.tool}, {writer}, {model}")
     # With agents at once: the wall time less one agent's model time, over all their steps.
     print(f"canopy ms per step (median): {median('canopy_ms'):.2f}  (goal <= 2)")
     print(f"model ms per step (median): {median('model_ms'):.2f}")

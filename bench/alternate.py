@@ -4,6 +4,7 @@ of a whole research, before and after a change, on a machine whose speed drifts.
     git worktree add ../before <commit>
     .venv/bin/python bench/alternate.py ../before .          # 8 pairs of 10 researches
     .venv/bin/python bench/alternate.py ../before . --pairs 4 --repeat 5
+    .venv/bin/python bench/alternate.py ../before . -- --delay 0.02    # research_cpu.py's options
 
 On a shared machine the same code measured anywhere from 17 to 24 ms a call within an hour
 (issue 25, round six): one run of each side says little. This runs the two sides in turns
@@ -28,17 +29,23 @@ def main() -> None:
     parser.add_argument("after", type=Path, help="the other checkout")
     parser.add_argument("--pairs", type=int, default=8, help="runs of each side (8)")
     parser.add_argument("--repeat", type=int, default=10, help="researches a run (10)")
-    options = parser.parse_args()
+    # What follows `--` goes to bench/research_cpu.py on both sides (--delay 0.02).
+    ours, theirs = sys.argv[1:], []
+    if "--" in ours:
+        at = ours.index("--")
+        ours, theirs = ours[:at], ours[at + 1 :]
+    options = parser.parse_args(ours)
+    options.options = theirs
     figures: dict[str, list[float]] = {"before": [], "after": []}
     for pair in range(1, options.pairs + 1):
         for side in ("before", "after"):
-            figure = run(getattr(options, side), options.repeat)
+            figure = run(getattr(options, side), options.repeat, options.options)
             figures[side].append(figure)
             print(f"pair {pair}, {side}: {figure:.1f} ms a call", flush=True)
     report(figures)
 
 
-def run(checkout: Path, repeat: int) -> float:
+def run(checkout: Path, repeat: int, options: list[str]) -> float:
     """One research_cpu.py run in `checkout`: its CPU ms per model call over all its
     researches (the mean). The process's CPU is read from /proc in ticks of 10 ms, about
     0.6 ms a call for one research: the median of ten researches stays on one tick or the
@@ -52,6 +59,7 @@ def run(checkout: Path, repeat: int) -> float:
                 str(repeat),
                 "--json",
                 output.name,
+                *options,
             ],
             cwd=checkout,
             check=True,

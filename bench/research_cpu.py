@@ -45,7 +45,7 @@ from collections import Counter  # noqa: E402
 
 from served import Client, Server, watch  # noqa: E402
 
-from agents.llm.scripted import ScriptedLLM, call, calls, reply  # noqa: E402
+from agents.llm.scripted import ScriptedLLM, call, calls, reply, slow  # noqa: E402
 from tests.fakeweb import FakeWeb  # noqa: E402
 
 DATABASE = os.environ.get("BENCH_CPU_DATABASE", "canopy_bench_cpu")
@@ -101,6 +101,14 @@ def parse_args() -> argparse.Namespace:
         "more rounds give the agents more calls each, as a real research does",
     )
     parser.add_argument(
+        "--delay",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="the model answers each call after this long (0): with a delay the agents "
+        "contend less for the GIL, as with a real model",
+    )
+    parser.add_argument(
         "--threads",
         action="store_true",
         help="the web process's CPU per research by thread role (bench/thread_settings.py)",
@@ -134,9 +142,13 @@ def fresh_database() -> None:
     call_command("migrate", verbosity=0)
 
 
-def script_research(llm: ScriptedLLM, web: str, topic: str, rounds: int = 1) -> None:
+def script_research(
+    llm: ScriptedLLM, web: str, topic: str, rounds: int = 1, delay: float = 0.0
+) -> None:
     """The default research; with `rounds`, each researching sub-agent searches and reads that
-    many times before its report (2 model calls a round)."""
+    many times before its report (2 model calls a round); each answer after `delay` seconds."""
+    if delay:
+        llm = _Delayed(llm, delay)
     tasks = [f"{topic}: the {facet} side, with sources" for facet in FACETS]
     tasks.append(f"{topic}: ask the others what they found")
     budget = {"max_steps": 2 * rounds + 2} if rounds > 1 else {}
@@ -172,6 +184,16 @@ def script_research(llm: ScriptedLLM, web: str, topic: str, rounds: int = 1) -> 
     )
     # The root's draft goes to a verifier (RESEARCH_VERIFY_REPORTS), as in every research.
     llm.script("# Draft\n\nthe research's report", reply("Every claim is supported."))
+
+
+class _Delayed:
+    """Scripts every turn given to `llm` to come after `delay` seconds."""
+
+    def __init__(self, llm: ScriptedLLM, delay: float) -> None:
+        self.llm, self.delay = llm, delay
+
+    def script(self, match: str, *turns) -> None:
+        self.llm.script(match, *[slow(self.delay, turn) for turn in turns])
 
 
 STATEMENT_LOG = Path(f"/tmp/canopy-bench-statements-{os.getpid()}.log")
@@ -254,7 +276,7 @@ def measure(llm: ScriptedLLM, server: Server, options: argparse.Namespace) -> di
             )
             time.sleep(1)
         topic = f"research cpu {index} {time.time()}"
-        script_research(llm, web, topic, options.rounds)
+        script_research(llm, web, topic, options.rounds, options.delay)
         calls_before = len(llm.requests)
         lines_before = len(statement_lines())
         threads_before = thread_sums(pid) if options.threads else {}
@@ -302,6 +324,7 @@ def measure(llm: ScriptedLLM, server: Server, options: argparse.Namespace) -> di
         "researches": len(measured),
         "model_calls": model_calls,
         "rounds": options.rounds,
+        "delay_ms": options.delay * 1000,
         "cpu_s_per_research": cpu,
         "cpu_ms_per_model_call": cpu * 1000 / model_calls,
         # Of all the researches' CPU, the kernel's share (a median of a 10 ms tick is coarse).
@@ -331,7 +354,7 @@ def report(figures: dict) -> None:
     print(
         f"one research (5 agents + verifier, {figures['model_calls']} model calls, "
         f"{3 * figures['rounds']} searches, {6 * figures['rounds']} page reads), agents in the "
-        f"web process, model at 0 ms, "
+        f"web process, model at {figures['delay_ms']:g} ms, "
         f"median of {figures['researches']}:"
     )
     print(

@@ -334,3 +334,43 @@ def test_a_host_that_does_not_resolve_is_tried_again_not_given_up(
     # A DNS failure may pass: the callback waits for its next attempt instead of giving up.
     assert callback.gave_up_at is None and callback.next_attempt_at is not None
     assert "no-such-host.invalid does not resolve" in callback.last_error
+
+
+@pytest.mark.django_db
+def test_the_senders_check_each_second_finds_exactly_the_callbacks_it_would_take(
+    run_factory, settings
+):
+    """The sender asks every second whether a callback is due (one statement built once)
+    and takes them only then: what it asks must be what callbacks_take_due would take, or
+    a callback would never be posted."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from research.services import callbacks as service
+
+    settings.RESEARCH_MAX_WORKING_ROOTS = 10
+    url = "https://hooks.example.org/canopy"
+    later = timezone.now() + timedelta(hours=1)
+
+    def research(status: str | None, **fields) -> Callback:
+        run = run_factory(topic=f"research {Callback.objects.count()}")
+        if status is not None:
+            services.run_finish(run_id=run.pk, **{status: "it ended"})
+        return Callback.objects.create(run=run, url=url, **fields)
+
+    def due() -> tuple[bool, list[int]]:
+        with transaction.atomic():
+            taken = [callback.pk for callback in service.callbacks_take_due()]
+            transaction.set_rollback(True)  # the lease is not kept
+        return service.callbacks_due(), taken
+
+    research(None)  # still working
+    research("report", delivered_at=timezone.now())
+    research("error", gave_up_at=timezone.now())
+    research("report", next_attempt_at=later)  # its backoff is not over
+    assert due() == (False, [])
+
+    ended = research("report")
+    failed = research("error", next_attempt_at=timezone.now() - timedelta(seconds=1))
+    assert due() == (True, [ended.pk, failed.pk])

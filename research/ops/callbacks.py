@@ -63,6 +63,8 @@ class CallbackSender:
 def send_due() -> int:
     """Post every due callback once; the number posted successfully."""
     delivered = 0
+    if not service.callbacks_due():
+        return 0
     for callback in service.callbacks_take_due():
         try:
             delivered += deliver(callback)

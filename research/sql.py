@@ -15,7 +15,7 @@ from contextlib import contextmanager, nullcontext
 from decimal import Decimal
 from typing import Any
 
-from django.db import connection, models
+from django.db import DEFAULT_DB_ALIAS, connection, connections, models
 from django.db.models.expressions import Col
 
 log = logging.getLogger(__name__)
@@ -44,9 +44,12 @@ class _Prepared:
         self.fields = list(fields)
         self.unchanged = [_unchanged(field) for field in fields]
 
-    def values(self, values: Sequence[Any]) -> list[Any]:
+    def values(self, values: Sequence[Any], db: Any = None) -> list[Any]:
+        # The thread's own wrapper, found once: each field's conversion reads its `ops` and
+        # `features` several times, through the proxy's per-thread lookup otherwise.
+        db = db or connections[DEFAULT_DB_ALIAS]
         return [
-            value if type(value) in unchanged else field.get_db_prep_save(value, connection)
+            value if type(value) in unchanged else field.get_db_prep_save(value, db)
             for field, unchanged, value in zip(self.fields, self.unchanged, values, strict=True)
         ]
 
@@ -77,8 +80,9 @@ class Insert:
         self._insert(rows)
 
     def _insert(self, rows: Sequence[Sequence[Any]]) -> None:
-        params = [value for row in rows for value in self._prepared.values(row)]
-        with connection.cursor() as cursor:
+        db = connections[DEFAULT_DB_ALIAS]
+        params = [value for row in rows for value in self._prepared.values(row, db)]
+        with db.cursor() as cursor:
             cursor.execute(self.head + "VALUES " + ", ".join([self.group] * len(rows)), params)
 
     def row(self, *values: Any) -> None:
@@ -96,8 +100,9 @@ class Update:
         self.sql = f"UPDATE {table} SET {sets} WHERE {connection.ops.quote_name('id')} = %s"
 
     def row(self, pk: Any, *values: Any) -> None:
-        params = self._prepared.values(values)
-        with connection.cursor() as cursor:
+        db = connections[DEFAULT_DB_ALIAS]
+        params = self._prepared.values(values, db)
+        with db.cursor() as cursor:
             cursor.execute(self.sql, [*params, pk])
 
 
@@ -139,14 +144,13 @@ class Instances:
     def instance(self, row: Sequence[Any]) -> Any:
         if self._converters is None:
             self._converters = self._find_converters()
+        db = connections[DEFAULT_DB_ALIAS]
         count = len(self.fields)
         values = list(row[:count])
         for index, converters, expression in self._converters:
             for convert in converters:
-                values[index] = convert(values[index], expression, connection)
-        instance = self.model.from_db(
-            connection.alias, [field.attname for field in self.fields], values
-        )
+                values[index] = convert(values[index], expression, db)
+        instance = self.model.from_db(db.alias, [field.attname for field in self.fields], values)
         for name, value in zip(self.extra, row[count:], strict=True):
             setattr(instance, name, value)
         return instance
@@ -181,13 +185,14 @@ def inserts_deferred() -> Iterator[None]:
         _deferred.pending = None
     if not pending:
         return
-    connection.ensure_connection()
-    pipelined = connection.vendor == "postgresql" and len(pending) > 1
+    db = connections[DEFAULT_DB_ALIAS]
+    db.ensure_connection()
+    pipelined = db.vendor == "postgresql" and len(pending) > 1
     # The pipeline's exit sends and reads what was queued: its errors are psycopg's own, so
     # they go through Django's wrapper as a cursor's do (a lost connection is then Django's
     # OperationalError, and the connection is marked for resilience to drop).
-    pipeline = connection.connection.pipeline() if pipelined else nullcontext()
-    with connection.wrap_database_errors, pipeline:
+    pipeline = db.connection.pipeline() if pipelined else nullcontext()
+    with db.wrap_database_errors, pipeline:
         for insert, rows in pending.items():
             insert._insert(rows)
 

@@ -128,3 +128,21 @@ def _flatten(value, key=""):
             yield from _flatten(item, key)
     else:
         yield key, value
+
+
+def test_an_event_keeps_the_plan_it_was_given_when_the_caller_changes_the_list_later():
+    """An event's fields are stored and pushed after the transaction: a list or dict the
+    payload was made from is copied, so a later change to it is not in the event."""
+    from research.events.payloads import RunPlan
+
+    items = [{"title": "history", "status": "pending"}]
+    fields = RunPlan(version=1, items=items, author="lead", approved=False).fields()
+    items[0]["status"] = "done"
+    items.append({"title": "ecology", "status": "pending"})
+
+    assert fields == {
+        "version": 1,
+        "items": [{"title": "history", "status": "pending"}],
+        "author": "lead",
+        "approved": False,
+    }

@@ -6,11 +6,13 @@ and `message_fields`, and `schema(type)` gives the JSON Schema a test checks eac
 against: one place says what an event looks like.
 """
 
+import copy
 import dataclasses
 import types
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
+from functools import cache
 from typing import Any, ClassVar, Union, get_args, get_origin, get_type_hints
 
 from django.conf import settings
@@ -132,6 +134,11 @@ def _seconds(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
 
 
+@cache
+def _names(payload: type["Payload"]) -> tuple[str, ...]:
+    return tuple(field.name for field in dataclasses.fields(payload))
+
+
 # --- One class per event type ---------------------------------------------------------------
 
 
@@ -143,11 +150,16 @@ class Payload:
     optional: ClassVar[frozenset[str]] = frozenset()
 
     def fields(self) -> dict[str, Any]:
-        return {
-            key: value
-            for key, value in dataclasses.asdict(self).items()
-            if not (value is None and key in self.optional)
-        }
+        # As dataclasses.asdict, which builds every event of a step: a payload's fields are
+        # plain values, lists and dicts, and only those are copied (the event stored and the
+        # event pushed must not change with the list the payload was given).
+        fields = {}
+        for key in _names(type(self)):
+            value = getattr(self, key)
+            if value is None and key in self.optional:
+                continue
+            fields[key] = copy.deepcopy(value) if isinstance(value, list | dict) else value
+        return fields
 
 
 @dataclass(frozen=True)

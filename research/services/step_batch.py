@@ -22,7 +22,7 @@ from decimal import Decimal
 from functools import cache
 from typing import Any
 
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connection, connections
 
 from research.events import Payload, RunStateChanged, RunUsage
 from research.events.delivery import expect
@@ -148,11 +148,13 @@ def _changes(part: Part) -> list[tuple[int, tuple[Any, ...]]]:
 
 
 def _update(ids: list[int], deltas: dict[int, list[Any]]) -> dict[int, dict[str, Any]]:
+    db = connections[DEFAULT_DB_ALIAS]
     params: list[Any] = [*ACTIVE_STATUSES]
     for pk in ids:
         steps, tin, tout, cost, trin, trout, trcost, events, state = deltas[pk]
-        params += [pk, steps, tin, tout, _money(cost), trin, trout, _money(trcost), events, state]
-    with connection.cursor() as cursor:
+        cost, trcost = _money(cost, db), _money(trcost, db)
+        params += [pk, steps, tin, tout, cost, trin, trout, trcost, events, state]
+    with db.cursor() as cursor:
         cursor.execute(_update_sql(len(ids)), params)
         rows = cursor.fetchall()
     after = {}
@@ -164,8 +166,8 @@ def _update(ids: list[int], deltas: dict[int, list[Any]]) -> dict[int, dict[str,
     return after
 
 
-def _money(value: Decimal) -> Any:
-    return Run._meta.get_field("cost_usd").get_db_prep_save(value, connection)
+def _money(value: Decimal, db: Any) -> Any:
+    return Run._meta.get_field("cost_usd").get_db_prep_save(value, db)
 
 
 @cache

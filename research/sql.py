@@ -44,10 +44,9 @@ class _Prepared:
         self.fields = list(fields)
         self.unchanged = [_unchanged(field) for field in fields]
 
-    def values(self, values: Sequence[Any], db: Any = None) -> list[Any]:
-        # The thread's own wrapper, found once: each field's conversion reads its `ops` and
-        # `features` several times, through the proxy's per-thread lookup otherwise.
-        db = db or connections[DEFAULT_DB_ALIAS]
+    def values(self, values: Sequence[Any], db: Any) -> list[Any]:
+        """`db` is the thread's own wrapper, found once by the caller: each field's conversion
+        reads its `ops` and `features`, through the proxy's per-thread lookup otherwise."""
         return [
             value if type(value) in unchanged else field.get_db_prep_save(value, db)
             for field, unchanged, value in zip(self.fields, self.unchanged, values, strict=True)

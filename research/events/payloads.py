@@ -150,9 +150,10 @@ class Payload:
     optional: ClassVar[frozenset[str]] = frozenset()
 
     def fields(self) -> dict[str, Any]:
-        # As dataclasses.asdict, which builds every event of a step: a payload's fields are
-        # plain values, lists and dicts, and only those are copied (the event stored and the
-        # event pushed must not change with the list the payload was given).
+        # What dataclasses.asdict gives, without its recursive rebuild of every value (every
+        # event of every step comes through here). A payload's fields are plain values, lists
+        # and dicts; the lists and dicts are copied, so that the event stored and pushed does
+        # not change with a list its caller changes later.
         fields = {}
         for key in _names(type(self)):
             value = getattr(self, key)

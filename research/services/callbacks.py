@@ -97,7 +97,7 @@ def callbacks_due() -> bool:
     """Whether any callback is due, in one statement built once: the sender asks every
     second in every web process, and takes them (callbacks_take_due, a transaction and two
     statements the ORM builds each time) only when one is."""
-    return one(_due_sql(), [*ENDED, timezone.now()]) is not None
+    return one(_due_sql(), [*(status.value for status in ENDED), timezone.now()]) is not None
 
 
 @cache

@@ -69,7 +69,7 @@ class Insert:
         self._prepared = _Prepared(self.fields)
         columns = ", ".join(connection.ops.quote_name(field.column) for field in self.fields)
         self.head = f"INSERT INTO {connection.ops.quote_name(model._meta.db_table)} ({columns}) "
-        self.group = "(" + ", ".join(["%s"] * len(self.fields)) + ")"
+        self.group = f"({placeholders(len(self.fields))})"
 
     def rows(self, rows: Sequence[Sequence[Any]]) -> None:
         pending = getattr(_deferred, "pending", None)
@@ -194,6 +194,11 @@ def inserts_deferred() -> Iterator[None]:
     with db.wrap_database_errors, pipeline:
         for insert, rows in pending.items():
             insert._insert(rows)
+
+
+def placeholders(count: int) -> str:
+    """`%s, %s, ...`: `count` parameters in a statement built once (an IN list, a row)."""
+    return ", ".join(["%s"] * count)
 
 
 def one(sql: str, params: Sequence[Any]) -> tuple | None:

@@ -12,7 +12,7 @@ from django.db import connection
 from django.db.models import QuerySet
 
 from research.models import ACTIVE_STATUSES, Message, Profile, Run, Step
-from research.sql import one
+from research.sql import one, placeholders
 
 
 def run_by_id(*, run_id: int) -> Run:
@@ -60,8 +60,8 @@ def working_children_ids(*, run_id: int, among: list[int] | None = None) -> list
 
 @cache
 def _working_ids_sql(among: int | None) -> str:
-    statuses = ", ".join(["%s"] * len(ACTIVE_STATUSES))
-    ids = "" if among is None else " AND id IN (" + ", ".join(["%s"] * among) + ")"
+    statuses = placeholders(len(ACTIVE_STATUSES))
+    ids = "" if among is None else f" AND id IN ({placeholders(among)})"
     return (
         f"SELECT id FROM {Run._meta.db_table} "
         f"WHERE parent_id = %s AND status IN ({statuses}){ids} ORDER BY id"
@@ -175,8 +175,7 @@ def cancel_flags_of(*, run_ids: list[int]) -> dict[int, CancelFlags]:
 @cache
 def _cancel_flags_sql(count: int) -> str:
     runs = Run._meta.db_table
-    keys = ", ".join(["%s"] * count)
     return (
         f"SELECT id, cancel_requested, cancel_reason, notes_pending FROM {runs} "
-        f"WHERE id IN ({keys})"
+        f"WHERE id IN ({placeholders(count)})"
     )

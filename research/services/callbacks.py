@@ -14,8 +14,7 @@ from datetime import timedelta
 from functools import cache
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import Q
+from django.db import connection, transaction
 from django.utils import timezone
 from django.utils.crypto import salted_hmac
 
@@ -29,7 +28,7 @@ from research.outbound import (
     not_public,
     parse_url,
 )
-from research.sql import one
+from research.sql import Instances, one, placeholders
 
 ENDED = (Status.DONE, Status.FAILED)
 LEASE_SECONDS = 120  # longer than one post may take: the row is not posted twice at once
@@ -94,37 +93,49 @@ def callback_register(*, run_id: int, url: str) -> Callback:
 
 
 def callbacks_due() -> bool:
-    """Whether any callback is due, in one statement built once: the sender asks every
-    second in every web process, and takes them (callbacks_take_due, a transaction and two
-    statements the ORM builds each time) only when one is."""
-    return one(_due_sql(), [*(status.value for status in ENDED), timezone.now()]) is not None
-
-
-@cache
-def _due_sql() -> str:
-    callbacks, runs = Callback._meta.db_table, Run._meta.db_table
-    ended = ", ".join(["%s"] * len(ENDED))
-    return (
-        f"SELECT 1 FROM {callbacks} c JOIN {runs} r ON r.id = c.run_id "
-        f"WHERE c.delivered_at IS NULL AND c.gave_up_at IS NULL AND r.status IN ({ended}) "
-        "AND (c.next_attempt_at IS NULL OR c.next_attempt_at <= %s) LIMIT 1"
-    )
+    """Whether any callback is due: the sender asks every second in every web process, with
+    one statement and no lock, and takes them (callbacks_take_due) only when one is."""
+    return one(_due_sql("c.id", lock=False), _due_params(timezone.now(), 1)) is not None
 
 
 def callbacks_take_due(*, limit: int = 10) -> list[Callback]:
     """Callbacks of ended researches that are due, leased to the caller for LEASE_SECONDS."""
     now = timezone.now()
     with transaction.atomic():
-        due = list(
-            Callback.objects.select_for_update(skip_locked=True, of=("self",))
-            .filter(delivered_at__isnull=True, gave_up_at__isnull=True, run__status__in=ENDED)
-            .filter(Q(next_attempt_at__isnull=True) | Q(next_attempt_at__lte=now))
-            .order_by("id")[:limit]
-        )
-        Callback.objects.filter(pk__in=[c.pk for c in due]).update(
-            next_attempt_at=now + timedelta(seconds=LEASE_SECONDS)
-        )
+        due = _callbacks().all(_due_sql(_callbacks().columns, lock=True), _due_params(now, limit))
+        if due:
+            Callback.objects.filter(pk__in=[c.pk for c in due]).update(
+                next_attempt_at=now + timedelta(seconds=LEASE_SECONDS)
+            )
     return due
+
+
+# What "due" means, once, for the question and the take: not delivered, not given up, its
+# research ended, its backoff over; the oldest first. Built once, not by the ORM.
+@cache
+def _due_sql(columns: str, *, lock: bool) -> str:
+    callbacks, runs = Callback._meta.db_table, Run._meta.db_table
+    skip_locked = ""
+    features = connection.features
+    if lock and features.has_select_for_update_skip_locked and features.has_select_for_update_of:
+        skip_locked = " FOR UPDATE OF c SKIP LOCKED"  # two senders never take one row
+    return (
+        f"SELECT {columns} FROM {callbacks} c JOIN {runs} r ON r.id = c.run_id "
+        "WHERE c.delivered_at IS NULL AND c.gave_up_at IS NULL "
+        f"AND r.status IN ({placeholders(len(ENDED))}) "
+        "AND (c.next_attempt_at IS NULL OR c.next_attempt_at <= %s) "
+        f"ORDER BY c.id LIMIT %s{skip_locked}"
+    )
+
+
+def _due_params(now, limit: int) -> list:
+    ended = [status.value for status in ENDED]
+    return [*ended, connection.ops.adapt_datetimefield_value(now), limit]
+
+
+@cache
+def _callbacks() -> Instances:
+    return Instances(Callback, alias="c")
 
 
 def callback_delivered(*, callback: Callback) -> None:

@@ -10,7 +10,7 @@ from functools import cache
 from django.db import connection
 
 from research.models import Run, Status, Step
-from research.sql import Instances, one, row_lock
+from research.sql import Instances, one, placeholders, row_lock
 
 _RUNS = Run._meta.db_table
 
@@ -43,7 +43,7 @@ def _whole_run() -> Instances:
 @cache
 def _claim_sql(with_worker: bool, count: int) -> str:
     worker = ", worker_id = %s" if with_worker else ""
-    ids = ", ".join(["%s"] * count)
+    ids = placeholders(count)
     return (
         f"UPDATE {_RUNS} SET status = %s, state = %s, started_at = COALESCE(started_at, %s)"
         f"{worker} "

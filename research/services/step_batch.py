@@ -30,7 +30,7 @@ from research.events.payloads import money
 from research.events.store import publish_all
 from research.models import ACTIVE_STATUSES, Run
 from research.selectors.runs import RunFacts
-from research.sql import as_decimal
+from research.sql import as_decimal, placeholders
 
 _RUNS = Run._meta.db_table
 # Per run: steps, input and output tokens, cost; tree input, output tokens, tree cost; events.
@@ -174,13 +174,13 @@ def _money(value: Decimal, db: Any) -> Any:
 def _update_sql(count: int) -> str:
     postgres = connection.vendor == "postgresql"
     numeric, text, bigint = ("::numeric", "::varchar", "::bigint") if postgres else ("", "", "")
-    active = ", ".join(["%s"] * len(ACTIVE_STATUSES))
+    active = placeholders(len(ACTIVE_STATUSES))
     sets = ", ".join(
         f"{name} = {_RUNS}.{name} + v.c{index}{numeric if name in _MONEY else ''}"
         for index, name in enumerate(_COUNTERS, start=2)
     )
     columns = ", ".join(f"column{index} AS c{index}" for index in range(1, 11))
-    values = ", ".join(["(" + ", ".join(["%s"] * 10) + ")"] * count)
+    values = ", ".join([f"({placeholders(10)})"] * count)
     returning = ", ".join(f"{_RUNS}.{name}" for name in ("id", *_COUNTERS, "status"))
     return (
         f"UPDATE {_RUNS} SET {sets}, state = CASE WHEN v.c10{text} IS NOT NULL AND "

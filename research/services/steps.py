@@ -37,11 +37,11 @@ from research.models_checkpoints import pack
 from research.selectors.runs import RunFacts, run_facts
 from research.services.step_batch import Part, usage_event
 from research.services.writer import step_writer
-from research.sql import Insert, as_decimal, inserts_deferred, one
+from research.sql import Insert, as_decimal, inserts_deferred, one, placeholders
 
 _RUNS = Run._meta.db_table
 _COST = Run._meta.get_field("cost_usd")
-_ACTIVE = ", ".join(["%s"] * len(ACTIVE_STATUSES))
+_ACTIVE = placeholders(len(ACTIVE_STATUSES))
 
 
 @dataclass(frozen=True)
@@ -205,7 +205,7 @@ def _money_param(value: Decimal) -> Any:
 def _usage_sql(generations: int, with_state: bool) -> str:
     """The call added to the tree totals of the run and its ancestors, and to the run's own
     counters (and state): one statement where there were three."""
-    ids = ", ".join(["%s"] * generations)
+    ids = placeholders(generations)
     state = f", state = CASE WHEN id = %s AND status IN ({_ACTIVE}) THEN %s ELSE state END"
     return (
         f"UPDATE {_RUNS} SET tree_cost_usd = tree_cost_usd + %s, "

@@ -234,6 +234,21 @@ def test_slow_answer_past_the_timeout_says_how_long_it_waited(llm):
     assert str(error.value) == f"llm: no answer from {host_of(llm)} within 0.3s after 1 try"
 
 
+def test_the_server_counts_its_own_time_answering_which_benchmarks_take_out(llm):
+    # bench/step_cost.py takes the model's own time out of Canopy's: a slow turn's delay and
+    # the server's work on each request, measured by the server, not by the client.
+    llm.script("timed", reply("at once"), slow(0.3, reply("later")))
+    client = chat_client(llm.base_url)
+    assert llm.answering_seconds == 0.0
+
+    ask(client, "timed")
+    at_once = llm.answering_seconds
+    ask(client, "timed")
+
+    assert 0.0 < at_once < 0.25
+    assert 0.3 <= llm.answering_seconds - at_once < 2.0
+
+
 class NoChoicesHandler(BaseHTTPRequestHandler):
     """A broken proxy: a 200 whose completion has no choices."""
 

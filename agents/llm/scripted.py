@@ -84,6 +84,7 @@ class ScriptedLLM:
         self._errors: list[str] = []
         self._ids = itertools.count(1)
         self._connections = 0
+        self._answering = 0.0
         self._stopping = threading.Event()
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
@@ -129,6 +130,14 @@ class ScriptedLLM:
         """Connections accepted so far (each carries one request unless kept alive)."""
         with self._lock:
             return self._connections
+
+    @property
+    def answering_seconds(self) -> float:
+        """The time handlers spent on requests so far, each from its request line's arrival to
+        its answer's last byte, `slow()` delays included: the model's own time, which a
+        benchmark takes out of the client's."""
+        with self._lock:
+            return self._answering
 
     @staticmethod
     def down_url() -> str:
@@ -288,7 +297,19 @@ class _Handler(BaseHTTPRequestHandler):
     # a stopped server really looks down.
     protocol_version = "HTTP/1.0"
 
+    def parse_request(self) -> bool:
+        self._began = time.perf_counter()  # the request line is in: the answer starts here
+        return super().parse_request()
+
     def do_POST(self) -> None:
+        try:
+            self._post()
+        finally:
+            scripted: ScriptedLLM = self.server.scripted  # type: ignore[attr-defined]
+            with scripted._lock:
+                scripted._answering += time.perf_counter() - self._began
+
+    def _post(self) -> None:
         if not self.path.rstrip("/").endswith("/chat/completions"):
             self._send(404, _error_body(Turn(status=404, error_message=f"no route {self.path}")))
             return

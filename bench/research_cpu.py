@@ -51,6 +51,7 @@ from tests.fakeweb import FakeWeb  # noqa: E402
 DATABASE = os.environ.get("BENCH_CPU_DATABASE", "canopy_bench_cpu")
 SECRET_KEY = "bench-only-secret-key-not-for-anything-else-0123456789"
 FACETS = ("history", "chemistry", "economics")
+IDLE_SECONDS = 5.0  # the idle process, measured after the researches
 
 
 def main() -> None:
@@ -314,10 +315,18 @@ def measure(llm: ScriptedLLM, server: Server, options: argparse.Namespace) -> di
     if sampler is not None:
         sampler.send_signal(signal.SIGINT)
         sampler.wait(30)
+    time.sleep(1)  # the last research's pushes and its agents' ends
     idle_before, idle_lines = cpu_seconds(pid), len(statement_lines())
-    time.sleep(2)
-    idle_per_second = (cpu_seconds(pid) - idle_before) / 2
-    idle_statements = (len(statement_lines()) - idle_lines) / 2
+    idle_threads = thread_sums(pid) if options.threads else {}
+    time.sleep(IDLE_SECONDS)
+    idle_per_second = (cpu_seconds(pid) - idle_before) / IDLE_SECONDS
+    idle_statements = (len(statement_lines()) - idle_lines) / IDLE_SECONDS
+    if options.threads:
+        after = thread_sums(pid)
+        idle_threads = {
+            name: (seconds - idle_threads.get(name, 0.0)) / IDLE_SECONDS
+            for name, seconds in after.items()
+        }
     cpu = statistics.median(run["cpu_s"] for run in measured)
     model_calls = measured[0]["model_calls"]
     return {
@@ -337,6 +346,7 @@ def measure(llm: ScriptedLLM, server: Server, options: argparse.Namespace) -> di
         "first_research_cpu_s": runs[0]["cpu_s"],
         "idle_cpu_ms_per_second": idle_per_second * 1000,
         "idle_log_lines_per_second": idle_statements,
+        "idle_threads_cpu_s_per_second": idle_threads,
         "runs": runs,
     }
 
@@ -381,6 +391,14 @@ def report_threads(figures: dict) -> None:
     for name, seconds in sorted(medians.items(), key=lambda item: -item[1]):
         if seconds * 1000 >= 0.5:
             print(f"  {seconds * 1000:6.1f} ms  {seconds / total:4.0%}  {name}")
+    idle = figures["idle_threads_cpu_s_per_second"]
+    print(
+        f"the idle process's CPU a second by thread, over {IDLE_SECONDS:g} s "
+        f"(all threads: {sum(idle.values()) * 1000:.2f} ms):"
+    )
+    for name, seconds in sorted(idle.items(), key=lambda item: -item[1]):
+        if seconds * 1000 >= 0.05:
+            print(f"  {seconds * 1000:6.2f} ms  {name}")
 
 
 def report_statements(figures: dict, *, top: int) -> None:

@@ -205,6 +205,8 @@ class _Sequencer:
         self.lock = threading.Lock()
         self.pending: dict[int, dict[int, float]] = {}  # root -> {seq: give up at}
         self.ready: dict[int, dict[int, dict[str, Any]]] = {}  # root -> {seq: payload}
+        # Set while a number is pending or an event held: the sweeper sleeps when it is not.
+        self.held = threading.Event()
 
     def expect(self, root_id: int, first: int, count: int) -> None:
         give_up_at = time.monotonic() + HOLD_SECONDS
@@ -212,6 +214,7 @@ class _Sequencer:
             pending = self.pending.setdefault(root_id, {})
             for seq in range(first, first + count):
                 pending[seq] = give_up_at
+            self.held.set()
 
     def committed(self, root_id: int, payloads: list[dict[str, Any]]) -> None:
         with self.lock:
@@ -220,6 +223,7 @@ class _Sequencer:
             for payload in payloads:
                 pending.pop(payload["seq"], None)
                 ready[payload["seq"]] = payload
+            self.held.set()
             self._release(root_id)
 
     def sweep(self) -> None:
@@ -249,6 +253,8 @@ class _Sequencer:
             self.pending.pop(root_id, None)
         if not ready:
             self.ready.pop(root_id, None)
+        if not self.pending and not self.ready:
+            self.held.clear()
 
     def holding(self) -> bool:
         with self.lock:
@@ -327,10 +333,12 @@ def _start_sweeper() -> None:
 
 
 def _sweep_forever() -> None:
+    """Look at what is held five times in HOLD_SECONDS, and sleep while nothing is: an idle
+    process, or one between its batches, does not wake this thread."""
     while True:
+        _sequencer.held.wait()
         time.sleep(HOLD_SECONDS / 5)
-        if _sequencer.holding():
-            _sequencer.sweep()
+        _sequencer.sweep()
 
 
 def flush(timeout: float = 5.0) -> None:

@@ -6,7 +6,7 @@ class ResearchConfig(AppConfig):
     verbose_name = "Research"
 
     def ready(self) -> None:
-        from research.ops import root_wakeup
+        from research.ops import wakeups
 
         # Every process that queues a research tells the agent processes (after commit).
-        root_wakeup.install()
+        wakeups.install()

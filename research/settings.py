@@ -453,6 +453,14 @@ if RESEARCH_PARALLEL_TOOL_CALLS < 1:
         f"RESEARCH_PARALLEL_TOOL_CALLS must be 1 or more, not {RESEARCH_PARALLEL_TOOL_CALLS}"
     )
 RESEARCH_CANCEL_POLL_SECONDS = envfloat("RESEARCH_CANCEL_POLL_SECONDS", 0.25)
+# An agent pool's cancel watch reads its agents' flags when a cancel or a note is announced
+# (research/ops/wakeups.py; on PostgreSQL from any process, by NOTIFY), and this often for
+# one no announcement told of. SQLite has no NOTIFY: a cancel from another process (the CLI)
+# waits for this look, so it is as often as an agent on its own reads its flag.
+RESEARCH_CANCEL_WATCH_SECONDS = envfloat(
+    "RESEARCH_CANCEL_WATCH_SECONDS",
+    2.0 if DATABASES["default"]["ENGINE"] == POSTGRESQL_ENGINE else RESEARCH_CANCEL_POLL_SECONDS,
+)
 RESEARCH_HEARTBEAT_SECONDS = envfloat("RESEARCH_HEARTBEAT_SECONDS", 5.0)
 RESEARCH_WORKER_DEAD_SECONDS = envfloat("RESEARCH_WORKER_DEAD_SECONDS", 30.0)
 # Issue 26: a research whose worker stopped (SIGTERM, after the agents finish the step they
@@ -462,7 +470,7 @@ RESEARCH_WORKER_DEAD_SECONDS = envfloat("RESEARCH_WORKER_DEAD_SECONDS", 30.0)
 RESEARCH_RESUME_INTERRUPTED = envbool("RESEARCH_RESUME_INTERRUPTED", False)
 RESEARCH_RESUME_MAX_AUTOMATIC = envint("RESEARCH_RESUME_MAX_AUTOMATIC", 3)
 # Idle workers on PostgreSQL wake on a NOTIFY when a root is queued (research/ops/
-# root_wakeup.py), and this poll only catches what no notification announced. SQLite has no
+# wakeups.py), and this poll only catches what no notification announced. SQLite has no
 # NOTIFY: a root queued by another process (the CLI, an MCP client) waits for the poll.
 RESEARCH_CLAIM_POLL_SECONDS = envfloat(
     "RESEARCH_CLAIM_POLL_SECONDS",

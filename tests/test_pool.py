@@ -181,7 +181,7 @@ def test_a_root_a_dead_process_claimed_but_never_started_goes_back_to_the_queue(
     claimed = services.run_start(owner=alice, topic="claimed, never started")
     assert services.root_claim(run_id=claimed.pk, worker_id=worker.pk)
     announced = []
-    stop_listening = services.on_root_queued(announced.append)
+    stop_listening = services.roots_queued.subscribe(announced.append)
 
     try:
         assert services.workers_sweep(dead_after_seconds=30) == 0

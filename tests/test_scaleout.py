@@ -46,6 +46,9 @@ CLUSTER_ENV = {
     "RESEARCH_HEARTBEAT_SECONDS": "0.5",
     "RESEARCH_WORKER_DEAD_SECONDS": str(DEAD_SECONDS),
     "RESEARCH_CLAIM_POLL_SECONDS": "0.2",
+    # The workers' cancel watches look only when told (NOTIFY): a cancel that reaches a
+    # worker within seconds came through research/ops/wakeups.py.
+    "RESEARCH_CANCEL_WATCH_SECONDS": "60",
 }
 
 

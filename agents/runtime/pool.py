@@ -32,7 +32,7 @@ from agents.runtime.orphans import OrphanSweep
 from agents.runtime.worker import WorkerLoops
 from research import endings, events, services
 from research.models import Run
-from research.ops import root_wakeup
+from research.ops import wakeups
 from research.sql import give_back_connection
 
 log = logging.getLogger(__name__)
@@ -59,6 +59,10 @@ class AgentPool(WorkerLoops):
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         self._agents: dict[int, _Agent] = {}
+        # Set when an agent comes: the cancel watch sleeps on it while the pool has none.
+        self._agent_came = threading.Event()
+        # Set when a run's flags changed (a cancel, a note): the cancel watch looks at once.
+        self._flagged = threading.Event()
         # Per parent, RESEARCH_MAX_WORKING_CHILDREN places for its children to work at once
         # (seed 001's 4 researchers at a time); a child takes one before its slot.
         self._families: dict[int, threading.BoundedSemaphore] = {}
@@ -93,8 +97,12 @@ class AgentPool(WorkerLoops):
         failed = services.workers_sweep(dead_after_seconds=settings.RESEARCH_WORKER_DEAD_SECONDS)
         if failed:
             log.warning("marked %d runs of a stopped process failed", failed)
-        self._unsubscribe = services.on_root_queued(lambda run_id: self._wake.set())
-        root_wakeup.listen()  # roots queued by other processes wake the claim loop too
+        unsubscribe = [
+            services.roots_queued.subscribe(lambda run_id: self._wake.set()),
+            services.runs_flagged.subscribe(lambda run_id: self._flagged.set()),
+        ]
+        self._unsubscribe = lambda: [stop() for stop in unsubscribe]
+        wakeups.listen()  # what other processes announce wakes these loops too
         services.step_writer.start(self)  # its agents' step records: services.writer
         for target in (self._claim_loop, self._heartbeat_loop, self._cancel_watch):
             thread = threading.Thread(
@@ -112,6 +120,8 @@ class AgentPool(WorkerLoops):
         self._stopping.set()
         self._unsubscribe()
         self._wake.set()
+        self._agent_came.set()  # the cancel watch, whatever it sleeps on
+        self._flagged.set()
         # A claim in flight finishes first, so its agent is among those interrupted below
         # rather than started after them.
         with self._claim_lock:
@@ -170,6 +180,7 @@ class AgentPool(WorkerLoops):
             family = None if parent_id is None else self._family(parent_id)
             agent = _Agent(run_id, token, thread, family, in_family=seated is not None)
             self._agents[run_id] = agent
+            self._agent_came.set()
             if seated is None:
                 self._starting += 1
         try:

@@ -127,14 +127,23 @@ class WorkerLoops:
 
     def _cancel_watch(self) -> None:
         """Read the cancel flags of every agent of this pool in one query, and cancel the
-        tokens of those flagged or deleted: a cancel from any process (the API, a parent in
-        another worker) reaches the agent within RESEARCH_CANCEL_POLL_SECONDS, and waiting
-        agents no longer query each on their own."""
-        if self._stopping.wait(settings.RESEARCH_CANCEL_POLL_SECONDS):
+        tokens of those flagged or deleted (and flag those with a note): waiting agents do
+        not query each on their own. It looks when a cancel or a note is announced, from
+        this process or (NOTIFY) another (research.services.announce), and every
+        RESEARCH_CANCEL_WATCH_SECONDS for one no announcement told of. With no agent it
+        sleeps until one comes."""
+        self._flagged.wait(settings.RESEARCH_CANCEL_WATCH_SECONDS)
+        # Cleared before the read: an announcement from now on wakes the next look, and
+        # one before it committed what this read finds.
+        self._flagged.clear()
+        if self._stopping.is_set():
             return
         with self._lock:
             tokens = {run_id: agent.token for run_id, agent in self._agents.items()}
+            if not tokens:
+                self._agent_came.clear()  # under the lock submit sets it with
         if not tokens:
+            self._agent_came.wait()
             return
         rows = team_reads.cancel_flags_of(run_ids=list(tokens))
         for run_id, token in tokens.items():

@@ -4,6 +4,7 @@ Callers import from here; each name lives in the module of its entity. Domain er
 `research.errors`, events in `research.events`, reads in `research.selectors`.
 """
 
+from research.services.announce import roots_queued, runs_flagged
 from research.services.citations import citations_checked, citations_record, cited_sources
 from research.services.clarify import clarify_answer, clarify_ask, clarify_wanted
 from research.services.datasets import (
@@ -37,7 +38,6 @@ from research.services.resume import research_resume, resumable_runs, spend_by_a
 from research.services.runs import (
     CANCELLED_BY_USER,
     INTERRUPTED,
-    on_root_queued,
     report_flags_set,
     run_cancel,
     run_claim,
@@ -106,7 +106,8 @@ __all__ = [
     "message_store",
     "message_withdraw",
     "messages_mark_read",
-    "on_root_queued",
+    "roots_queued",
+    "runs_flagged",
     "remote_catalog_store",
     "research_resume",
     "resumable_runs",

@@ -21,6 +21,7 @@ from research.errors import InvalidInput
 from research.events import RunMessage, RunPlan, RunStateChanged, publish, tree_lock
 from research.events.payloads import ANALYST
 from research.models import ACTIVE_STATUSES, Message, Plan, Run, RunState, State, Status
+from research.services.announce import roots_queued, runs_flagged
 from research.services.texts import validate_texts
 
 PLAN_ITEM_MAX_CHARS = Run._meta.get_field("plan_item").max_length
@@ -147,8 +148,6 @@ def plan_approve(*, run: Run, items: object = None) -> Plan:
 def root_resume(*, run: Run, detail: str) -> None:
     """Queue a paused root again (the caller holds the tree lock): any agent pool resumes it.
     The time it waited for the analyst is left out of its worked time."""
-    from research.services.runs import root_queued
-
     run.refresh_from_db(fields=["started_at", "finished_at", "paused_at", "paused_seconds"])
     worked = run.worked_seconds()  # up to the pause: the time waiting for the analyst is left out
     resumed = timezone.now()
@@ -163,7 +162,7 @@ def root_resume(*, run: Run, detail: str) -> None:
     _clock_state(
         run_id=run.pk, status=Status.QUEUED, state=State.QUEUED, detail=detail, worked=worked
     )
-    root_queued(run.pk)
+    roots_queued.announce(run.pk)
 
 
 # --- notes from the analyst -----------------------------------------------------------------
@@ -190,6 +189,7 @@ def note_send(*, run: Run, author_id: int, text: object) -> Message:
     # Returned with its recipient loaded: what the API and MCP show of it needs no read.
     note = Message.objects.create(from_run=None, author_id=author_id, to_run=run, text=text)
     Run.objects.filter(pk=run.pk).update(notes_pending=True)
+    runs_flagged.announce(run.pk)  # its agent's pool reads the flag at once
     publish(
         root_id=run.root_id,
         run_id=run.pk,

@@ -19,7 +19,8 @@ from research import endings
 from research.errors import InvalidInput, NotResumable
 from research.events import RunStateChanged, publish, tree_lock
 from research.models import Checkpoint, LLMCall, Resume, Run, RunState, State, Status
-from research.services.runs import root_queued, working_roots_check
+from research.services.announce import roots_queued
+from research.services.runs import working_roots_check
 
 
 def resumable_runs(*, root: Run) -> list[Run]:
@@ -106,7 +107,7 @@ def research_resume(*, run: Run, by: str = Resume.By.ANALYST) -> Resume:
                 status=Status.QUEUED, state=State.QUEUED, detail=endings.RESUMED, resumed=True
             ),
         )
-    root_queued(run.pk)
+    roots_queued.announce(run.pk)
     return resume
 
 

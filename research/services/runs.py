@@ -1,7 +1,7 @@
 """Runs: claim, state, finish, cancel, delete (a start: research.services.start). Every write of
 a run goes through here or there."""
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from functools import cache
 
 from django.conf import settings
@@ -26,6 +26,7 @@ from research.events.payloads import iso
 from research.events.store import allocate_seqs, publish_all, reserve_seqs_of
 from research.models import ACTIVE_STATUSES, Citation, Run, RunState, State, Status
 from research.selectors.runs import RunFacts, run_facts
+from research.services.announce import runs_flagged
 from research.services.citations import citations_store
 from research.services.launch import Launch
 from research.services.locks import claim_queued, claim_queued_runs, run_for_finish
@@ -35,16 +36,6 @@ from research.sql import Insert, Update, inserts_deferred
 INTERRUPTED = endings.SERVER_STOPPED
 CANCELLED_BY_USER = endings.CANCELLED_BY_USER
 DELETED = endings.DELETED
-
-# Set by the agent runtime of this process (agents.runtime.pool) so a new root starts at once;
-# without it a queued root waits for a worker to claim it.
-_on_root_queued: list[Callable[[int], None]] = []
-
-
-def on_root_queued(callback: Callable[[int], None]) -> Callable[[], None]:
-    """Call `callback(run_id)` after a root is queued; returns the function that stops it."""
-    _on_root_queued.append(callback)
-    return lambda: _on_root_queued.remove(callback)
 
 
 def validate_max_steps(max_steps: int | None, *, field: str = "max_steps") -> int:
@@ -87,12 +78,6 @@ def working_roots_check(*, owner: AbstractBaseUser) -> None:
             "Wait for one to end or cancel one (researches waiting for your review do not "
             "count)."
         )
-
-
-def root_queued(run_id: int) -> None:
-    """Tell the agent pools a root waits in the queue, once the transaction commits."""
-    for callback in _on_root_queued:
-        transaction.on_commit(lambda callback=callback: callback(run_id))
 
 
 @transaction.atomic
@@ -325,6 +310,7 @@ def run_cancel(*, run: Run, reason: str = CANCELLED_BY_USER) -> None:
         Run.objects.filter(pk=run.pk, status__in=ACTIVE_STATUSES).update(
             cancel_requested=True, cancel_reason=reason
         )
+        runs_flagged.announce(run.pk)  # its agents' pool looks at once, not at its next look
         unclaimed = Run.objects.filter(
             Q(pk=run.pk) | Q(root_id=run.pk),
             status__in=[Status.QUEUED, Status.PAUSED],

@@ -12,14 +12,10 @@ from research.events import RunCreated, publish
 from research.models import Dataset, Run, RunState, State
 from research.ops.throttles import ResearchStartThrottle, throttle_check
 from research.pricing import DEMO_MODEL
+from research.services.announce import roots_queued
 from research.services.callbacks import callback_register, callback_url_check
 from research.services.followups import followed_research, followup_sources_carry
-from research.services.runs import (
-    root_queued,
-    validate_max_steps,
-    validate_topic,
-    working_roots_check,
-)
+from research.services.runs import validate_max_steps, validate_topic, working_roots_check
 from research.services.starter import starter_dataset_load
 
 
@@ -97,7 +93,7 @@ def run_start(
         if callback_url:
             callback_register(run_id=run.pk, url=callback_url)
         publish(root_id=run.root_id, run_id=run.pk, payload=RunCreated.of(run))
-        root_queued(run.pk)
+        roots_queued.announce(run.pk)
     return run
 
 

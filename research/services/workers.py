@@ -11,9 +11,10 @@ from django.utils import timezone
 from research.endings import SERVER_STOPPED as INTERRUPTED
 from research.endings import WORKER_LOST
 from research.models import ACTIVE_STATUSES, Run, Status, Worker
+from research.services.announce import roots_queued
 from research.services.locks import claim_next_root
 from research.services.resume import roots_resume_interrupted
-from research.services.runs import root_queued, runs_fail
+from research.services.runs import runs_fail
 
 
 def worker_register(*, claims_roots: bool = True) -> Worker:
@@ -79,7 +80,7 @@ def _end_runs_of(worker_id: int, error: str) -> int:
     requeued = list(unstarted.values_list("pk", flat=True))
     if requeued and unstarted.filter(pk__in=requeued).update(worker=None):
         for run_id in requeued:
-            root_queued(run_id)  # wakes the claim loops, here and (NOTIFY) elsewhere
+            roots_queued.announce(run_id)  # wakes the claim loops, here and (NOTIFY) elsewhere
     run_ids = list(runs.values_list("pk", flat=True))  # re-read: without the requeued
     return runs_fail(run_ids=run_ids, error=error)
 

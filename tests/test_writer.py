@@ -83,11 +83,13 @@ def _together(writer, calls) -> dict[int, BaseException]:
     for thread in threads:
         thread.start()
     wait_for(lambda: writer.queued() == len(calls), message="the records never queued")
-    batches = writer.batches
+    writer.largest = 0  # forget the batches of earlier tests
     gate.set()
     for thread in [busy, *threads]:
         thread.join(20)
-    assert writer.batches - batches <= 1 + len(calls)  # the first records went together
+    # The first records went together: the next batch took every record queued meanwhile.
+    # (Not a count of batches: how the later records group depends on the machine's load.)
+    assert writer.largest >= len(calls)
     return errors
 
 

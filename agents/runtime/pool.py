@@ -32,7 +32,6 @@ from agents.runtime.orphans import OrphanSweep
 from agents.runtime.worker import WorkerLoops
 from research import endings, events, services
 from research.models import Run
-from research.ops import wakeups
 from research.sql import give_back_connection
 
 log = logging.getLogger(__name__)
@@ -97,19 +96,8 @@ class AgentPool(WorkerLoops):
         failed = services.workers_sweep(dead_after_seconds=settings.RESEARCH_WORKER_DEAD_SECONDS)
         if failed:
             log.warning("marked %d runs of a stopped process failed", failed)
-        unsubscribe = [
-            services.roots_queued.subscribe(lambda run_id: self._wake.set()),
-            services.runs_flagged.subscribe(lambda run_id: self._flagged.set()),
-        ]
-        self._unsubscribe = lambda: [stop() for stop in unsubscribe]
-        wakeups.listen()  # what other processes announce wakes these loops too
         services.step_writer.start(self)  # its agents' step records: services.writer
-        for target in (self._claim_loop, self._heartbeat_loop, self._cancel_watch):
-            thread = threading.Thread(
-                target=self._background(target), name=f"pool-{target.__name__}", daemon=True
-            )
-            thread.start()
-            self._threads.append(thread)
+        self._start_loops()
         return self
 
     def shutdown(self, *, reason: str = endings.SERVER_STOPPED, timeout: float = 10.0) -> None:

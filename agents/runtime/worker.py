@@ -7,18 +7,37 @@ background reads on its own; it uses the pool's slots, locks and agents.
 """
 
 import logging
+import threading
 
 from django.conf import settings
 from django.db import close_old_connections, connections
 
 from research import endings, services
 from research.models import Run, Worker
+from research.ops import wakeups
 from research.selectors import team as team_reads
 
 log = logging.getLogger(__name__)
 
 
 class WorkerLoops:
+    def _start_loops(self) -> None:
+        """Start claiming, heartbeating and watching cancels, each in a thread; what is
+        announced (research.services.announce), here or by another process's NOTIFY
+        (research.ops.wakeups), wakes the claim loop and the cancel watch."""
+        unsubscribe = [
+            services.roots_queued.subscribe(lambda run_id: self._wake.set()),
+            services.runs_flagged.subscribe(lambda run_id: self._flagged.set()),
+        ]
+        self._unsubscribe = lambda: [stop() for stop in unsubscribe]
+        wakeups.listen()
+        for target in (self._claim_loop, self._heartbeat_loop, self._cancel_watch):
+            thread = threading.Thread(
+                target=self._background(target), name=f"pool-{target.__name__}", daemon=True
+            )
+            thread.start()
+            self._threads.append(thread)
+
     def _background(self, target):
         def loop() -> None:
             while not self._stopping.is_set():

@@ -100,6 +100,7 @@ class Writer:
         self.batches = 0
         self.records = 0
         self.retried = 0  # batches rolled back and written again record by record
+        self.largest = 0  # the most records one batch took
 
     def start(self, user: object) -> None:
         """Start the thread unless it runs, for `user` (a pool) until its stop."""
@@ -209,6 +210,7 @@ class Writer:
     def _write(self, batch: list[Pending]) -> None:
         self.batches += 1
         self.records += len(batch)
+        self.largest = max(self.largest, len(batch))
         try:
             alone = any(record.part is None for record in batch)
             if alone or not self._together(batch):

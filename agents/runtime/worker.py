@@ -13,7 +13,7 @@ from django.conf import settings
 from django.db import close_old_connections, connections
 
 from research import endings, services
-from research.models import Run, Worker
+from research.models import Run
 from research.ops import wakeups
 from research.selectors import team as team_reads
 
@@ -132,9 +132,8 @@ class WorkerLoops:
     def _heartbeat_loop(self) -> None:
         if self._stopping.wait(settings.RESEARCH_HEARTBEAT_SECONDS):
             return
-        services.worker_heartbeat(worker_id=self.worker_id)
-        if _declared_dead(self.worker_id):
-            self._start_over()
+        if not services.worker_heartbeat(worker_id=self.worker_id):
+            self._start_over()  # declared dead meanwhile
         with self._lock:
             running = set(self._agents)
         self._orphans.sweep(worker_id=self.worker_id, running=running)
@@ -187,8 +186,3 @@ class WorkerLoops:
             len(agents),
             self.worker_id,
         )
-
-
-def _declared_dead(worker_id: int) -> bool:
-    """Whether another process's sweep stopped this worker (or its row was deleted)."""
-    return not Worker.objects.filter(pk=worker_id, stopped_at__isnull=True).exists()

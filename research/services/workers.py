@@ -29,10 +29,13 @@ def worker_register(*, claims_roots: bool = True) -> Worker:
     return worker
 
 
-def worker_heartbeat(*, worker_id: int) -> None:
+def worker_heartbeat(*, worker_id: int) -> bool:
+    """Beat; False when another process's sweep declared this worker dead (or its row was
+    deleted), and nothing was written."""
     # The database's clock, not this machine's: a worker whose clock runs ahead must not
     # make healthy workers look dead to the others.
-    Worker.objects.filter(pk=worker_id).update(heartbeat_at=Now())
+    live = Worker.objects.filter(pk=worker_id, stopped_at__isnull=True)
+    return live.update(heartbeat_at=Now()) == 1
 
 
 def worker_stop(*, worker_id: int, error: str = INTERRUPTED) -> int:

@@ -26,7 +26,7 @@ from research.services.announce import Announcement, roots_queued, runs_flagged
 
 log = logging.getLogger(__name__)
 
-ANNOUNCEMENTS = {a.channel: a for a in (roots_queued, runs_flagged)}
+ANNOUNCEMENTS = {told.channel: told for told in (roots_queued, runs_flagged)}
 RECONNECT_SECONDS = 2.0
 CHECK_SECONDS = 1.0  # how often the listener checks that a pool still wants waking
 

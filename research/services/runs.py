@@ -300,7 +300,8 @@ def capped_report(report: str) -> str:
 
 
 def run_cancel(*, run: Run, reason: str = CANCELLED_BY_USER) -> None:
-    """Ask a run and its sub-agents to stop. The agent runtime sees the flag within a second.
+    """Ask a run and its sub-agents to stop. The flag is announced once it commits, and the
+    agent pool running them reads it at once (research.services.announce).
 
     A run no process has claimed yet (a queued root, a root paused for its plan review) has
     no agent to see it: it ends here, its plan and what was covered kept.

@@ -336,6 +336,47 @@ def test_a_note_releases_a_waiting_root_and_its_next_round_contains_it(
     assert [(m["from_name"], m["text"]) for m in listed] == [("analyst", "Focus on barn owls.")]
 
 
+@pytest.fixture
+def watch_a_minute_away(settings):
+    """The pool's timed look at its agents' flags a minute away (set before the pool
+    starts): a note that reaches an agent sooner came through its announcement."""
+    settings.RESEARCH_CANCEL_WATCH_SECONDS = 60
+
+
+def test_a_note_reaches_a_waiting_root_when_sent_not_at_the_pools_next_look(
+    watch_a_minute_away, agent_pool, scripted_llm, alice, api
+):
+    topic = "Wrens: a root told at once"
+    child_may_end = threading.Event()
+
+    def child_turn(messages):
+        child_may_end.wait(30)
+        return reply("wren child report")
+
+    scripted_llm.script(
+        topic, spawn("dawdler", "slow wren errand"), call("wait_subagents"), reply("Wren report.")
+    )
+    scripted_llm.script("slow wren errand", child_turn)
+    root = start(alice, topic)
+    wait_for(lambda: Run.objects.filter(pk=root.pk, state="waiting").exists())
+    response = api.post(
+        f"/v1/gb/research/{root.pk}/notes", {"text": "Wrens are loud."}, format="json"
+    )
+    assert response.status_code == 201, response.content
+    try:
+        # The wait ends on the note, long before the pool's look a minute away would see it.
+        wait_for(
+            lambda: len(scripted_llm.requests_for(topic)) >= 3,
+            timeout=10,
+            message="the waiting root did not hear of the note",
+        )
+    finally:
+        child_may_end.set()
+    third = scripted_llm.requests_for(topic)[2]
+    assert any(text.endswith("] Wrens are loud.") for text in user_messages(third))
+    wait_finished(root)
+
+
 def test_a_note_releases_a_sub_agent_waiting_for_messages(agent_pool, scripted_llm, alice, api):
     topic = "Swifts: a child that listens"
     scripted_llm.script(

@@ -31,9 +31,10 @@ class Paused(Exception):
 class CancelToken:
     """Set in this process by the pool, or in the database by any process (run_cancel).
 
-    The database flag is read at most every RESEARCH_CANCEL_POLL_SECONDS, so a cancel sent
-    to another process reaches the agent within a second without a query per check; in a
-    pool, one query reads the flags of all its agents (`watched`).
+    In a pool (`watched`), one query reads the flags of all its agents when a cancel or a
+    note is announced (research.services.announce, NOTIFY from other processes) and every
+    RESEARCH_CANCEL_WATCH_SECONDS. A token outside a pool reads its own flag at most every
+    RESEARCH_CANCEL_POLL_SECONDS, without a query per check.
     """
 
     run_id: int

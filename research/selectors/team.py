@@ -160,9 +160,10 @@ def cancel_flags(*, run_id: int) -> CancelFlags | None:
 
 
 def cancel_flags_of(*, run_ids: list[int]) -> dict[int, CancelFlags]:
-    """The cancel flags of several runs in one query (a pool reads all its agents' every
-    RESEARCH_CANCEL_POLL_SECONDS, whatever they do, so the statement is built once per count
-    of runs); a run deleted meanwhile is left out. The one place these flags are read."""
+    """The cancel flags of several runs in one query (a pool's cancel watch reads all its
+    agents' at every announcement and every RESEARCH_CANCEL_WATCH_SECONDS, so the statement
+    is built once per count of runs); a run deleted meanwhile is left out. The one place
+    these flags are read."""
     if not run_ids:
         return {}
     with connection.cursor() as cursor:

@@ -127,6 +127,10 @@ def _write_private(path: Path, text: str) -> None:
 POSTGRESQL_ENGINE = "research.postgresql"  # Django's, with the pool's check of Canopy's own
 
 
+# psycopg's default: a statement is prepared after its fifth run on a connection.
+PREPARE_THRESHOLD = 5
+
+
 def _database(url: str) -> dict:
     config = dj_database_url.parse(url)
     if config["ENGINE"] == "django.db.backends.sqlite3":
@@ -147,14 +151,19 @@ def _database(url: str) -> dict:
         # The check is research.postgresql's, which asks the socket before it asks the
         # server (Django's CONN_HEALTH_CHECKS installs psycopg_pool's round trip instead).
         config["ENGINE"] = POSTGRESQL_ENGINE
+        server_side_binding = envbool("DATABASE_SERVER_SIDE_BINDING", True)
         config["OPTIONS"] = {
             # A process frozen inside a transaction would hold its tree's lock for ever and
             # block every other process's sweep; the server ends such a session instead.
             "options": "-c idle_in_transaction_session_timeout=60000",
             # Parameters sent apart from the statement (PostgreSQL's binding), not quoted
             # into its text one by one in Python: that quoting was about 8% of a research's
-            # CPU (issue 25). A statement a connection runs often is then prepared, too.
-            "server_side_binding": envbool("DATABASE_SERVER_SIDE_BINDING", True),
+            # CPU (issue 25). A statement a connection has run 5 times is then prepared:
+            # the server parses and plans it once per connection, not on every run (Django
+            # turns psycopg's preparing off unless it is asked for). `false` turns off both,
+            # for a pooler that cannot keep prepared statements.
+            "server_side_binding": server_side_binding,
+            "prepare_threshold": PREPARE_THRESHOLD if server_side_binding else None,
             "pool": {
                 "min_size": 1,
                 "max_size": envint("DATABASE_POOL_SIZE", 40),

@@ -1,14 +1,18 @@
 """PostgreSQL's connection pool and Canopy's check of it (research.postgresql): an idle
 connection is handed out without a round trip, a dead one is replaced, and a server that ended
-them all costs one failed check, not one per connection. Against the real server."""
+them all costs one failed check, not one per connection; a statement a connection runs often is
+prepared. Against the real server."""
 
+import os
+import subprocess
+import sys
 import threading
 
 import pytest
 from django.db import connection
 
 from research.models import Run
-from tests.conftest import wait_for
+from tests.conftest import PROJECT, wait_for
 from tests.test_resilience import connections_in_use, terminate_backends
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -155,3 +159,43 @@ def test_django_queries_after_the_servers_end_every_pooled_connection_still_work
     # The test's own, and nothing leaked (the replacements of the dead ones join the pool
     # from its worker threads, so the count settles a moment later).
     wait_for(lambda: connections_in_use() == 1, timeout=5, message="a connection leaked")
+
+
+PREPARED_RUNS = """
+import django
+django.setup()
+from django.db import connection
+for _ in range(8):
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM gb_agent_research_runs WHERE id > %s", [0])
+with connection.cursor() as cursor:
+    cursor.execute(
+        "SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE %s",
+        ["%gb_agent_research_runs WHERE id >%"],
+    )
+    print(cursor.fetchone()[0])
+"""
+
+
+@pytest.mark.parametrize(("binding", "prepared"), [("true", "1"), ("false", "0")])
+def test_a_statement_a_connection_runs_often_is_prepared_unless_binding_is_off(binding, prepared):
+    """With server-side binding (the default), the server parses and plans a statement a
+    connection keeps running once, not on every run; DATABASE_SERVER_SIDE_BINDING=false, for
+    a pooler that cannot keep prepared statements, prepares none."""
+    postgres_only()
+    db = connection.settings_dict
+    result = subprocess.run(
+        [sys.executable, "-c", PREPARED_RUNS],
+        cwd=PROJECT,
+        env={
+            **os.environ,
+            "DJANGO_SETTINGS_MODULE": "tests.settings",
+            "DATABASE_URL": f"postgres://{db['USER']}@{db['HOST']}:{db['PORT']}/{db['NAME']}",
+            "DATABASE_SERVER_SIDE_BINDING": binding,
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == prepared

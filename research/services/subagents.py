@@ -66,7 +66,7 @@ def subagents_spawn_each(
     """Record the spawn calls of one turn: for each, its runs, or the refusal that recorded
     none of them. Each call is checked as if made after the ones before it (their names are
     taken, their tasks are working sub-agents' tasks), and all of them are recorded in one
-    transaction: the tree locked and its counts read once, each call's runs in one INSERT,
+    transaction: the tree locked and its counts read once, the turn's runs in one INSERT,
     then every first state and `run.created` event in one round trip.
 
     The first `seat` runs recorded are claimed for `worker_id` in the same transaction
@@ -77,35 +77,66 @@ def subagents_spawn_each(
     parent = parent_for_spawn(parent_id)  # read, its tree locked, once for the whole turn
     children = team_reads.children_with_tasks(run_id=parent_id)
     taken: dict[str, int | None] = {child.name: child.pk for child, _ in children}
+    # [how a refusal names it, its task] of each working sub-agent, this turn's included.
     working = [
-        (_working(child.name, child.pk), task)
+        [_working(child.name, child.pk), task]
         for child, task in children
         if child.status in ACTIVE_STATUSES
     ]
     in_tree = team_reads.subagents_in_tree(root_id=parent.root_id)
-    outcomes: list[list[Run] | ResearchError] = []
+    # The turn's runs go in one INSERT once every call is checked (a turn of five spawns is
+    # one statement, not five). Until then a run checked has no id, which only a refusal
+    # would show ("run N"): a call refused while some are unwritten is checked again after
+    # they are written, so that its refusal names them as the model will find them.
+    unwritten: list[tuple[Launch, list[str]]] = []
     recorded: list[Run] = []
-    for call in calls:
-        try:
-            checked = _checked_call(call, parent, taken, in_tree, working)
-        except ResearchError as error:
-            outcomes.append(error)
-            continue
-        runs = subagents_insert(parent=parent, launches=checked)
-        for run in runs:
+
+    def write_unwritten() -> None:
+        runs = subagents_insert(parent=parent, launches=[launch for launch, _ in unwritten])
+        for run, (_, labelled) in zip(runs, unwritten, strict=True):
             taken[run.name] = run.pk
-            working.append((_working(run.name, run.pk), run.topic))
-        in_tree += len(runs)
-        recorded += runs
-        outcomes.append(runs)
-    if not recorded:
-        return outcomes
-    announced = subagents_announce(parent=parent, runs=recorded, seat=seat, worker_id=worker_id)
-    rows = {run.pk: run for run in announced}  # the seated ones as their claim returned them
+            labelled[0] = _working(run.name, run.pk)
+        recorded.extend(runs)
+        unwritten.clear()
+
+    def checked_or_refused(call: SpawnCall) -> list[Launch] | ResearchError:
+        try:
+            return _checked_call(call, parent, taken, in_tree, working)
+        except ResearchError as error:
+            return error
+
+    outcomes: list[int | ResearchError] = []  # each call's number of runs, or its refusal
+    for call in calls:
+        checked = checked_or_refused(call)
+        if isinstance(checked, ResearchError) and unwritten:
+            write_unwritten()  # its refusal may name them: it is found again with their ids
+            checked = checked_or_refused(call)
+        if isinstance(checked, ResearchError):
+            outcomes.append(checked)
+            continue
+        for launch in checked:
+            taken[launch.name] = UNWRITTEN
+            labelled = [_working(launch.name, UNWRITTEN), launch.task]
+            working.append(labelled)
+            unwritten.append((launch, labelled))
+        in_tree += len(checked)
+        outcomes.append(len(checked))
+    if unwritten:
+        write_unwritten()
+    announced = (
+        subagents_announce(parent=parent, runs=recorded, seat=seat, worker_id=worker_id)
+        if recorded
+        else []
+    )
+    runs = iter(announced)  # in the calls' order; the seated ones as their claim returned them
     return [
-        outcome if isinstance(outcome, ResearchError) else [rows[run.pk] for run in outcome]
+        outcome if isinstance(outcome, ResearchError) else [next(runs) for _ in range(outcome)]
         for outcome in outcomes
     ]
+
+
+# A run checked but not yet written: its id is unknown (never shown; see subagents_spawn_each).
+UNWRITTEN = 0
 
 
 def _working(name: str, pk: int) -> str:

@@ -13,6 +13,7 @@ from functools import lru_cache
 from django.conf import settings
 from django.db import transaction
 
+from research.clean import strip_controls
 from research.errors import InvalidInput, LimitReached, ResearchError
 from research.models import ACTIVE_STATUSES, Run
 from research.selectors import team as team_reads
@@ -116,7 +117,8 @@ def subagents_spawn_each(
             continue
         for launch in checked:
             taken[launch.name] = UNWRITTEN
-            labelled = [_working(launch.name, UNWRITTEN), launch.task]
+            # Its task as its run will store it (the topic), as later calls compare it.
+            labelled = [_working(launch.name, UNWRITTEN), strip_controls(launch.task)]
             working.append(labelled)
             unwritten.append((launch, labelled))
         in_tree += len(checked)

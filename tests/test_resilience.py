@@ -188,6 +188,37 @@ def test_agents_whose_connections_are_terminated_go_on_and_end_done(scripted_llm
         pool.shutdown()
 
 
+def test_the_reports_coverage_is_read_again_when_its_connection_ends_between_its_reads(
+    alice, monkeypatch
+):
+    """The Coverage and gaps section reads the root, then its plan. A connection the server
+    ends between the two (a restart does not wait for a model call; in the test above another
+    tree's agent ended it) costs a second try on a fresh connection, not the section: the
+    report once ended "could not be verified: ... terminating connection"."""
+    from agents.loop import review
+    from agents.runtime.context import AgentContext, CancelToken
+
+    root = services.run_start(owner=alice, topic="the tides and the moon", throttle=False)
+    services.plan_write(root_id=root.pk, items=["Tides", "The moon"])
+    ctx = AgentContext.of(Run.objects.get(pk=root.pk), CancelToken(root.pk))
+    read_root = review.team_reads.run_by_id
+    ended = []
+
+    def read_then_lose_the_connection(**kwargs):
+        run = read_root(**kwargs)
+        if not ended:  # every backend of the database, this thread's among them
+            ended.append(terminate_backends(sparing=-1))
+        return run
+
+    monkeypatch.setattr(review.team_reads, "run_by_id", read_then_lose_the_connection)
+
+    section = review.coverage(ctx, None)
+
+    assert ended[0] >= 1
+    assert "Plan items not covered:" in section
+    assert "- Item 1: Tides" in section and "- Item 2: The moon" in section
+
+
 def test_a_run_no_thread_can_record_is_ended_by_the_orphan_sweep(alice, settings):
     """A run of a live worker that no agent thread runs (its thread died without recording
     its end) is failed by that worker's own heartbeat, not held for the life of the process."""

@@ -85,11 +85,20 @@ def verifying(ctx: AgentContext) -> bool:
 def coverage(ctx: AgentContext, verdict: Verdict | None) -> str:
     """The report's Coverage and gaps section, from the plan as it ends and the verdict (whose
     flagged claims the page marks); "" when there was neither."""
-    # The first read after the revision's model call: through a fresh connection if need be.
-    root = resilience.retrying("reading the root", lambda: team_reads.run_by_id(run_id=ctx.run_id))
-    items = plan_reads.plan_items(root=root, ending=True)
+
+    def plan_as_it_ends() -> list[dict] | None:
+        root = team_reads.run_by_id(run_id=ctx.run_id)
+        return plan_reads.plan_items(root=root, ending=True)
+
+    # Through a fresh connection if need be: the reads follow the revision's model call, and
+    # a restart may end the connection between them as well (the write sets a value: again
+    # is the same).
+    items = resilience.retrying("reading the plan", plan_as_it_ends)
     if verdict is not None:
-        services.report_flags_set(run_id=ctx.run_id, claims=verdict.claims)
+        resilience.retrying(
+            "flagging the report's claims",
+            lambda: services.report_flags_set(run_id=ctx.run_id, claims=verdict.claims),
+        )
     return coverage_section(items, verdict)
 
 

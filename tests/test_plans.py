@@ -287,16 +287,23 @@ def test_a_verifier_that_fails_leaves_the_draft_and_says_so(
 # --- notes from the analyst ----------------------------------------------------------------
 
 
+def held_turn(answer: str):
+    """A sub-agent's turn that answers `answer` only once the event it comes with is set (at
+    most 30 s): its parent waits on it meanwhile."""
+    release = threading.Event()
+
+    def turn(messages):
+        release.wait(30)
+        return reply(answer)
+
+    return release, turn
+
+
 def test_a_note_releases_a_waiting_root_and_its_next_round_contains_it(
     agent_pool, scripted_llm, alice, api
 ):
     topic = "Owls: a root that waits"
-    child_may_end = threading.Event()
-
-    def child_turn(messages):
-        child_may_end.wait(30)
-        return reply("owl child report")
-
+    child_may_end, child_turn = held_turn("owl child report")
     scripted_llm.script(
         topic,
         spawn("slowpoke", "slow owl errand"),
@@ -347,12 +354,7 @@ def test_a_note_reaches_a_waiting_root_when_sent_not_at_the_pools_next_look(
     watch_a_minute_away, agent_pool, scripted_llm, alice, api
 ):
     topic = "Wrens: a root told at once"
-    child_may_end = threading.Event()
-
-    def child_turn(messages):
-        child_may_end.wait(30)
-        return reply("wren child report")
-
+    child_may_end, child_turn = held_turn("wren child report")
     scripted_llm.script(
         topic, spawn("dawdler", "slow wren errand"), call("wait_subagents"), reply("Wren report.")
     )

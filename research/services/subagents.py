@@ -55,6 +55,10 @@ def subagents_spawn(*, parent_id: int, launches: Sequence[Launch], batch: bool =
     return outcome
 
 
+# A run checked but not yet written: its id is unknown (never shown; see subagents_spawn_each).
+UNWRITTEN = 0
+
+
 @transaction.atomic
 @inserts_deferred()
 def subagents_spawn_each(
@@ -135,10 +139,6 @@ def subagents_spawn_each(
         outcome if isinstance(outcome, ResearchError) else [next(runs) for _ in range(outcome)]
         for outcome in outcomes
     ]
-
-
-# A run checked but not yet written: its id is unknown (never shown; see subagents_spawn_each).
-UNWRITTEN = 0
 
 
 def _working(name: str, pk: int) -> str:

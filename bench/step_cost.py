@@ -41,13 +41,20 @@ from agents.llm.scripted import ScriptedLLM, call, reply  # noqa: E402  (no Djan
 
 POSTGRES_DATABASE = os.environ.get("BENCH_STEP_DATABASE", "canopy_bench")
 POSTGRES_URL = f"postgres://postgres@127.0.0.1:5432/{POSTGRES_DATABASE}"
-TOOLS = {"cancel_subagent": {"name": "nobody"}, "web_search": {"query": "nothing"}}
+# Each turn's arguments, by turn: a plan of new items each time, so that every turn writes.
+TOOLS = {
+    "cancel_subagent": lambda turn: {"name": "nobody"},
+    "web_search": lambda turn: {"query": "nothing"},
+    "write_plan": lambda turn: {"items": [f"item {turn}"]},
+}
 
 
 def main() -> None:
     options = parse_args()
     scripts = {
-        topic(index, agent): [call(options.tool, **TOOLS[options.tool])] * options.turns
+        topic(index, agent): [
+            call(options.tool, **TOOLS[options.tool](turn)) for turn in range(options.turns)
+        ]
         + [reply("done")]
         for index in range(options.repeat)
         for agent in range(options.agents)
@@ -80,9 +87,11 @@ def parse_args() -> argparse.Namespace:
         "--tool",
         choices=sorted(TOOLS),
         default="cancel_subagent",
-        help="the cheap tool of each turn: cancel_subagent acts (one read; the agent waits "
-        "for its records before it), web_search reads (no provider set: no query; the agent "
-        "does not wait) (cancel_subagent)",
+        help="the cheap tool of each turn: cancel_subagent acts and refuses (one read, no "
+        "write: the agent does not wait for its records, since round thirteen), write_plan "
+        "acts and writes (a plan version and its event, after the agent's records), "
+        "web_search reads (no provider set: no query; the agent does not wait) "
+        "(cancel_subagent)",
     )
     return parser.parse_args()
 

@@ -10,7 +10,7 @@ from agents.llm.scripted import call, reply
 from agents.loop.lifetime import run_agent
 from agents.runtime.context import CancelToken
 from research import services
-from research.models import Event, Run, Step
+from research.models import Event, Plan, Run, Step
 from research.services import step_writer
 from tests.conftest import wait_for
 
@@ -79,19 +79,45 @@ def test_an_agent_goes_on_to_its_next_model_call_while_its_records_wait(
     assert states == [*["thinking", "searching"] * 3, "thinking"]
 
 
-def test_a_tool_that_acts_waits_for_the_agents_records(held_writer, scripted_llm, run_factory):
+def test_a_tool_that_acts_writes_after_the_agents_records(held_writer, scripted_llm, run_factory):
+    """The lead's plan (a tool that acts and writes) waits for the model call's record that
+    asked for it; its event follows that call's."""
     run = run_factory(topic="acting waits")
-    scripted_llm.script("acting waits", call("cancel_subagent", name="nobody"), reply("Done."))
+    scripted_llm.script("acting waits", call("write_plan", items=["the one item"]), reply("Done."))
 
     agent = _agent_in_thread(run)
     wait_for(lambda: len(scripted_llm.requests_for("acting waits")) == 1)
-    agent.join(0.5)  # the tool waits for the first record, which the writer holds
+    agent.join(0.5)  # the plan's write waits for the first record, which the writer holds
     assert agent.is_alive()
     assert len(scripted_llm.requests_for("acting waits")) == 1
+    assert not Plan.objects.filter(root_id=run.pk).exists()
     held_writer()
     agent.join(20)
 
     run.refresh_from_db()
     assert (run.status, run.steps) == ("done", 2)
-    [result] = scripted_llm.tool_results("acting waits", name="cancel_subagent")
+    assert Plan.objects.get(root_id=run.pk).items == ["the one item"]
+    types = list(
+        Event.objects.filter(root_id=run.pk).order_by("seq").values_list("type", flat=True)
+    )
+    assert types.index("run.usage") < types.index("run.plan")
+
+
+def test_a_tool_that_acts_and_writes_nothing_does_not_wait_for_the_agents_records(
+    held_writer, scripted_llm, run_factory
+):
+    """cancel_subagent of a name that is no sub-agent reads and refuses: the agent's next
+    model call goes while its records still wait for the writer."""
+    run = run_factory(topic="refusing goes on")
+    scripted_llm.script("refusing goes on", call("cancel_subagent", name="nobody"), reply("Done."))
+
+    agent = _agent_in_thread(run)
+    wait_for(lambda: len(scripted_llm.requests_for("refusing goes on")) == 2)
+    assert Run.objects.get(pk=run.pk).steps == 0  # nothing committed yet
+    held_writer()
+    agent.join(20)
+
+    run.refresh_from_db()
+    assert (run.status, run.steps) == ("done", 2)
+    [result] = scripted_llm.tool_results("refusing goes on", name="cancel_subagent")
     assert result["content"] == "error: you have no sub-agents to cancel"

@@ -313,11 +313,10 @@ class Agent:
         following = [group_state(group) for group in groups[1:]] + [after]
         for group, after_group in zip(groups, following, strict=True):
             self.ctx.cancel.check()
-            if any(item.tool is not None and not item.parallel for item in group):
-                # A tool that acts (spawns, messages, plans, ends) does so after this agent's
-                # records, so its rows and events follow theirs as they did.
-                self.records.written()
-            with self._blocking():
+            # A tool that acts (spawns, messages, plans, ends) writes after this agent's
+            # records, so its rows and events follow theirs; its reads need not wait.
+            acts = any(item.tool is not None and not item.parallel for item in group)
+            with self._blocking(), self.records.writes_after() if acts else nullcontext():
                 results = self._run_group(group)
             states = [None] * (len(group) - 1) + [after_group]
             for item, (output, is_error), next_state in zip(group, results, states, strict=True):

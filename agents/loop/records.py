@@ -3,18 +3,20 @@
 
 A model call's record is committed while the agent's tools run, and a tool call's while its
 next model call is out, and so is the state it shows before a model call: the agent does not
-wait for a commit on every step. It waits (`written`) before a tool that acts (a spawn, a
-message, a plan: its rows and events follow the records'), before reading the tree's cost for
-its cap, and before its end.
+wait for a commit on every step. It waits (`written`) before reading the tree's cost for its
+cap and before its end. A tool that acts (a spawn, a message, a plan) runs inside
+`writes_after`: its reads go at once, and its first write waits for the records, so its rows
+and events follow theirs; one that only reads and refuses (a name that is no sub-agent) never
+waits.
 A record lost with its connection is written again there, so it lands after the records
 handed over behind it (its transcript row and events come later); a record is one
 transaction, so nothing is ever half written.
 """
 
-from collections.abc import Callable
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 
-from django.db import DatabaseError
+from django.db import DatabaseError, connection
 
 from agents.runtime import resilience
 from research.services.writer import Pending
@@ -52,3 +54,29 @@ class Records:
                 if not resilience.lost_connection(error):
                     raise
                 resilience.retrying(what, again)
+
+    @contextmanager
+    def writes_after(self) -> Iterator[None]:
+        """Run a tool that acts: its reads go at once, and its first statement that writes
+        or locks (anything in a transaction, anything but a SELECT) waits until every record
+        handed over is committed. A record that failed is raised after the tool, where
+        `written` raises it; a tool that wrote nothing leaves it to the agent's next wait."""
+        waited = False
+
+        def first_write_waits(execute, sql, params, many, context):
+            nonlocal waited
+            if not waited and (connection.in_atomic_block or not _reads(sql)):
+                waited = True
+                for _, pending, _ in self._unwritten:
+                    pending.settle()  # no raise here: the tool would report it as its own
+            return execute(sql, params, many, context)
+
+        with connection.execute_wrapper(first_write_waits):
+            yield
+        if waited:
+            self.written()
+
+
+def _reads(sql: str) -> bool:
+    """A statement that only reads, outside a transaction: it holds no lock once it ends."""
+    return sql.lstrip()[:6].upper() == "SELECT"

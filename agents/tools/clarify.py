@@ -14,7 +14,7 @@ from agents.tools.plan import wait_for_analyst
 from agents.tools.tool import Tool, tool
 from research import services
 from research.errors import ResearchError
-from research.models import Run, State
+from research.models import State
 from research.services.clarify import MAX_QUESTIONS, QUESTION_MAX_CHARS
 
 Question = Annotated[str, Field(max_length=QUESTION_MAX_CHARS)]
@@ -43,12 +43,6 @@ def ask_clarifying_questions(
     """Ask the analyst up to three short questions before you start, when the topic is
     ambiguous. The research waits for the answers, then starts again with them in your task.
     Only in your first step: once you have started, go on with the topic as it is."""
-    steps = Run.objects.filter(pk=ctx.run_id).values_list("steps", flat=True).first() or 0
-    if steps > 1:
-        raise ToolError(
-            "clarifying questions come before the research, and you have started it: go on "
-            "with the topic as it is"
-        )
     try:
         asked = services.clarify_ask(root_id=ctx.run_id, questions=questions)
     except ResearchError as error:

@@ -71,12 +71,22 @@ def clarify_wanted(*, root_id: int) -> bool:
     ).exists()
 
 
+LATE_QUESTIONS = (
+    "clarifying questions come before the research, and you have started it: go on with the "
+    "topic as it is"
+)
+
+
 @transaction.atomic
 def clarify_ask(*, root_id: int, questions: object) -> bool:
     """Store the lead's questions and pause the root for the analyst's answers. False when it
-    cannot pause (it ended, a cancel came first, or it asked already): the caller goes on."""
-    questions = validate_questions(questions)
+    cannot pause (it ended, a cancel came first, or it asked already): the caller goes on.
+    Refused once the lead is past its first step: its steps are read here, in the transaction
+    that waits for its records (agents.loop.records.Records.writes_after)."""
     tree_lock(root_id=root_id)
+    if Run.objects.filter(pk=root_id, steps__gt=1).exists():
+        raise InvalidInput(LATE_QUESTIONS)
+    questions = validate_questions(questions)
     stored = Run.objects.filter(
         pk=root_id,
         clarify=True,

@@ -2,8 +2,9 @@
 
 An agent hands its record over (`hand_over`: a model call, a tool call, the state it shows)
 and goes on: its next model call or its tools run while the record is written. It waits on its
-records (Pending.wait) only where it must see them committed: before a tool that acts (a spawn,
-a message, a plan), before reading the tree's cost for its cap, and before its end
+records (Pending.wait) only where it must see them committed: before the first write of a tool
+that acts (a spawn, a message, a plan), before reading the tree's cost for its cap, and before
+its end
 (agents.loop.records). `write` hands over and waits, for callers with no such point. The writer
 lets a batch fill for RESEARCH_WRITER_LINGER_MS from its oldest record (up to BATCH_MAX
 records), then writes the whole batch in one transaction, so a batch costs one commit instead

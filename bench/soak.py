@@ -614,8 +614,11 @@ def main() -> int:
         stop_faults.set()
         fault_thread.join()
         log("every run ended" if not active else f"{active} runs still active at the timeout")
-        if redis.process is None or redis.process.poll() is not None:
-            redis.start()
+        # Started again from this thread: the server the fault thread started gets SIGTERM
+        # as that thread ends (tests.servers._die_with_parent follows the thread), which a
+        # check of the process here could miss, and the viewers' last resume then met a dead
+        # Redis.
+        redis.start()
         done.set()
         for thread in viewers.threads:
             thread.join(30)

@@ -223,7 +223,8 @@ def log_threads() -> None:
 
 
 def thread_sums(pid: int) -> dict[str, float]:
-    """The web process's CPU seconds so far by thread role, asked for with SIGUSR1."""
+    """The web process's CPU seconds and context switches so far by thread role
+    ({"cpu": ..., "switches": ...}), asked for with SIGUSR1."""
     THREAD_LOG.unlink(missing_ok=True)
     os.kill(pid, signal.SIGUSR1)
     deadline = time.monotonic() + 10
@@ -303,9 +304,10 @@ def measure(llm: ScriptedLLM, server: Server, options: argparse.Namespace) -> di
         if options.threads:
             time.sleep(0.5)  # the last agent's end and the pushes after it
             after = thread_sums(pid)
-            run["threads"] = {
-                name: seconds - threads_before.get(name, 0.0) for name, seconds in after.items()
-            }
+            run["threads"], run["switches"] = (
+                {name: value - threads_before[kind].get(name, 0) for name, value in sums.items()}
+                for kind, sums in after.items()
+            )
         if options.statements:
             run["statements"] = sum(line != "-- commit" for line in lines)
             run["transactions"] = sum(line == "-- commit" for line in lines)
@@ -322,9 +324,9 @@ def measure(llm: ScriptedLLM, server: Server, options: argparse.Namespace) -> di
     idle_per_second = (cpu_seconds(pid) - idle_before) / IDLE_SECONDS
     idle_statements = (len(statement_lines()) - idle_lines) / IDLE_SECONDS
     if options.threads:
-        after = thread_sums(pid)
+        after = thread_sums(pid)["cpu"]
         idle_threads = {
-            name: (seconds - idle_threads.get(name, 0.0)) / IDLE_SECONDS
+            name: (seconds - idle_threads["cpu"].get(name, 0.0)) / IDLE_SECONDS
             for name, seconds in after.items()
         }
     cpu = statistics.median(run["cpu_s"] for run in measured)
@@ -387,10 +389,19 @@ def report_threads(figures: dict) -> None:
         name: statistics.median(run["threads"].get(name, 0.0) for run in measured) for name in roles
     }
     total = sum(medians.values())
-    print(f"CPU per research by thread (median of {len(measured)}, bench/thread_settings.py):")
+    switched = {
+        name: statistics.median(run["switches"].get(name, 0) for run in measured) for name in roles
+    }
+    print(
+        f"CPU and context switches per research by thread (median of {len(measured)}, "
+        f"bench/thread_settings.py; all threads: {sum(switched.values()):.0f} switches):"
+    )
     for name, seconds in sorted(medians.items(), key=lambda item: -item[1]):
         if seconds * 1000 >= 0.5:
-            print(f"  {seconds * 1000:6.1f} ms  {seconds / total:4.0%}  {name}")
+            print(
+                f"  {seconds * 1000:6.1f} ms  {seconds / total:4.0%}  "
+                f"{switched.get(name, 0):6.0f} switches  {name}"
+            )
     idle = figures["idle_threads_cpu_s_per_second"]
     print(
         f"the idle process's CPU a second by thread, over {IDLE_SECONDS:g} s "

@@ -55,6 +55,7 @@ bench: install services
 	$(PY) bench/start_cost.py
 	$(PY) bench/agent_lifecycle.py --database postgres
 	$(PY) bench/tree_timeline.py
+	$(PY) bench/loop_agents.py
 	$(PY) bench/outbound_cost.py
 	$(PY) bench/served.py --json bench-results.json
 	$(PY) bench/plots.py bench-results.json docs

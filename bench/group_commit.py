@@ -53,7 +53,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         sqlite_path = f"{folder}/group.sqlite3"
         prepare(options, sqlite_path)
-        agents = make_tree_runs(options, sqlite_path)
+        agents = make_tree_runs()
         print(f"database: {options.database}, {len(agents)} agents in {TREES} trees")
         print("| writer | ms per step | statements per step | commits per step |")
         print("| --- | --- | --- | --- |")
@@ -93,21 +93,24 @@ def prepare(options: argparse.Namespace, sqlite_path: str) -> None:
     call_command("migrate", verbosity=0)
 
 
-def make_tree_runs(options, sqlite_path) -> list[tuple[int, int, int | None, int]]:
-    """(run id, root id, parent id, depth) of every agent: roots and their children."""
+def make_tree_runs(
+    trees: int = TREES, owner: str = "group-commit"
+) -> list[tuple[int, int, int | None, int]]:
+    """(run id, root id, parent id, depth) of every agent of `trees` new trees, working:
+    roots and their children, of a new user named `owner`."""
     from django.contrib.auth.models import User
 
     from research.models import Run
 
-    owner = User.objects.create(username="group-commit")
+    user = User.objects.create(username=owner)
     agents = []
-    for tree in range(TREES):
-        root = Run.objects.create(owner=owner, topic=f"tree {tree}", model="scripted")
+    for tree in range(trees):
+        root = Run.objects.create(owner=user, topic=f"tree {tree}", model="scripted")
         Run.objects.filter(pk=root.pk).update(root=root, status="working")
         agents.append((root.pk, root.pk, None, 0))
         for child in range(CHILDREN):
             run = Run.objects.create(
-                owner=owner,
+                owner=user,
                 parent=root,
                 root=root,
                 depth=1,

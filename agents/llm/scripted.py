@@ -286,9 +286,10 @@ class _Server(ThreadingHTTPServer):
         finally:
             _close_django_connections()
 
-    # Every agent of a tree may connect at once; the default backlog of 5 would make the
+    # Every agent of a benchmark may connect at once (bench/loop_agents.py: 200 tasks in one
+    # go); a backlog too small for them (the default is 5; 64 was too few for 120) makes the
     # kernel drop connections and the client wait a second to retry them.
-    request_queue_size = 64
+    request_queue_size = 1024
     scripted: "ScriptedLLM"
 
 

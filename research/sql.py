@@ -61,8 +61,22 @@ def _unchanged(field: models.Field) -> tuple[type, ...]:
     return (*types, type(None)) if types else ()
 
 
+# psycopg converts a statement's `%s` to `$n` once per text, and only for statements of at
+# most this many parameters (psycopg._queries.MAX_CACHED_STATEMENT_PARAMS): a longer one,
+# whose text rarely repeats, is parsed again in Python on every run.
+PSYCOPG_CACHED_PARAMS = 50
+
+
 class Insert:
-    """`INSERT INTO <model's table> (<fields>) VALUES (...), (...)` for one or more rows."""
+    """`INSERT INTO <model's table> (<fields>) VALUES (...), (...)` for one or more rows.
+
+    On PostgreSQL, rows of more than PSYCOPG_CACHED_PARAMS values go as one array per column
+    instead, `INSERT ... SELECT * FROM unnest(%b::<type>[], ...)`: one text and one parameter
+    per column whatever the number of rows, so psycopg converts it once, and the server
+    prepares it once per connection rather than parsing each batch's new text. A batch's
+    INSERT of a few hundred values was parsed in Python each time: with 120 agents, over half
+    the writer's CPU (issue 25, round fourteen). Below that size the arrays cost more than
+    they save (bench figures in docs/performance.md)."""
 
     def __init__(self, model: type[models.Model], fields: Sequence[str]):
         self.fields = [model._meta.get_field(name) for name in fields]
@@ -70,6 +84,10 @@ class Insert:
         columns = ", ".join(connection.ops.quote_name(field.column) for field in self.fields)
         self.head = f"INSERT INTO {connection.ops.quote_name(model._meta.db_table)} ({columns}) "
         self.group = f"({placeholders(len(self.fields))})"
+        # Binary arrays (%b): psycopg writes each element as it is, where the text format
+        # escapes every string of the array in Python.
+        arrays = ", ".join(f"%b::{field.db_type(connection)}[]" for field in self.fields)
+        self.unnest = f"{self.head}SELECT * FROM unnest({arrays})"
 
     def rows(self, rows: Sequence[Sequence[Any]]) -> None:
         pending = getattr(_deferred, "pending", None)
@@ -80,9 +98,14 @@ class Insert:
 
     def _insert(self, rows: Sequence[Sequence[Any]]) -> None:
         db = connections[DEFAULT_DB_ALIAS]
-        params = [value for row in rows for value in self._prepared.values(row, db)]
+        prepared = [self._prepared.values(row, db) for row in rows]
+        if len(rows) * len(self.fields) > PSYCOPG_CACHED_PARAMS and db.vendor == "postgresql":
+            sql, params = self.unnest, [list(column) for column in zip(*prepared, strict=True)]
+        else:
+            sql = self.head + "VALUES " + ", ".join([self.group] * len(rows))
+            params = [value for values in prepared for value in values]
         with db.cursor() as cursor:
-            cursor.execute(self.head + "VALUES " + ", ".join([self.group] * len(rows)), params)
+            cursor.execute(sql, params)
 
     def row(self, *values: Any) -> None:
         self.rows([values])

@@ -30,7 +30,7 @@ from research.events.payloads import money
 from research.events.store import publish_all
 from research.models import ACTIVE_STATUSES, Run
 from research.selectors.runs import RunFacts
-from research.sql import as_decimal, placeholders
+from research.sql import PSYCOPG_CACHED_PARAMS, as_decimal, placeholders
 
 _RUNS = Run._meta.db_table
 # Per run: steps, input and output tokens, cost; tree input, output tokens, tree cost; events.
@@ -149,13 +149,18 @@ def _changes(part: Part) -> list[tuple[int, tuple[Any, ...]]]:
 
 def _update(ids: list[int], deltas: dict[int, list[Any]]) -> dict[int, dict[str, Any]]:
     db = connections[DEFAULT_DB_ALIAS]
-    params: list[Any] = [*ACTIVE_STATUSES]
+    runs = []
     for pk in ids:
         steps, tin, tout, cost, trin, trout, trcost, events, state = deltas[pk]
         cost, trcost = _money(cost, db), _money(trcost, db)
-        params += [pk, steps, tin, tout, cost, trin, trout, trcost, events, state]
+        runs.append([pk, steps, tin, tout, cost, trin, trout, trcost, events, state])
+    # As research.sql.Insert: on PostgreSQL, many runs' values go as one array per column.
+    if len(ids) * _WIDTH > PSYCOPG_CACHED_PARAMS and db.vendor == "postgresql":
+        sql, values = _update_sql(None), [list(column) for column in zip(*runs, strict=True)]
+    else:
+        sql, values = _update_sql(len(ids)), [value for run in runs for value in run]
     with db.cursor() as cursor:
-        cursor.execute(_update_sql(len(ids)), params)
+        cursor.execute(sql, [*ACTIVE_STATUSES, *values])
         rows = cursor.fetchall()
     after = {}
     for pk, *values, status in rows:
@@ -170,8 +175,14 @@ def _money(value: Decimal, db: Any) -> Any:
     return Run._meta.get_field("cost_usd").get_db_prep_save(value, db)
 
 
+# Each run's values: its id, _COUNTERS' deltas, its new state.
+_WIDTH = 2 + len(_COUNTERS)
+
+
 @cache
-def _update_sql(count: int) -> str:
+def _update_sql(count: int | None) -> str:
+    """The batch's UPDATE for `count` runs, or (None, PostgreSQL) for any number of runs, their
+    values as one array per column."""
     postgres = connection.vendor == "postgresql"
     numeric, text, bigint = ("::numeric", "::varchar", "::bigint") if postgres else ("", "", "")
     active = placeholders(len(ACTIVE_STATUSES))
@@ -179,12 +190,18 @@ def _update_sql(count: int) -> str:
         f"{name} = {_RUNS}.{name} + v.c{index}{numeric if name in _MONEY else ''}"
         for index, name in enumerate(_COUNTERS, start=2)
     )
-    columns = ", ".join(f"column{index} AS c{index}" for index in range(1, 11))
-    values = ", ".join([f"({placeholders(10)})"] * count)
+    names = [f"c{index}" for index in range(1, _WIDTH + 1)]
+    if count is None:
+        fields = [Run._meta.pk, *(Run._meta.get_field(name) for name in (*_COUNTERS, "state"))]
+        arrays = ", ".join(f"%b::{field.db_type(connection)}[]" for field in fields)
+        source = f"unnest({arrays}) AS v({', '.join(names)})"
+    else:
+        columns = ", ".join(f"column{index} AS {name}" for index, name in enumerate(names, 1))
+        values = ", ".join([f"({placeholders(_WIDTH)})"] * count)
+        source = f"(SELECT {columns} FROM (VALUES {values}) AS vals) AS v"
     returning = ", ".join(f"{_RUNS}.{name}" for name in ("id", *_COUNTERS, "status"))
     return (
         f"UPDATE {_RUNS} SET {sets}, state = CASE WHEN v.c10{text} IS NOT NULL AND "
         f"{_RUNS}.status IN ({active}) THEN v.c10{text} ELSE {_RUNS}.state END "
-        f"FROM (SELECT {columns} FROM (VALUES {values}) AS vals) AS v "
-        f"WHERE {_RUNS}.id = v.c1{bigint} RETURNING {returning}"
+        f"FROM {source} WHERE {_RUNS}.id = v.c1{bigint} RETURNING {returning}"
     )

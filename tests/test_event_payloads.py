@@ -7,7 +7,7 @@ import pytest
 
 from research import selectors, services
 from research.events.payloads import EVENT_TYPES, schema
-from research.models import Event, Run
+from research.models import Event, Run, RunState
 
 URL = "/v1/gb/research"
 
@@ -146,3 +146,20 @@ def test_an_event_keeps_the_plan_it_was_given_when_the_caller_changes_the_list_l
         "author": "lead",
         "approved": False,
     }
+
+
+@pytest.mark.django_db
+def test_a_snapshot_run_is_the_tree_endpoints_with_its_latest_states_detail(api, busy_tree):
+    tree = api.get(f"{URL}/{busy_tree.pk}/tree").json()
+    snapshot = selectors.tree_snapshot(root=busy_tree)
+
+    # A working run's clock runs between the two reads.
+    def same(run: dict) -> dict:
+        return {k: v for k, v in run.items() if k not in ("detail", "worked_seconds")}
+
+    assert [same(run) for run in snapshot["runs"]] == [same(run) for run in tree]
+    for run in snapshot["runs"]:
+        latest = RunState.objects.filter(run_id=run["id"]).latest("id")
+        assert run["detail"] == latest.detail
+    assert {run["detail"] for run in snapshot["runs"]} >= {"cancelled by the user"}
+    assert snapshot["seq"] == Event.objects.filter(root=busy_tree).count()

@@ -318,15 +318,13 @@ def envelope(*, seq: int, run_id: int, at: datetime, payload: Payload) -> dict[s
     }
 
 
-def message_fields(message: Message) -> dict[str, Any]:
-    """A stored message in the shape of its `run.message` event, for the snapshot.
-
-    Needs `from_run` and `to_run` loaded (selectors.run_messages selects them).
-    """
+def message_fields(message: Message, *, from_name: str | None, to_name: str) -> dict[str, Any]:
+    """A stored message in the shape of its `run.message` event, for the snapshot: its
+    sender's and recipient's names given (the sender's is None for the analyst's note)."""
     if message.from_run_id is None:  # a note from the analyst: `run` is the agent it is for
-        payload = RunMessage.of(message, from_name=ANALYST, to_name=message.to_run.name)
+        payload = RunMessage.of(message, from_name=ANALYST, to_name=to_name)
         return {"run": message.to_run_id, **payload.fields()}
-    payload = RunMessage.of(message, from_name=message.from_run.name, to_name=message.to_run.name)
+    payload = RunMessage.of(message, from_name=from_name or "", to_name=to_name)
     return {"run": message.from_run_id, **payload.fields()}
 
 

@@ -85,9 +85,14 @@ class Insert:
         self.head = f"INSERT INTO {connection.ops.quote_name(model._meta.db_table)} ({columns}) "
         self.group = f"({placeholders(len(self.fields))})"
         # Binary arrays (%b): psycopg writes each element as it is, where the text format
-        # escapes every string of the array in Python.
+        # escapes every string of the array in Python. The rows go in the order given (their
+        # ids follow it: a transcript's steps, a run's states), said rather than assumed.
         arrays = ", ".join(f"%b::{field.db_type(connection)}[]" for field in self.fields)
-        self.unnest = f"{self.head}SELECT * FROM unnest({arrays})"
+        names = [f"c{index}" for index in range(len(self.fields))]
+        self.unnest = (
+            f"{self.head}SELECT {', '.join(names)} FROM unnest({arrays}) "
+            f"WITH ORDINALITY AS u({', '.join(names)}, position) ORDER BY position"
+        )
 
     def rows(self, rows: Sequence[Sequence[Any]]) -> None:
         pending = getattr(_deferred, "pending", None)

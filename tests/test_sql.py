@@ -46,8 +46,9 @@ def _steps(run_id: int, count: int) -> list[tuple]:
 
 
 def _read_steps(run_id: int) -> list[tuple]:
+    """The run's steps in the order of their ids: the order they were given."""
     fields = ("run_id", "kind", "tool", "input", "output", "is_error", "at")
-    return list(Step.objects.filter(run_id=run_id).order_by("at").values_list(*fields))
+    return list(Step.objects.filter(run_id=run_id).order_by("id").values_list(*fields))
 
 
 @pytest.mark.parametrize("count", [1, 7, 40])
@@ -69,7 +70,7 @@ def test_rows_read_back_as_the_orm_wrote_them_whatever_the_form(run_factory, cou
     assert len(mine) == count
     # The same values as the ORM's rows (whose `at` is its own: auto_now_add)...
     assert [row[1:6] for row in mine] == [row[1:6] for row in orm]
-    # ... and the times as given, to the microsecond.
+    # ... in the order given, with the times given, to the microsecond.
     assert [row[6] for row in mine] == [row[6] for row in _steps(ours.pk, count)]
 
 

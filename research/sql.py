@@ -67,16 +67,34 @@ def _unchanged(field: models.Field) -> tuple[type, ...]:
 PSYCOPG_CACHED_PARAMS = 50
 
 
+def as_arrays(db: Any, values: int) -> bool:
+    """Whether a statement of `values` row values goes better as one array per column
+    (`unnest`, `by_column`): on PostgreSQL, past what psycopg caches. Below it the arrays
+    cost more than they save (docs/performance.md, round fourteen)."""
+    return values > PSYCOPG_CACHED_PARAMS and db.vendor == "postgresql"
+
+
+def unnest(fields: Sequence[models.Field]) -> str:
+    """`unnest(%b::<type>[], ...)`: rows as one binary array per column of `fields` (binary:
+    psycopg writes each element as it is, where the text form escapes every string in
+    Python). Its parameters come from `by_column`."""
+    return "unnest(" + ", ".join(f"%b::{field.db_type(connection)}[]" for field in fields) + ")"
+
+
+def by_column(rows: Sequence[Sequence[Any]]) -> list[list[Any]]:
+    """The parameters of `unnest`: each column's values, row by row."""
+    return [list(column) for column in zip(*rows, strict=True)]
+
+
 class Insert:
     """`INSERT INTO <model's table> (<fields>) VALUES (...), (...)` for one or more rows.
 
     On PostgreSQL, rows of more than PSYCOPG_CACHED_PARAMS values go as one array per column
-    instead, `INSERT ... SELECT * FROM unnest(%b::<type>[], ...)`: one text and one parameter
-    per column whatever the number of rows, so psycopg converts it once, and the server
-    prepares it once per connection rather than parsing each batch's new text. A batch's
+    instead (`as_arrays`), `INSERT ... SELECT ... FROM unnest(%b::<type>[], ...)`: one text and
+    one parameter per column whatever the number of rows, so psycopg converts it once, and the
+    server prepares it once per connection rather than parsing each batch's new text. A batch's
     INSERT of a few hundred values was parsed in Python each time: with 120 agents, over half
-    the writer's CPU (issue 25, round fourteen). Below that size the arrays cost more than
-    they save (bench figures in docs/performance.md)."""
+    the writer's CPU (issue 25, round fourteen)."""
 
     def __init__(self, model: type[models.Model], fields: Sequence[str]):
         self.fields = [model._meta.get_field(name) for name in fields]
@@ -84,13 +102,11 @@ class Insert:
         columns = ", ".join(connection.ops.quote_name(field.column) for field in self.fields)
         self.head = f"INSERT INTO {connection.ops.quote_name(model._meta.db_table)} ({columns}) "
         self.group = f"({placeholders(len(self.fields))})"
-        # Binary arrays (%b): psycopg writes each element as it is, where the text format
-        # escapes every string of the array in Python. The rows go in the order given (their
-        # ids follow it: a transcript's steps, a run's states), said rather than assumed.
-        arrays = ", ".join(f"%b::{field.db_type(connection)}[]" for field in self.fields)
+        # The rows go in the order given (their ids follow it: a transcript's steps, a run's
+        # states), said rather than assumed.
         names = [f"c{index}" for index in range(len(self.fields))]
         self.unnest = (
-            f"{self.head}SELECT {', '.join(names)} FROM unnest({arrays}) "
+            f"{self.head}SELECT {', '.join(names)} FROM {unnest(self.fields)} "
             f"WITH ORDINALITY AS u({', '.join(names)}, position) ORDER BY position"
         )
 
@@ -104,8 +120,8 @@ class Insert:
     def _insert(self, rows: Sequence[Sequence[Any]]) -> None:
         db = connections[DEFAULT_DB_ALIAS]
         prepared = [self._prepared.values(row, db) for row in rows]
-        if len(rows) * len(self.fields) > PSYCOPG_CACHED_PARAMS and db.vendor == "postgresql":
-            sql, params = self.unnest, [list(column) for column in zip(*prepared, strict=True)]
+        if as_arrays(db, len(rows) * len(self.fields)):
+            sql, params = self.unnest, by_column(prepared)
         else:
             sql = self.head + "VALUES " + ", ".join([self.group] * len(rows))
             params = [value for values in prepared for value in values]

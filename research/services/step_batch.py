@@ -30,7 +30,7 @@ from research.events.payloads import money
 from research.events.store import publish_all
 from research.models import ACTIVE_STATUSES, Run
 from research.selectors.runs import RunFacts
-from research.sql import PSYCOPG_CACHED_PARAMS, as_decimal, placeholders
+from research.sql import as_arrays, as_decimal, by_column, placeholders, unnest
 
 _RUNS = Run._meta.db_table
 # Per run: steps, input and output tokens, cost; tree input, output tokens, tree cost; events.
@@ -155,8 +155,8 @@ def _update(ids: list[int], deltas: dict[int, list[Any]]) -> dict[int, dict[str,
         cost, trcost = _money(cost, db), _money(trcost, db)
         runs.append([pk, steps, tin, tout, cost, trin, trout, trcost, events, state])
     # As research.sql.Insert: on PostgreSQL, many runs' values go as one array per column.
-    if len(ids) * _WIDTH > PSYCOPG_CACHED_PARAMS and db.vendor == "postgresql":
-        sql, values = _update_sql(None), [list(column) for column in zip(*runs, strict=True)]
+    if as_arrays(db, len(ids) * _WIDTH):
+        sql, values = _update_sql(None), by_column(runs)
     else:
         sql, values = _update_sql(len(ids)), [value for run in runs for value in run]
     with db.cursor() as cursor:
@@ -193,8 +193,7 @@ def _update_sql(count: int | None) -> str:
     names = [f"c{index}" for index in range(1, _WIDTH + 1)]
     if count is None:
         fields = [Run._meta.pk, *(Run._meta.get_field(name) for name in (*_COUNTERS, "state"))]
-        arrays = ", ".join(f"%b::{field.db_type(connection)}[]" for field in fields)
-        source = f"unnest({arrays}) AS v({', '.join(names)})"
+        source = f"{unnest(fields)} AS v({', '.join(names)})"
     else:
         columns = ", ".join(f"column{index} AS {name}" for index, name in enumerate(names, 1))
         values = ", ".join([f"({placeholders(_WIDTH)})"] * count)

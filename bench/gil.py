@@ -9,7 +9,8 @@ scripted model answering after 200 ms. Meanwhile this process reads /proc every 
 many of daphne's threads are runnable (state R: running or waiting for a core, most of them
 for the GIL), and, over the whole run, the CPU and the context switches of the process per
 model call. `--slots` sets RESEARCH_AGENT_CPU_SLOTS, the gate on agents running Python at
-once (default 2 per core).
+once (default 2 per core). `--threads` splits the CPU per model call by thread role, as
+`research_cpu.py --threads` does (daphne on bench/thread_settings.py).
 """
 
 import argparse
@@ -24,6 +25,7 @@ PROJECT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT))
 sys.path.insert(0, str(PROJECT / "bench"))
 
+import research_cpu  # noqa: E402
 import served  # noqa: E402
 from served import CHILDREN, CRITICAL_PATH_CALLS, Client, Server, many_trees  # noqa: E402
 
@@ -36,6 +38,8 @@ DELAY = 0.2
 def main() -> None:
     options = parse_args()
     served.prepare(DATABASE, options)
+    if options.threads:
+        research_cpu.log_threads()
     print("| agents | CPU slots | ratio to ideal | runnable threads p50 / p95 / max | "
           "CPU ms per model call | context switches per model call |")  # fmt: skip
     print("| --- | --- | --- | --- | --- | --- |")
@@ -46,19 +50,22 @@ def main() -> None:
                 client = Client(server, "bench")
                 asyncio.run(many_trees(llm, client, server, 1, 0.0, "warm"))
                 for agents in options.agents:
-                    row = measure(llm, client, server, agents)
+                    row = measure(llm, client, server, agents, options.threads)
                     print(
                         f"| {row['agents']} | {slots} | {row['ratio']:.0%} | "
                         f"{row['runnable'][0]} / {row['runnable'][1]} / {row['runnable'][2]} | "
                         f"{row['cpu_ms']:.1f} | {row['switches']:.1f} |",
                         flush=True,
                     )
+                    if options.threads:
+                        print_roles(row["roles"])
 
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--agents", type=int, nargs="*", default=[120, 200])
     parser.add_argument("--slots", type=int, nargs="*", default=[2 * (os.cpu_count() or 1)])
+    parser.add_argument("--threads", action="store_true", help="CPU per model call by thread role")
     parser.add_argument("--quick", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--json", help=argparse.SUPPRESS)
     return parser.parse_args()
@@ -116,8 +123,9 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def measure(llm: ScriptedLLM, client: Client, server: Server, agents: int) -> dict:
+def measure(llm: ScriptedLLM, client: Client, server: Server, agents: int, threads: bool) -> dict:
     pid = server.process.pid
+    roles_before = research_cpu.thread_sums(pid) if threads else None
     trees = agents // (CHILDREN + 1)
     calls_before = len(llm.requests)
     cpu_before = cpu_seconds(pid)
@@ -128,6 +136,16 @@ def measure(llm: ScriptedLLM, client: Client, server: Server, agents: int) -> di
     sampler.join()
     cpu_after = cpu_seconds(pid)
     calls = len(llm.requests) - calls_before
+    roles = {}
+    if threads:
+        after = research_cpu.thread_sums(pid)
+        roles = {
+            name: (
+                (seconds - roles_before["cpu"].get(name, 0.0)) * 1000 / calls,
+                (after["switches"].get(name, 0) - roles_before["switches"].get(name, 0)) / calls,
+            )
+            for name, seconds in after["cpu"].items()
+        }
     ordered = sorted(sampler.samples) or [0]
     return {
         "agents": trees * (CHILDREN + 1),
@@ -139,7 +157,15 @@ def measure(llm: ScriptedLLM, client: Client, server: Server, agents: int) -> di
         ),
         "cpu_ms": (cpu_after - cpu_before) * 1000 / calls,
         "switches": sampler.switches() / calls,
+        "roles": roles,
     }
+
+
+def print_roles(roles: dict[str, tuple[float, float]]) -> None:
+    """CPU ms and context switches per model call, by thread role, largest first."""
+    for name, (cpu_ms, switched) in sorted(roles.items(), key=lambda item: -item[1][0]):
+        if cpu_ms >= 0.01:
+            print(f"    {cpu_ms:5.2f} ms  {switched:5.1f} switches  {name}")
 
 
 if __name__ == "__main__":

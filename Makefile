@@ -57,6 +57,7 @@ bench: install services
 	$(PY) bench/tree_timeline.py
 	$(PY) bench/loop_agents.py
 	$(PY) bench/outbound_cost.py
+	$(PY) bench/channel_layer.py
 	$(PY) bench/served.py --json bench-results.json
 	$(PY) bench/plots.py bench-results.json docs
 

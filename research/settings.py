@@ -272,7 +272,8 @@ elif REDIS_URL:
         }
     }
 else:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    # Channels' in-memory layer, without its per-message tasks, copies and sweeps.
+    CHANNEL_LAYERS = {"default": {"BACKEND": "frontend.layers.LocalChannelLayer"}}
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},

@@ -9,8 +9,8 @@ from rest_framework.authtoken.models import Token
 
 from agents.llm.scripted import call, calls, reply, slow
 from research.events import EVENT_TYPES
-from research.models import Run
-from tests.conftest import receive_until_root_finished, wait_for, watch
+from research.models import Event, Run
+from tests.conftest import receive_until_root_finished, start_daphne, wait_for, watch
 
 pytestmark = [pytest.mark.processes, pytest.mark.django_db(transaction=True)]
 
@@ -84,6 +84,49 @@ def test_every_event_type_reaches_a_viewer_whose_socket_stays_open_across_the_tw
     assert numbers == list(range(1, len(numbers) + 1))
     root = Run.objects.get(pk=root_id)
     assert root.status == "done" and root.report.startswith("the heron report")
+
+
+def test_without_redis_two_viewers_of_a_tree_each_get_every_event_once_in_order(
+    transactional_db, scripted_llm, settings, tmp_path, alice
+):
+    """The embedded default (`make run`: no REDIS_URL) serves its sockets from Channels'
+    in-memory layer, here frontend.layers.LocalChannelLayer, where the viewers of a tree share
+    one message per push instead of a copy each: both get the same frames."""
+    server = start_daphne(settings, tmp_path, REDIS_URL="")
+    topic = "Kingfishers: diving and nesting"
+    scripted_llm.script(
+        topic,
+        calls(
+            call("spawn_subagent", name="diving", reason="one side", task="how kingfishers dive"),
+            call("spawn_subagent", name="nesting", reason="the other", task="kingfisher nests"),
+        ),
+        call("wait_subagents"),
+        reply("the kingfisher report"),
+    )
+    scripted_llm.script("how kingfishers dive", reply("diving done"))
+    scripted_llm.script("kingfisher nests", reply("nesting done"))
+    try:
+        with api_client(server, alice) as client:
+            root = client.post("/research", json={"topic": topic})
+            assert root.status_code == 201, root.text
+            root_id = root.json()["id"]
+            with (
+                watch(server, root_id, after=0) as first,
+                watch(server, root_id, after=0) as second,
+            ):
+                seen = [receive_until_root_finished(socket, root_id) for socket in (first, second)]
+    finally:
+        server.stop()
+
+    stored = list(Event.objects.filter(root_id=root_id).order_by("seq").values_list("seq", "type"))
+    assert Run.objects.filter(root_id=root_id).count() == 3  # the root and its two children
+    assert [kind for _, kind in stored].count("run.finished") == 3
+    for events in seen:
+        # Live events of several agents may arrive a little out of order; each comes once.
+        assert sorted((event["seq"], event["type"]) for event in events) == stored
+    assert sorted(seen[0], key=lambda event: event["seq"]) == sorted(
+        seen[1], key=lambda event: event["seq"]
+    )
 
 
 def drain(socket, quiet: float = 0.5) -> list[dict]:

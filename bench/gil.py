@@ -138,13 +138,10 @@ def measure(llm: ScriptedLLM, client: Client, server: Server, agents: int, threa
     calls = len(llm.requests) - calls_before
     roles = {}
     if threads:
-        after = research_cpu.thread_sums(pid)
+        change = research_cpu.thread_change(roles_before, research_cpu.thread_sums(pid))
         roles = {
-            name: (
-                (seconds - roles_before["cpu"].get(name, 0.0)) * 1000 / calls,
-                (after["switches"].get(name, 0) - roles_before["switches"].get(name, 0)) / calls,
-            )
-            for name, seconds in after["cpu"].items()
+            name: (seconds * 1000 / calls, change["switches"].get(name, 0) / calls)
+            for name, seconds in change["cpu"].items()
         }
     ordered = sorted(sampler.samples) or [0]
     return {

@@ -235,6 +235,14 @@ def thread_sums(pid: int) -> dict[str, float]:
     return json.loads(THREAD_LOG.read_text())
 
 
+def thread_change(before: dict, after: dict) -> dict[str, dict[str, float]]:
+    """What each thread role spent between two `thread_sums`: {"cpu": ..., "switches": ...}."""
+    return {
+        kind: {name: value - before[kind].get(name, 0) for name, value in sums.items()}
+        for kind, sums in after.items()
+    }
+
+
 def statement_lines() -> list[str]:
     if not STATEMENT_LOG.exists():
         return []
@@ -304,10 +312,8 @@ def measure(llm: ScriptedLLM, server: Server, options: argparse.Namespace) -> di
         if options.threads:
             time.sleep(0.5)  # the last agent's end and the pushes after it
             after = thread_sums(pid)
-            run["threads"], run["switches"] = (
-                {name: value - threads_before[kind].get(name, 0) for name, value in sums.items()}
-                for kind, sums in after.items()
-            )
+            change = thread_change(threads_before, after)
+            run["threads"], run["switches"] = change["cpu"], change["switches"]
         if options.statements:
             run["statements"] = sum(line != "-- commit" for line in lines)
             run["transactions"] = sum(line == "-- commit" for line in lines)

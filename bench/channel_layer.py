@@ -8,7 +8,7 @@ One asyncio loop, one group per tree and one viewer's channel in each. Each mess
 event of a tree (the shape of a `run.usage` with its state), sent to its group as
 frontend.delivery sends it and received as the consumer receives it. `--viewers` sets how
 many trees have a viewer at once: the in-memory layer sweeps every channel and group at each
-send and receive. The figure is the loop thread's CPU (`time.thread_time`) per message; the
+group send and receive. The figure is the loop thread's CPU (`time.thread_time`) per message; the
 socket's own work (JSON, the frame) is not in it.
 """
 

@@ -7,8 +7,8 @@ three costs it pays on every message (issue 25, bench/channel_layer.py):
   tree's events (frontend.delivery), built for the push and only read after it: the
   consumer sends each as JSON, and `frames.fit` copies what it changes. So viewers of one
   tree share one message;
-- every send and receive sweeps every channel and group for expired messages. Here the sweep
-  runs at most once every SWEEP_SECONDS.
+- every group send and every receive sweeps every channel and group for expired messages.
+  Here the sweep runs at most once every SWEEP_SECONDS.
 
 Everything else (capacity, expiry, groups, `ChannelFull`) is Channels' own.
 """

@@ -58,6 +58,7 @@ bench: install services
 	$(PY) bench/loop_agents.py
 	$(PY) bench/outbound_cost.py
 	$(PY) bench/channel_layer.py
+	$(PY) bench/writer_batch.py
 	$(PY) bench/served.py --json bench-results.json
 	$(PY) bench/plots.py bench-results.json docs
 

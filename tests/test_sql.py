@@ -1,16 +1,19 @@
 """Statements built once (research.sql): many rows in one INSERT come back from the database
 exactly as the ORM writes them, whichever form the INSERT takes on PostgreSQL (a row per
-VALUES group, or one array per column past psycopg's cached size)."""
+VALUES group, one array per column past psycopg's cached size, or several tables' rows in one
+statement as JSON)."""
 
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 import pytest
 from django.db import connection
+from django.db.models import JSONField, Value
 from django.test.utils import CaptureQueriesContext
 
-from research.models import LLMCall, Step
-from research.sql import PSYCOPG_CACHED_PARAMS, Insert
+from research.models import LLMCall, RunState, Step
+from research.models_checkpoints import Checkpoint
+from research.sql import PSYCOPG_CACHED_PARAMS, Insert, inserts_deferred
 
 pytestmark = pytest.mark.django_db
 
@@ -101,3 +104,92 @@ def test_a_column_of_nothing_but_nulls_and_exact_decimals_go_as_arrays(run_facto
     stored = LLMCall.objects.filter(run=run).order_by("output_tokens")
     assert [call.cost_usd for call in stored] == costs
     assert {(call.parent_run_id, call.input_tokens) for call in stored} == {(None, 2**40)}
+
+
+CALL_FIELDS = [
+    "run",
+    "parent_run",
+    "depth",
+    "model",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+    "latency_ms",
+    "at",
+]
+
+
+@pytest.mark.parametrize("count", [1, 12])
+def test_several_tables_in_one_block_read_back_as_the_orm_wrote_them(run_factory, count):
+    """The step writer's shape: a model call's row, its step, its state and its checkpoint,
+    deferred together; on PostgreSQL one statement for all four tables."""
+    ours, theirs = run_factory(topic="ours"), run_factory(topic="theirs")
+    at = datetime(2026, 12, 5, 6, 0, 0, 123456, tzinfo=UTC)
+    costs = [Decimal("0.00000001"), Decimal("123456.12345678"), Decimal(0)]
+    bodies = [b"", b"\x00\xff\\x", "é 漢字 🙂".encode()]
+    state = {"float": 0.1, "big": 2**60, "text": AWKWARD[0], "none": None, "list": [True]}
+
+    def rows(run_id):
+        return {
+            LLMCall: [
+                (run_id, None, i % 3, AWKWARD[i % 9], 2**40, i, costs[i % 3], 7, at)
+                for i in range(count)
+            ],
+            Step: _steps(run_id, count),
+            RunState: [(run_id, "thinking", AWKWARD[i % 9], at) for i in range(count)],
+            Checkpoint: [
+                (run_id, i + 1, bodies[i % 3], i % 2 == 0, state, at) for i in range(count)
+            ],
+        }
+
+    fields = {
+        LLMCall: CALL_FIELDS,
+        Step: ["run", "kind", "tool", "input", "output", "is_error", "at"],
+        RunState: ["run", "state", "detail", "at"],
+        Checkpoint: ["run", "number", "body", "compressed", "state", "at"],
+    }
+    # Rows the runs have already (their first state) are not the test's.
+    before = {
+        model: model.objects.order_by("-id").values_list("id", flat=True).first() or 0
+        for model in fields
+    }
+    with CaptureQueriesContext(connection) as queries, inserts_deferred():
+        for model, values in rows(ours.pk).items():
+            Insert(model, fields[model]).rows(values)
+    for model, values in rows(theirs.pk).items():
+        names = [model._meta.get_field(name).attname for name in fields[model]]
+        model.objects.bulk_create(model(**dict(zip(names, row, strict=True))) for row in values)
+
+    # One statement on PostgreSQL; elsewhere one per table.
+    assert len(queries) == (1 if connection.vendor == "postgresql" else 4)
+
+    def read(model, run_id):
+        names = [model._meta.get_field(name).attname for name in fields[model][1:]]
+        stored = model.objects.filter(run_id=run_id, id__gt=before[model]).order_by("id")
+        stored = stored.values_list(*names)
+        return [tuple(bytes(v) if isinstance(v, memoryview) else v for v in r) for r in stored]
+
+    for model, given in rows(ours.pk).items():
+        mine = read(model, ours.pk)
+        # As given, in the order given (the ids follow it), times to the microsecond...
+        assert mine == [row[1:] for row in given], model.__name__
+        # ... and as the ORM stored the same values (auto_now_add times aside).
+        assert [row[:-1] for row in mine] == [row[:-1] for row in read(model, theirs.pk)]
+
+
+def test_a_value_json_cannot_say_sends_the_tables_one_insert_each(run_factory):
+    """A JSONField's JSON null (Value(None, JSONField())) would read back as SQL NULL through
+    the JSON form: those rows go the way they went before, one INSERT per table (pipelined on
+    PostgreSQL), and the null is JSON's."""
+    run = run_factory()
+    at = datetime(2026, 12, 5, tzinfo=UTC)
+    steps = Insert(Step, ["run", "kind", "tool", "input", "output", "is_error", "at"])
+    states = Insert(RunState, ["run", "state", "detail", "at"])
+
+    with CaptureQueriesContext(connection) as queries, inserts_deferred():
+        steps.row(run.pk, "tool", "web_search", Value(None, JSONField()), "", False, at)
+        states.row(run.pk, "thinking", "", at)
+
+    assert len(queries) == 2
+    assert Step.objects.filter(run=run, input=Value(None, JSONField())).count() == 1
+    assert RunState.objects.filter(run=run, state="thinking").count() == 1

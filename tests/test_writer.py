@@ -268,18 +268,21 @@ def _pool_in_use() -> int:
     return stats["pool_size"] - stats["pool_available"]
 
 
-def test_rows_pipelined_on_a_connection_the_server_ends_fail_as_a_lost_connection(agents):
-    """The server ends the connection while a batch's INSERTs are in the pipeline: the error
-    its exit raises is psycopg's own, and reaches the agents as Django's OperationalError,
-    which resilience.retrying retries on a fresh connection."""
+@pytest.mark.parametrize("form", ["one statement", "pipelined"])
+def test_deferred_rows_on_a_connection_the_server_ends_fail_as_a_lost_connection(agents, form):
+    """The server ends the connection under a batch's deferred rows: in one statement (JSON),
+    or, for a value JSON cannot carry, while one INSERT per table waits in the pipeline, whose
+    exit raises psycopg's own error. Either way it reaches the agents as Django's
+    OperationalError, which resilience.retrying retries on a fresh connection."""
     from django.db import OperationalError
+    from django.db.models import JSONField, Value
     from django.utils import timezone
 
     from research.models import RunState
     from research.sql import Insert, drop_broken_connection, inserts_deferred
 
     if connection.vendor != "postgresql":
-        pytest.skip("the pipeline is PostgreSQL's")
+        pytest.skip("the one statement and the pipeline are PostgreSQL's")
     run_id = agents[0].run_id
     steps = Insert(Step, ["run", "kind", "tool", "input", "output", "is_error", "at"])
     states = Insert(RunState, ["run", "state", "detail", "at"])
@@ -287,18 +290,22 @@ def test_rows_pipelined_on_a_connection_the_server_ends_fail_as_a_lost_connectio
     connection.ensure_connection()
     mine = connection.connection.info.backend_pid
 
-    def end_after_the_last(execute, sql, params, many, context):
+    def end_around_the_last(execute, sql, params, many, context):
+        if form == "one statement":
+            end_backend(mine)  # only this connection: the pool's others stay
+            return execute(sql, params, many, context)
         result = execute(sql, params, many, context)  # queued, not yet answered
         if RunState._meta.db_table in sql:
-            end_backend(mine)  # only this connection: the pool's others stay
+            end_backend(mine)
         return result
 
+    step_input = {} if form == "one statement" else Value(None, JSONField())  # JSON's null
     with (
         pytest.raises(OperationalError),
-        connection.execute_wrapper(end_after_the_last),
+        connection.execute_wrapper(end_around_the_last),
         inserts_deferred(),
     ):
-        steps.row(run_id, "tool", "list_siblings", {}, "", False, timezone.now())
+        steps.row(run_id, "tool", "list_siblings", step_input, "", False, timezone.now())
         states.row(run_id, "thinking", "", timezone.now())
     drop_broken_connection()
 

@@ -24,9 +24,7 @@ def parse_call(tools: dict[str, Tool], call: ToolCall) -> tuple[Tool, dict[str, 
         ) from None
     if not isinstance(arguments, dict):
         raise ToolError(f"the arguments of {call.name} must be a JSON object")
-    error = jsonschema.exceptions.best_match(
-        jsonschema.Draft202012Validator(tool.parameters).iter_errors(arguments)
-    )
+    error = jsonschema.exceptions.best_match(tool.validator.iter_errors(arguments))
     if error is not None:
         where = _where(list(error.absolute_path), arguments)
         raise ToolError(

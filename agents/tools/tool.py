@@ -22,9 +22,10 @@ import inspect
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from functools import wraps
+from functools import cached_property, wraps
 from typing import TYPE_CHECKING, Annotated, Any
 
+import jsonschema
 from pydantic import TypeAdapter, create_model
 
 if TYPE_CHECKING:
@@ -55,12 +56,21 @@ class Tool:
     # Reads that depend on nothing else of the turn (a search, a page, a query): several in
     # one turn run at once (RESEARCH_PARALLEL_TOOL_CALLS), their results still in call order.
     parallel: bool = False
+    # It only reads (parallel tools do too): on a database connection lost under it, it runs
+    # again on a fresh one (agents.loop.agent), where a tool that acts never runs twice.
+    reads: bool = False
     # The section of the system prompt that comes with the tool (agents.loop.instructions).
     prompt: str = ""
     # Its section follows who a sub-agent is (its name, reason and kind): it says whom the
     # agent may reach (its siblings, remote servers), not how it researches.
     after_identity: bool = False
     prepare: Prepare | None = None
+
+    @cached_property
+    def validator(self) -> jsonschema.Draft202012Validator:
+        """The check of a call's arguments (agents.loop.parsing), built once per tool as this
+        run offers it rather than at every call."""
+        return jsonschema.Draft202012Validator(self.parameters)
 
     def schema(self) -> dict[str, Any]:
         return {
@@ -93,6 +103,7 @@ def tool(
     name: str = "",
     detail: Callable[[dict[str, Any]], str] = _no_detail,
     parallel: bool = False,
+    reads: bool = False,
     prompt: str = "",
     after_identity: bool = False,
     prepare: Prepare | None = None,
@@ -108,6 +119,7 @@ def tool(
             handler=_keywords(function),
             detail=detail,
             parallel=parallel,
+            reads=reads or parallel,
             prompt=prompt,
             after_identity=after_identity,
             prepare=prepare,

@@ -372,7 +372,7 @@ class Agent:
             return f"error: {item.error}", True
         try:
             run = partial(item.tool.handler, self.ctx, item.arguments)
-            if item.tool.parallel:  # reads retry on a fresh connection; acts never run twice
+            if item.tool.reads:  # reads retry on a fresh connection; acts never run twice
                 return resilience.retrying(f"running {item.call.name}", run), False
             return run(), False
         except ToolError as error:

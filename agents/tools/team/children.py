@@ -47,6 +47,7 @@ def _named_children(
 @tool(
     state=State.WAITING,
     detail=lambda args: ", ".join(args.get("names") or []) or "all sub-agents",
+    reads=True,
 )
 def wait_subagents(
     ctx: AgentContext, names: Annotated[list[str] | None, Field(description="optional")] = None
@@ -86,7 +87,7 @@ def cancel_subagent(ctx: AgentContext, name: str) -> str:
 INSPECT_ENTRY_CHARS = 400
 
 
-@tool(state=State.WAITING, detail=lambda args: f"inspect {args.get('name', '')}")
+@tool(state=State.WAITING, detail=lambda args: f"inspect {args.get('name', '')}", reads=True)
 def inspect_subagent(
     ctx: AgentContext,
     name: str,

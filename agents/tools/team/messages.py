@@ -33,7 +33,7 @@ def _sibling_names(siblings: list[Run]) -> str:
     return "your siblings are: " + ", ".join(sibling.name for sibling in siblings)
 
 
-@tool(state=State.MESSAGING, prompt=prompts.load("messaging"), after_identity=True)
+@tool(state=State.MESSAGING, prompt=prompts.load("messaging"), after_identity=True, reads=True)
 def list_siblings(ctx: AgentContext) -> str:
     """List your siblings (the other sub-agents of your parent): the agents you can message,
     with whether they are working and why they were spawned."""

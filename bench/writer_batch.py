@@ -6,8 +6,8 @@
 A tree of a root and 5 sub-agents, all working. Each round hands the writer `--steps` steps
 of these agents (a step: a model call's record with its transcript step, state and checkpoint,
 then its tool's record with its state, as agents.loop.agent hands them over), waits for the
-last, and reads the writer thread's own CPU clock. At 200 ms a call, 12 agents give the
-writer batches of one or two steps and 120 agents batches of ten or more (bench/gil.py), so
+last, and reads the writer thread's own CPU clock. At 200 ms a call, 12 agents (bench/gil.py)
+gave the writer about 1.5 steps a batch (round sixteen: 195 batches for 316 model calls), so
 the small batches are what a lightly loaded process pays per step. Statements and commits are
 counted on the writer's connection. Medians of `--rounds` batches after 20 that warm it up.
 """

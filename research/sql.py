@@ -278,6 +278,10 @@ def _together(pending: dict[Insert, list[Sequence[Any]]], db: Any) -> None:
             for insert in inserts
         ]
     except _NotPlain:
+        db.ensure_connection()
+        # The pipeline's exit sends and reads what was queued: its errors are psycopg's own,
+        # so they go through Django's wrapper as a cursor's do (a lost connection is then
+        # Django's OperationalError, and the connection is marked for resilience to drop).
         with db.wrap_database_errors, db.connection.pipeline():
             for insert in inserts:
                 insert._insert(pending[insert])
@@ -290,7 +294,7 @@ def _together(pending: dict[Insert, list[Sequence[Any]]], db: Any) -> None:
 def _together_sql(inserts: tuple[Insert, ...]) -> str:
     *first, last = inserts
     ctes = ", ".join(f"i{index} AS ({insert.from_json})" for index, insert in enumerate(first))
-    return f"WITH {ctes} {last.from_json}" if ctes else last.from_json
+    return f"WITH {ctes} {last.from_json}"
 
 
 class _NotPlain(Exception):

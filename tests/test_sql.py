@@ -32,6 +32,19 @@ AWKWARD = [
 ]
 
 
+CALL_FIELDS = [
+    "run",
+    "parent_run",
+    "depth",
+    "model",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+    "latency_ms",
+    "at",
+]
+
+
 def _steps(run_id: int, count: int) -> list[tuple]:
     at = datetime(2026, 12, 5, 6, 0, tzinfo=UTC)
     return [
@@ -79,20 +92,7 @@ def test_rows_read_back_as_the_orm_wrote_them_whatever_the_form(run_factory, cou
 
 def test_a_column_of_nothing_but_nulls_and_exact_decimals_go_as_arrays(run_factory):
     run = run_factory()
-    insert = Insert(
-        LLMCall,
-        [
-            "run",
-            "parent_run",
-            "depth",
-            "model",
-            "input_tokens",
-            "output_tokens",
-            "cost_usd",
-            "latency_ms",
-            "at",
-        ],
-    )
+    insert = Insert(LLMCall, CALL_FIELDS)
     costs = [Decimal("0.00000001"), Decimal("123456.12345678"), Decimal(0)] * 4
     at = datetime(2026, 12, 5, tzinfo=UTC)
     rows = [(run.pk, None, 0, "m", 2**40, index, cost, 1, at) for index, cost in enumerate(costs)]
@@ -104,19 +104,6 @@ def test_a_column_of_nothing_but_nulls_and_exact_decimals_go_as_arrays(run_facto
     stored = LLMCall.objects.filter(run=run).order_by("output_tokens")
     assert [call.cost_usd for call in stored] == costs
     assert {(call.parent_run_id, call.input_tokens) for call in stored} == {(None, 2**40)}
-
-
-CALL_FIELDS = [
-    "run",
-    "parent_run",
-    "depth",
-    "model",
-    "input_tokens",
-    "output_tokens",
-    "cost_usd",
-    "latency_ms",
-    "at",
-]
 
 
 @pytest.mark.parametrize("count", [1, 12])

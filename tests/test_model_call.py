@@ -6,8 +6,11 @@ their tries, 429 included)."""
 import datetime
 import ipaddress
 import json
+import socket
 import ssl
 import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
@@ -18,6 +21,7 @@ from cryptography.x509.oid import NameOID
 
 from agents.llm import LLMError
 from agents.llm.encoding import EncodedRequests
+from agents.llm.openai_client import OpenAIChat
 from agents.llm.scripted import ScriptedLLM, call, reply
 from tests.test_llm import TOOLS, ask, chat_client, host_of
 
@@ -202,3 +206,175 @@ def test_a_tls_handshake_the_kept_connection_fails_leaves_the_endpoint_to_the_cl
     # One handshake refused by the kept connection, then the client's one kept connection:
     # the kept connection is not tried again.
     assert server.accepted == 2
+
+
+# --- Answers as servers write them: the kept connection reads them with httptools ----------
+
+
+def _completion(content: str) -> bytes:
+    answer = {"choices": [{"message": {"role": "assistant", "content": content}}], "usage": {}}
+    return json.dumps(answer).encode()
+
+
+def _read_request(connection: socket.socket) -> bool:
+    """One whole request off the connection; False when the client closed it."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = connection.recv(65536)
+        if not chunk:
+            return False
+        data += chunk
+    head, body = data.split(b"\r\n\r\n", 1)
+    length = next(
+        int(line.split(b":", 1)[1])
+        for line in head.split(b"\r\n")
+        if line.lower().startswith(b"content-length:")
+    )
+    while len(body) < length:
+        body += connection.recv(65536)
+    return True
+
+
+@contextmanager
+def raw_server(answer: Callable[[socket.socket, int], bool]) -> Iterator[dict]:
+    """A server that reads each request and writes what `answer(connection, number)` sends,
+    byte for byte; `answer` returns whether the connection stays open. Yields its URL and
+    how many connections it accepted."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    seen = {"url": f"http://127.0.0.1:{listener.getsockname()[1]}/v1", "connections": 0}
+
+    def serve(connection: socket.socket) -> None:
+        with connection:
+            while _read_request(connection):
+                seen["requests"] = seen.get("requests", 0) + 1
+                if not answer(connection, seen["requests"]):
+                    return
+
+    def accept() -> None:
+        while True:
+            try:
+                connection, _ = listener.accept()
+            except OSError:
+                return
+            seen["connections"] += 1
+            threading.Thread(target=serve, args=(connection,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        yield seen
+    finally:
+        listener.close()
+
+
+def test_a_chunked_answer_is_read_whole_and_its_connection_kept():
+    body = _completion("in three chunks")
+    parts = [body[:10], body[10:25], body[25:]]
+
+    def chunked(connection: socket.socket, number: int) -> bool:
+        connection.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+        for part in parts:
+            connection.sendall(b"%x\r\n%s\r\n" % (len(part), part))
+        connection.sendall(b"0\r\n\r\n")
+        return True
+
+    with raw_server(chunked) as server:
+        client = chat_client(server["url"])
+        answers = [ask(client, "task").content for _ in range(2)]
+
+    assert answers == ["in three chunks"] * 2
+    assert server["connections"] == 1
+
+
+def test_an_interim_answer_is_passed_over_for_the_final_one():
+    def early_hints(connection: socket.socket, number: int) -> bool:
+        body = _completion("after the hints")
+        connection.sendall(b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>\r\n\r\n")
+        connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+        return True
+
+    with raw_server(early_hints) as server:
+        assert ask(chat_client(server["url"]), "task").content == "after the hints"
+
+
+def test_an_answer_ended_by_closing_is_read_whole_and_the_next_call_connects_again():
+    def until_close(connection: socket.socket, number: int) -> bool:
+        connection.sendall(b"HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n")
+        connection.sendall(_completion(f"answer {number}"))
+        return False  # the end of the connection is the end of the body
+
+    with raw_server(until_close) as server:
+        client = chat_client(server["url"])
+        answers = [ask(client, "task").content for _ in range(2)]
+
+    assert answers == ["answer 1", "answer 2"]
+    assert server["connections"] == 2
+
+
+def test_an_answer_that_says_close_is_its_connections_last():
+    held = threading.Event()
+
+    def says_close(connection: socket.socket, number: int) -> bool:
+        body = _completion(f"answer {number}")
+        connection.sendall(
+            b"HTTP/1.1 200 OK\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s"
+            % (len(body), body)
+        )
+        held.wait(10)  # the connection stays open, but nothing more is read from it
+        return False
+
+    with raw_server(says_close) as server:
+        client = chat_client(server["url"], max_retries=0, timeout=2)
+        try:
+            answers = [ask(client, "task").content for _ in range(2)]
+        finally:
+            held.set()
+
+    assert answers == ["answer 1", "answer 2"]
+    assert server["connections"] == 2  # the second request did not wait on the first's
+
+
+def test_a_large_answer_read_in_many_pieces_arrives_intact():
+    content = "".join(f"line {index}: otters «café» — rivers\n" for index in range(2_400))
+    body = _completion(content)
+
+    def slowly(connection: socket.socket, number: int) -> bool:
+        connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body))
+        for start in range(0, len(body), 7000):
+            connection.sendall(body[start : start + 7000])
+        return True
+
+    with raw_server(slowly) as server:
+        assert len(body) > 64 * 1024  # more than one of the connection's reads
+        assert ask(chat_client(server["url"]), "task").content == content
+
+
+@pytest.mark.parametrize(
+    "written",
+    [
+        b'HTTP/1.1 200 OK\r\nContent-Length: 500\r\n\r\n{"choices": [',  # then closed
+        b"this is not HTTP at all\r\n\r\n",
+    ],
+    ids=["cut short", "not HTTP"],
+)
+def test_an_answer_cut_short_or_not_http_fails_the_call_in_the_clients_words(written):
+    def broken(connection: socket.socket, number: int) -> bool:
+        connection.sendall(written)
+        return False
+
+    with raw_server(broken) as server, pytest.raises(LLMError) as error:
+        ask(chat_client(server["url"], max_retries=0), "task")
+
+    assert str(error.value) == f"llm: cannot connect to {server['url'][7:-3]} after 1 try"
+    assert server["connections"] == 1  # a fresh connection's failure is not sent again
+
+
+@pytest.mark.parametrize("key", ["sk-pasted\nwith a line break", "sk-ключ"])
+def test_an_api_key_http_cannot_carry_is_named_before_any_call(key):
+    with raw_server(lambda connection, number: False) as server, pytest.raises(LLMError) as error:
+        OpenAIChat(base_url=server["url"], api_key=key, timeout=2, max_retries=0)
+
+    assert str(error.value) == (
+        f"llm: cannot call {server['url'][7:-3]}: its API key holds a character HTTP cannot "
+        "carry (a line break, or a letter outside Latin-1)"
+    )
+    assert server["connections"] == 0

@@ -58,7 +58,10 @@ class OpenAIChat:
         self._kept = None
         if KeptEndpoint.usable(base):
             headers = {**self._client.auth_headers, **_strings(self._client.default_headers)}
-            self._kept = KeptEndpoint(base, timeout=timeout, headers=headers)
+            try:
+                self._kept = KeptEndpoint(base, timeout=timeout, headers=headers)
+            except ValueError as problem:  # an API key with a line break, say: no call goes
+                raise LLMError(f"llm: cannot call {self._host}: {problem}") from None
         self._encoded = EncodedRequests()
         # After a failed first try: the client, with the tries that are left.
         self._rest = self._client.with_options(max_retries=max(0, max_retries - 1))

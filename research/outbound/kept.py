@@ -2,41 +2,63 @@
 model's): one POST of bytes already serialised, the answer's status, headers and bytes.
 
 The model call is an agent's hottest outbound request, and each agent makes its calls one
-after another from its own thread, so each thread keeps its own connection (the standard
-library's http.client): no pool to take it from, no URL objects, no request model built per
-call. A connection the server closed while it sat idle fails at its first use; the request
-then goes once more on a new connection. (A server that died while answering looks the same
-and gets the request twice; the openai client retries a lost connection too.) Anything else is
-raised in this package's neutral words (ConnectFailed, TimedOut, TransferFailed), once: the
-caller (agents.llm.openai_client) decides about retries.
+after another from its own thread, so each thread keeps its own connection: no pool to take
+it from, no URL objects, no request model built per call. The request's head (its line and
+headers) is written once per path, so a call sends that head, the body's length and the body
+in one write; the answer is read by httptools' parser (llhttp, in C: chunked bodies, interim
+1xx answers, keep-alive), its headers left as bytes unless an error needs them. The standard
+library's http.client formatted and checked every header, and parsed the answer's with the
+email package, at every call: most of the call's own CPU (issue 25, round seventeen).
+
+A connection the server closed while it sat idle fails at its first use; the request then goes
+once more on a new connection. (A server that died while answering looks the same and gets
+the request twice; the openai client retries a lost connection too.) Anything else is raised
+in this package's neutral words (ConnectFailed, TimedOut, TransferFailed), once: the caller
+(agents.llm.openai_client) decides about retries.
 
 Not for guarded purposes: it connects where the URL says, with no address check, like the
 openai client it stands in front of (the operator chose the endpoint).
 """
 
-import http.client
+import re
+import socket
 import ssl
 import threading
 import urllib.request
 from dataclasses import dataclass
-from email.message import Message
-from functools import cache
+from functools import cache, cached_property
 from urllib.parse import urlsplit
 
+import httptools
 import httpx2
 
 from research.outbound.errors import ConnectFailed, TimedOut, TransferFailed
 
+_READ_BYTES = 64 * 1024
+# What a header's name or value may not hold: it would end the header, or the head.
+_NOT_IN_A_HEADER = re.compile(r"[\r\n\0]")
+
+
+class _ClosedUnanswered(ConnectionError):
+    """The server closed the connection before the first byte of an answer."""
+
+
 # A server that closed a kept connection: the request never reached it, it may go again.
-_CLOSED_WHILE_KEPT = (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)
+_CLOSED_WHILE_KEPT = (_ClosedUnanswered, ConnectionResetError, BrokenPipeError)
 
 
 @dataclass(frozen=True)
 class Answer:
     status: int
     reason: str
-    headers: Message
+    raw_headers: tuple[tuple[bytes, bytes], ...]
     body: bytes
+
+    @cached_property
+    def headers(self) -> httpx2.Headers:
+        """The headers as the openai client reads them (its retry decision, its wait): made
+        only for an answer that needs them, not for every success."""
+        return httpx2.Headers(list(self.raw_headers))
 
 
 class KeptEndpoint:
@@ -51,7 +73,24 @@ class KeptEndpoint:
         self.port = parts.port or (443 if parts.scheme == "https" else 80)
         self.prefix = parts.path.rstrip("/")
         self.timeout = timeout
-        self.headers = {**headers, "Content-Type": "application/json"}
+        self.headers = {
+            "Host": _host_header(self.host, self.port, parts.scheme),
+            "Accept-Encoding": "identity",  # the body is read as it comes
+            **headers,
+            "Content-Type": "application/json",
+        }
+        # What http.client refused at every call (with an exception no caller expected) is
+        # refused once, here, in words the caller can pass on.
+        if not _sendable(self.prefix, "ascii") or re.search(r"[\s\0]", self.prefix):
+            raise ValueError(f"its path {self.prefix!r} is not plain ASCII without spaces")
+        for name, value in self.headers.items():
+            if _NOT_IN_A_HEADER.search(name + value) or ":" in name or not _sendable(value):
+                what = "API key" if name == "Authorization" else f"{name} header"
+                raise ValueError(
+                    f"its {what} holds a character HTTP cannot carry "
+                    "(a line break, or a letter outside Latin-1)"
+                )
+        self._heads: dict[str, bytes] = {}
         self._local = threading.local()
 
     @staticmethod
@@ -65,58 +104,172 @@ class KeptEndpoint:
         return bool(urllib.request.proxy_bypass(parts.hostname or ""))
 
     def post(self, path: str, body: bytes) -> Answer:
-        connection, kept = self._connection()
+        request = b"".join([self._head(path), str(len(body)).encode(), b"\r\n\r\n", body])
+        sock, kept = self._socket()
         while True:
             try:
-                return self._exchange(connection, path, body)
+                return self._exchange(sock, request)
             except _CLOSED_WHILE_KEPT as error:
-                connection.close()
+                self._close()
                 if not kept:
                     raise TransferFailed(type(error).__name__, str(error)) from None
             # Closed while kept: once more, on a new connection (which is not kept).
-            connection, kept = self._connection()
+            sock, kept = self._socket()
 
-    def _exchange(self, connection: http.client.HTTPConnection, path: str, body: bytes) -> Answer:
+    def _head(self, path: str) -> bytes:
+        """The request's line and headers, up to the body's length, written once per path."""
+        head = self._heads.get(path)
+        if head is None:
+            lines = [f"POST {self.prefix}{path} HTTP/1.1"]
+            lines += [f"{name}: {value}" for name, value in self.headers.items()]
+            text = "\r\n".join(lines) + "\r\nContent-Length: "
+            head = self._heads[path] = text.encode("latin-1")  # as http.client encodes it
+        return head
+
+    def _exchange(self, sock: socket.socket, request: bytes) -> Answer:
+        reading = _Reading()
+        buffer = self._local.buffer
         try:
-            connection.request("POST", self.prefix + path, body=body, headers=self.headers)
-            response = connection.getresponse()
-            data = response.read()
+            sock.sendall(request)
+            while not reading.complete:
+                read = sock.recv_into(buffer)
+                if not read:
+                    reading.ended()
+                    break
+                reading.feed(memoryview(buffer)[:read])
         except _CLOSED_WHILE_KEPT:
             raise
         except TimeoutError as error:  # socket.timeout is TimeoutError
-            connection.close()
+            self._close()
             raise TimedOut(type(error).__name__, str(error) or "timed out") from None
-        except (OSError, http.client.HTTPException) as error:
-            connection.close()
+        except (OSError, httptools.HttpParserError) as error:
+            self._close()
             raise TransferFailed(type(error).__name__, str(error)) from None
-        if response.will_close:
-            connection.close()
-        return Answer(response.status, response.reason, response.headers, data)
+        if not reading.keep_alive:
+            self._close()
+        return reading.answer()
 
-    def _connection(self) -> tuple[http.client.HTTPConnection, bool]:
+    def _socket(self) -> tuple[socket.socket, bool]:
         """This thread's connection, and whether it is kept from an earlier request."""
-        connection = getattr(self._local, "connection", None)
-        if connection is not None and connection.sock is not None:
-            return connection, True
-        if connection is None:
-            connection = self._new()
-            self._local.connection = connection
+        sock = getattr(self._local, "socket", None)
+        if sock is not None:
+            return sock, True
         try:
-            connection.connect()
+            sock = self._connect()
         except TimeoutError as error:
-            connection.close()
             raise TimedOut(type(error).__name__, str(error) or "timed out") from None
         except OSError as error:  # refused, unreachable, no such host, a TLS handshake
-            connection.close()
             raise ConnectFailed(self.host, self.port, str(error), type(error).__name__) from None
-        return connection, False
+        self._local.socket = sock
+        if getattr(self._local, "buffer", None) is None:
+            self._local.buffer = bytearray(_READ_BYTES)
+        return sock, False
 
-    def _new(self) -> http.client.HTTPConnection:
-        if self.scheme == "https":
-            return http.client.HTTPSConnection(
-                self.host, self.port, timeout=self.timeout, context=_tls()
-            )
-        return http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
+    def _connect(self) -> socket.socket:
+        sock = socket.create_connection((self.host, self.port), timeout=self.timeout)
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # the body goes at once
+            if self.scheme == "https":
+                return _tls().wrap_socket(sock, server_hostname=self.host)
+            return sock
+        except BaseException:
+            sock.close()
+            raise
+
+    def _close(self) -> None:
+        sock = getattr(self._local, "socket", None)
+        self._local.socket = None
+        if sock is not None:
+            sock.close()
+
+
+class _Reading:
+    """One answer as httptools' parser reads it; the parser calls the `on_` methods."""
+
+    def __init__(self) -> None:
+        self.parser = httptools.HttpResponseParser(self)
+        self.started = False
+        self.result: Answer | None = None
+        self.keep_alive = False
+        self._next()
+
+    @property
+    def complete(self) -> bool:
+        return self.result is not None
+
+    def _next(self) -> None:
+        self.reason = b""
+        self.headers: list[tuple[bytes, bytes]] = []
+        self.body: list[bytes] = []
+        self.headers_done = False
+
+    def feed(self, data: memoryview) -> None:
+        self.parser.feed_data(data)
+
+    def ended(self) -> None:
+        """The server closed the connection: before an answer, the request may go again; in
+        an answer whose length is its end (no length, not chunked), the answer is complete."""
+        if not self.started:
+            raise _ClosedUnanswered("the server closed the connection without an answer")
+        names = {name.lower() for name, _ in self.headers}
+        if self.headers_done and not ({b"content-length", b"transfer-encoding"} & names):
+            self._complete()
+            return
+        raise ConnectionError("the server closed the connection in the middle of its answer")
+
+    def answer(self) -> Answer:
+        assert self.result is not None
+        return self.result
+
+    def _complete(self) -> None:
+        self.result = Answer(
+            self.parser.get_status_code(),
+            self.reason.decode("latin-1"),
+            tuple(self.headers),
+            b"".join(self.body),
+        )
+
+    # The parser's callbacks. What comes after the answer (bytes the server sent unasked)
+    # is read into the next message's lists and dropped, with the connection.
+
+    def on_message_begin(self) -> None:
+        self.started = True
+        self.keep_alive = False
+        self._next()
+
+    def on_status(self, reason: bytes) -> None:
+        self.reason += reason
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self.headers.append((name, value))
+
+    def on_headers_complete(self) -> None:
+        self.headers_done = True
+
+    def on_body(self, body: bytes) -> None:
+        self.body.append(body)
+
+    def on_message_complete(self) -> None:
+        if self.complete or 100 <= self.parser.get_status_code() < 200:
+            return  # an interim answer (103 Early Hints): the final one follows
+        self._complete()
+        self.keep_alive = self.parser.should_keep_alive()
+
+
+def _sendable(text: str, encoding: str = "latin-1") -> bool:
+    try:
+        text.encode(encoding)
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _host_header(host: str, port: int, scheme: str) -> str:
+    """The Host header as http.client writes it: IDNA, an IPv6 address in brackets, the port
+    only when it is not the scheme's."""
+    name = f"[{host}]" if ":" in host else host.encode("idna").decode("ascii")
+    default = 443 if scheme == "https" else 80
+    return name if port == default else f"{name}:{port}"
 
 
 @cache

@@ -19,10 +19,11 @@ returns the tool as this run offers it, usually through `with_arguments`.
 import copy
 import dataclasses
 import inspect
+import json
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from functools import cached_property, wraps
+from functools import cached_property, lru_cache, wraps
 from typing import TYPE_CHECKING, Annotated, Any
 
 import jsonschema
@@ -44,7 +45,9 @@ def _no_detail(arguments: dict[str, Any]) -> str:
     return ""
 
 
-@dataclass(frozen=True)
+# Tools are compared and hashed by identity (`eq=False`): a tool reshaped for a run is the same
+# object for every run that gets that shape (`with_arguments`, `with_prompt`).
+@dataclass(frozen=True, eq=False)
 class Tool:
     name: str
     description: str
@@ -88,8 +91,27 @@ class Tool:
 
     def with_arguments(self, **changes: dict[str, Any] | None) -> "Tool":
         """The tool with some arguments' schemas changed (`task={"maxLength": 5000}`) and
-        others left out (`tier=None`)."""
-        return replace(self, parameters=reshaped(self.parameters, **changes))
+        others left out (`tier=None`). The same changes to the same tool give the same
+        Tool, built once per process: an agent's set-up copies no schema, and the argument
+        check (`validator`) is built once for every agent offered that shape. Its schema is
+        shared, so nothing may change it in place."""
+        return _reshaped_tool(self, json.dumps(changes, sort_keys=True))
+
+    def with_prompt(self, prompt: str) -> "Tool":
+        """The tool with its section of the system prompt set, once per text (as above)."""
+        return _prompted_tool(self, prompt)
+
+
+# Shapes come from settings and the kinds' catalog: a few per tool, more under tests that
+# change settings; the bound only keeps a long test run from holding every one.
+@lru_cache(maxsize=512)
+def _reshaped_tool(tool: Tool, changes: str) -> Tool:
+    return replace(tool, parameters=reshaped(tool.parameters, **json.loads(changes)))
+
+
+@lru_cache(maxsize=512)
+def _prompted_tool(tool: Tool, prompt: str) -> Tool:
+    return replace(tool, prompt=prompt)
 
 
 def offered(ctx: "AgentContext", tools: list[Tool]) -> list[Tool]:

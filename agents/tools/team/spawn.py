@@ -4,7 +4,7 @@ turn are recorded together and their children started together (spawn_turn)."""
 
 import logging
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Annotated, Any
 
 from django.conf import settings
@@ -307,7 +307,7 @@ def _launch_arguments(ctx: AgentContext) -> dict[str, dict[str, Any] | None]:
 
 def _one(ctx: AgentContext, tool: Tool) -> Tool:
     section = prompts.join(prompts.load("spawn"), kinds_section(kinds.catalog(), model=ctx.model))
-    return replace(tool.with_arguments(**_launch_arguments(ctx)), prompt=section)
+    return tool.with_arguments(**_launch_arguments(ctx)).with_prompt(section)
 
 
 def _batch(ctx: AgentContext, tool: Tool) -> Tool:

@@ -589,6 +589,31 @@ def test_the_time_a_research_waits_for_its_review_is_not_time_it_worked(run_fact
     assert round(approval.payload["worked_seconds"]) == 10
 
 
+def test_a_research_cancelled_while_it_waits_for_its_review_ends_with_its_wait_left_out(
+    run_factory, alice
+):
+    # A paused run ends by the finish's longer way (read, then written): its wait is counted.
+    root = run_factory(topic="Grebes: cancelled during the review", review_plan=True)
+    services.run_claim(run_id=root.pk)
+    services.plan_write(root_id=root.pk, items=["Diving"])
+    assert services.plan_pause(root_id=root.pk)
+    now = timezone.now()
+    Run.objects.filter(pk=root.pk).update(
+        started_at=now - timedelta(seconds=60), paused_at=now - timedelta(seconds=50)
+    )
+    root.refresh_from_db()
+
+    services.run_cancel(run=root)
+
+    root.refresh_from_db()
+    assert (root.status, root.state, root.paused_at) == ("failed", "ended", None)
+    assert round(root.paused_seconds) == 50 and round(root.worked_seconds()) == 10
+    finished = Event.objects.get(root_id=root.pk, type="run.finished")
+    assert round(finished.payload["duration_seconds"]) == 10
+    # An ended run is not ended again.
+    assert not services.run_finish(run_id=root.pk, report="too late")
+
+
 def test_exports_carry_the_plan_and_the_flagged_claims(run_factory, alice):
     from io import StringIO
 

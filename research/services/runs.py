@@ -29,7 +29,7 @@ from research.selectors.runs import RunFacts, run_facts
 from research.services.announce import runs_flagged
 from research.services.citations import citations_store
 from research.services.launch import Launch
-from research.services.locks import claim_queued, claim_queued_runs, run_for_finish
+from research.services.locks import claim_queued, claim_queued_runs, run_ended, run_for_finish
 from research.services.steps import state_record
 from research.sql import Insert, Update, inserts_deferred
 
@@ -245,27 +245,31 @@ def run_finish(
     report = capped_report(report)
     error = strip_controls(error)  # it may quote an endpoint's or a model's words
     count = 2 if report else 1  # the report's event, and the finish's
-    # The tree lock and the events' numbers in one statement; then the run's row, locked,
-    # with its tool steps counted: two statements before the writes.
+    # The tree lock and the events' numbers in one statement; then the run's row ended and
+    # read back, with its tool steps counted, in one more: an agent ending holds the tree's
+    # lock for as few round trips as can be, as its siblings ending with it wait for it.
     reserved = reserve_seqs_of(run_id=run_id, count=count)
     if reserved is None:
         return False
-    run = run_for_finish(run_id)
-    if run is None or run.status not in ACTIVE_STATUSES:
-        transaction.set_rollback(True)  # the numbers go back
-        return False
+    now = timezone.now()
+    status = Status.FAILED if error else Status.DONE
+    run = run_ended(run_id, status=status, state=State.ENDED, report=report, error=error, now=now)
+    if run is None:  # paused, ended or gone: read first, as it decides
+        run = run_for_finish(run_id)
+        if run is None or run.status not in ACTIVE_STATUSES:
+            transaction.set_rollback(True)  # the numbers go back
+            return False
+        run.status = status
+        run.state = State.ENDED
+        run.report = report
+        run.error = error
+        run.finished_at = now
+        if run.paused_at is not None:  # ended while it waited for the analyst (a cancel)
+            run.paused_seconds += (now - run.paused_at).total_seconds()
+            run.paused_at = None
+        _finish_update().row(run.pk, *(getattr(run, name) for name in _FINISHED))
     root_id, first = reserved
     expect(root_id, first, count)
-    now = timezone.now()
-    run.status = Status.FAILED if error else Status.DONE
-    run.state = State.ENDED
-    run.report = report
-    run.error = error
-    run.finished_at = now
-    if run.paused_at is not None:  # ended while it waited for the analyst (a cancel)
-        run.paused_seconds += (now - run.paused_at).total_seconds()
-        run.paused_at = None
-    _finish_update().row(run.pk, *(getattr(run, name) for name in _FINISHED))
     _state_insert().row(run.pk, State.ENDED, error[:500], now)
     if report and citations is not None:
         citations_store(run_id=run.pk, citations=citations, replacing=replacing)

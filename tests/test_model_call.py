@@ -368,6 +368,63 @@ def test_an_answer_cut_short_or_not_http_fails_the_call_in_the_clients_words(wri
     assert server["connections"] == 1  # a fresh connection's failure is not sent again
 
 
+def test_the_answers_headers_reach_the_clients_retry_decision():
+    def refuses_retries(connection: socket.socket, number: int) -> bool:
+        body = b'{"error": {"message": "overloaded"}}'
+        connection.sendall(
+            b"HTTP/1.1 500 Internal Server Error\r\nX-Should-Retry: false\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (len(body), body)
+        )
+        return True
+
+    with raw_server(refuses_retries) as server, pytest.raises(LLMError) as error:
+        ask(chat_client(server["url"], max_retries=2), "task")
+
+    # The server said not to retry: one try, where a 500 is otherwise tried three times.
+    assert str(error.value) == f"llm: 500 from {server['url'][7:-3]} after 1 try"
+    assert server["requests"] == 1
+
+
+def test_bytes_after_an_answer_do_not_cost_it_and_are_dropped_with_the_connection():
+    def then_garbage(connection: socket.socket, number: int) -> bool:
+        body = _completion(f"answer {number}")
+        connection.sendall(
+            b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+            + b"\x00\x01 not an answer to anything\r\n\r\n"
+        )
+        return True
+
+    with raw_server(then_garbage) as server:
+        client = chat_client(server["url"])
+        answers = [ask(client, "task").content for _ in range(2)]
+
+    assert answers == ["answer 1", "answer 2"]
+    assert server["connections"] == 2
+
+
+@pytest.mark.parametrize(
+    "written",
+    [
+        b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\n",  # then closed
+        b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: upgrade\r\n\r\n",
+    ],
+    ids=["interim, then closed", "an upgrade"],
+)
+def test_an_answer_that_never_comes_fails_the_call_and_is_not_kept(written):
+    def no_answer(connection: socket.socket, number: int) -> bool:
+        connection.sendall(written)
+        return False
+
+    with raw_server(no_answer) as server:
+        client = chat_client(server["url"], max_retries=0)
+        for _ in range(2):  # the second call is not read from the first's connection
+            with pytest.raises(LLMError) as error:
+                ask(client, "task")
+            assert str(error.value) == f"llm: cannot connect to {server['url'][7:-3]} after 1 try"
+
+    assert server["connections"] == 2
+
+
 @pytest.mark.parametrize("key", ["sk-pasted\nwith a line break", "sk-ключ"])
 def test_an_api_key_http_cannot_carry_is_named_before_any_call(key):
     with raw_server(lambda connection, number: False) as server, pytest.raises(LLMError) as error:

@@ -3,6 +3,7 @@
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from research import selectors, services
 from research.models import Event, LLMCall, Run, RunState, Step
@@ -115,3 +116,25 @@ def test_a_model_call_and_a_tool_call_cost_a_fixed_number_of_statements(working_
     one_statement = connection.vendor == "postgresql"
     assert len(model_call) == 2 + (1 if one_statement else 4) + 2
     assert len(tool_call) == 2 + (1 if one_statement else 3) + 2
+
+
+@pytest.mark.django_db
+def test_an_agents_end_costs_three_statements_and_a_paused_runs_two_more(working_child):
+    with CaptureQueriesContext(connection) as ended:
+        assert services.run_finish(run_id=working_child.pk, report="tides turn twice a day")
+    Run.objects.filter(pk=working_child.root_id).update(status="paused", paused_at=timezone.now())
+    with CaptureQueriesContext(connection) as paused:
+        assert services.run_finish(run_id=working_child.root_id, error="cancelled by the analyst")
+
+    # The tree lock and the events' numbers, the run ended and read back in one UPDATE, then
+    # its rows (its state, its events). For a paused run (rare: a cancel during its review)
+    # that UPDATE finds nothing, and the run is read, then written: two more.
+    # (The test transaction makes the finish's `atomic` a savepoint: two statements more.)
+    one_statement = connection.vendor == "postgresql"
+    rows = 1 if one_statement else 2
+    assert len(ended) == 2 + 2 + rows
+    assert len(paused) == 2 + 4 + rows
+    child = Run.objects.get(pk=working_child.pk)
+    assert (child.status, child.state, child.report) == ("done", "ended", "tides turn twice a day")
+    finished = Event.objects.get(type="run.finished", payload__run=child.pk)
+    assert finished.payload["status"] == "done" and finished.payload["tool_calls"] == 0

@@ -82,6 +82,21 @@ def test_a_sub_agent_task_is_limited_like_a_topic(settings, run_factory):
 
 
 @pytest.mark.django_db
+def test_a_reshaped_schema_keeps_its_declared_order_and_is_built_once(run_factory):
+    first, second = tools_of(run_factory()), tools_of(run_factory())
+
+    entry = arguments(first["spawn_subagents"])["subagents"]["items"]
+    single = first["spawn_subagent"].schema()["function"]["parameters"]
+    # The order the model reads, and the order jsonschema reports a bad call's errors in.
+    for schema in (entry, single):
+        assert list(schema)[:4] == ["type", "properties", "required", "additionalProperties"]
+        assert list(schema["properties"])[:3] == ["name", "reason", "task"]
+    # Two agents offered the same shape share one tool, and so one argument check.
+    assert first["spawn_subagents"] is second["spawn_subagents"]
+    assert first["spawn_subagent"].validator is second["spawn_subagent"].validator
+
+
+@pytest.mark.django_db
 def test_only_the_lead_names_a_plan_item(run_factory, subagent_factory):
     root = run_factory()
     lead, child = tools_of(root), tools_of(subagent_factory(root, "history"))

@@ -92,10 +92,12 @@ class Tool:
     def with_arguments(self, **changes: dict[str, Any] | None) -> "Tool":
         """The tool with some arguments' schemas changed (`task={"maxLength": 5000}`) and
         others left out (`tier=None`). The same changes to the same tool give the same
-        Tool, built once per process: an agent's set-up copies no schema, and the argument
-        check (`validator`) is built once for every agent offered that shape. Its schema is
-        shared, so nothing may change it in place."""
-        return _reshaped_tool(self, json.dumps(changes, sort_keys=True))
+        Tool, built once per process: the tool's schema is copied once per shape, not for
+        every agent, and the argument check (`validator`) is built once for every agent
+        offered that shape. Its schema is shared, so nothing may change it in place. (The
+        changes are the cache's key as JSON, in the order given: the order of a schema's
+        keys is what the model reads, and what jsonschema reports first.)"""
+        return _reshaped_tool(self, json.dumps(changes))
 
     def with_prompt(self, prompt: str) -> "Tool":
         """The tool with its section of the system prompt set, once per text (as above)."""

@@ -35,7 +35,9 @@ import httpx2
 from research.outbound.errors import ConnectFailed, TimedOut, TransferFailed
 
 _READ_BYTES = 64 * 1024
-# What a header's name or value may not hold: it would end the header, or the head.
+# A header's name (RFC 9110's token), and what its value may not hold: it would end the
+# header, or the head.
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 _NOT_IN_A_HEADER = re.compile(r"[\r\n\0]")
 
 
@@ -84,7 +86,7 @@ class KeptEndpoint:
         if not _sendable(self.prefix, "ascii") or re.search(r"[\s\0]", self.prefix):
             raise ValueError(f"its path {self.prefix!r} is not plain ASCII without spaces")
         for name, value in self.headers.items():
-            if _NOT_IN_A_HEADER.search(name + value) or ":" in name or not _sendable(value):
+            if not _TOKEN.fullmatch(name) or _NOT_IN_A_HEADER.search(value) or not _sendable(value):
                 what = "API key" if name == "Authorization" else f"{name} header"
                 raise ValueError(
                     f"its {what} holds a character HTTP cannot carry "
@@ -142,9 +144,16 @@ class KeptEndpoint:
         except TimeoutError as error:  # socket.timeout is TimeoutError
             self._close()
             raise TimedOut(type(error).__name__, str(error) or "timed out") from None
-        except (OSError, httptools.HttpParserError) as error:
+        except (OSError, httptools.HttpParserError, httptools.HttpParserUpgrade) as error:
             self._close()
+            if reading.complete:  # what the server sent after its answer is dropped
+                return reading.answer()
             raise TransferFailed(type(error).__name__, str(error)) from None
+        except BaseException:  # the connection is in the middle of an answer: never reused
+            self._close()
+            raise
+        finally:
+            del reading.parser  # the parser and its reader refer to each other
         if not reading.keep_alive:
             self._close()
         return reading.answer()
@@ -229,8 +238,8 @@ class _Reading:
             b"".join(self.body),
         )
 
-    # The parser's callbacks. What comes after the answer (bytes the server sent unasked)
-    # is read into the next message's lists and dropped, with the connection.
+    # The parser's callbacks. What comes after the answer (bytes the server sent unasked) is
+    # dropped with the connection, whether the parser reads it as another message or fails.
 
     def on_message_begin(self) -> None:
         self.started = True
@@ -250,8 +259,11 @@ class _Reading:
         self.body.append(body)
 
     def on_message_complete(self) -> None:
-        if self.complete or 100 <= self.parser.get_status_code() < 200:
-            return  # an interim answer (103 Early Hints): the final one follows
+        if self.complete:
+            return
+        if 100 <= self.parser.get_status_code() < 200:
+            self._next()  # an interim answer (103 Early Hints): the final one follows
+            return
         self._complete()
         self.keep_alive = self.parser.should_keep_alive()
 
@@ -267,7 +279,10 @@ def _sendable(text: str, encoding: str = "latin-1") -> bool:
 def _host_header(host: str, port: int, scheme: str) -> str:
     """The Host header as http.client writes it: IDNA, an IPv6 address in brackets, the port
     only when it is not the scheme's."""
-    name = f"[{host}]" if ":" in host else host.encode("idna").decode("ascii")
+    if ":" in host:
+        name = f"[{host}]"
+    else:
+        name = host if host.isascii() else host.encode("idna").decode("ascii")
     default = 443 if scheme == "https" else 80
     return name if port == default else f"{name}:{port}"
 

@@ -108,10 +108,11 @@ _ENDED = ("status", "state", "report", "error", "finished_at")
 def run_ended(
     run_id: int, *, status: str, state: str, report: str, error: str, now: datetime
 ) -> Run | None:
-    """A working run that is not paused (an agent's, as it ends), ended in one statement that
-    locks its row and returns it as run_for_finish reads it, as it is now: one round trip
-    under the tree lock where there were two. None for any other run (ended, gone, or paused:
-    a pause's time is counted from what run_for_finish reads). Take the tree lock first."""
+    """An active run (queued or working) that is not paused, such as an agent's as it ends,
+    ended in one statement that locks its row and returns it as written, with the fields and
+    the tool steps run_for_finish reads: one round trip under the tree lock where there were
+    two. None for any other run (ended, gone, or paused: a pause's time is counted from what
+    run_for_finish reads). Take the tree lock first."""
     values = [status, state, report, error, now]
     fields = [Run._meta.get_field(name) for name in _ENDED]
     params = [

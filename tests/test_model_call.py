@@ -348,26 +348,6 @@ def test_a_large_answer_read_in_many_pieces_arrives_intact():
         assert ask(chat_client(server["url"]), "task").content == content
 
 
-@pytest.mark.parametrize(
-    "written",
-    [
-        b'HTTP/1.1 200 OK\r\nContent-Length: 500\r\n\r\n{"choices": [',  # then closed
-        b"this is not HTTP at all\r\n\r\n",
-    ],
-    ids=["cut short", "not HTTP"],
-)
-def test_an_answer_cut_short_or_not_http_fails_the_call_in_the_clients_words(written):
-    def broken(connection: socket.socket, number: int) -> bool:
-        connection.sendall(written)
-        return False
-
-    with raw_server(broken) as server, pytest.raises(LLMError) as error:
-        ask(chat_client(server["url"], max_retries=0), "task")
-
-    assert str(error.value) == f"llm: cannot connect to {server['url'][7:-3]} after 1 try"
-    assert server["connections"] == 1  # a fresh connection's failure is not sent again
-
-
 def test_the_answers_headers_reach_the_clients_retry_decision():
     def refuses_retries(connection: socket.socket, number: int) -> bool:
         body = b'{"error": {"message": "overloaded"}}'
@@ -405,12 +385,15 @@ def test_bytes_after_an_answer_do_not_cost_it_and_are_dropped_with_the_connectio
 @pytest.mark.parametrize(
     "written",
     [
+        b'HTTP/1.1 200 OK\r\nContent-Length: 500\r\n\r\n{"choices": [',  # then closed
+        b"this is not HTTP at all\r\n\r\n",
         b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\n",  # then closed
         b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: upgrade\r\n\r\n",
     ],
-    ids=["interim, then closed", "an upgrade"],
+    ids=["cut short", "not HTTP", "interim, then closed", "an upgrade"],
 )
-def test_an_answer_that_never_comes_fails_the_call_and_is_not_kept(written):
+def test_an_answer_that_never_comes_whole_fails_the_call_in_the_clients_words(written):
+    # A fresh connection's failure is not sent again, and the failed connection is not kept.
     def no_answer(connection: socket.socket, number: int) -> bool:
         connection.sendall(written)
         return False

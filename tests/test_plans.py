@@ -567,17 +567,23 @@ def test_a_cancel_that_comes_before_the_pause_wins(run_factory, alice):
     assert root.status == "working"  # the agent stops as a cancel does, and finishes it
 
 
-def test_the_time_a_research_waits_for_its_review_is_not_time_it_worked(run_factory, alice):
-    root = run_factory(topic="Grebes: paused for review", review_plan=True)
+def _paused_for_review(run_factory, topic: str) -> Run:
+    """A root paused for its plan review: it worked 10 s before the pause and has waited 50 s
+    for the analyst since."""
+    root = run_factory(topic=topic, review_plan=True)
     services.run_claim(run_id=root.pk)
     services.plan_write(root_id=root.pk, items=["Diving"])
     assert services.plan_pause(root_id=root.pk)
-    # It worked 10 s before the pause and has waited 50 s for the analyst since.
     now = timezone.now()
     Run.objects.filter(pk=root.pk).update(
         started_at=now - timedelta(seconds=60), paused_at=now - timedelta(seconds=50)
     )
     root.refresh_from_db()
+    return root
+
+
+def test_the_time_a_research_waits_for_its_review_is_not_time_it_worked(run_factory, alice):
+    root = _paused_for_review(run_factory, "Grebes: paused for review")
     assert round(root.worked_seconds()) == 10 and not root.clock_running
 
     services.plan_approve(run=root)
@@ -593,15 +599,7 @@ def test_a_research_cancelled_while_it_waits_for_its_review_ends_with_its_wait_l
     run_factory, alice
 ):
     # A paused run ends by the finish's longer way (read, then written): its wait is counted.
-    root = run_factory(topic="Grebes: cancelled during the review", review_plan=True)
-    services.run_claim(run_id=root.pk)
-    services.plan_write(root_id=root.pk, items=["Diving"])
-    assert services.plan_pause(root_id=root.pk)
-    now = timezone.now()
-    Run.objects.filter(pk=root.pk).update(
-        started_at=now - timedelta(seconds=60), paused_at=now - timedelta(seconds=50)
-    )
-    root.refresh_from_db()
+    root = _paused_for_review(run_factory, "Grebes: cancelled during the review")
 
     services.run_cancel(run=root)
 

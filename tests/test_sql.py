@@ -13,6 +13,7 @@ from django.test.utils import CaptureQueriesContext
 
 from research.models import LLMCall, RunState, Step
 from research.models_checkpoints import Checkpoint
+from research.services.steps import step_inserts
 from research.sql import PSYCOPG_CACHED_PARAMS, Insert, inserts_deferred
 
 pytestmark = pytest.mark.django_db
@@ -32,17 +33,8 @@ AWKWARD = [
 ]
 
 
-CALL_FIELDS = [
-    "run",
-    "parent_run",
-    "depth",
-    "model",
-    "input_tokens",
-    "output_tokens",
-    "cost_usd",
-    "latency_ms",
-    "at",
-]
+# The step writer's rows, as it writes them (research.services.steps).
+WRITER = step_inserts()
 
 
 def _steps(run_id: int, count: int) -> list[tuple]:
@@ -92,7 +84,7 @@ def test_rows_read_back_as_the_orm_wrote_them_whatever_the_form(run_factory, cou
 
 def test_a_column_of_nothing_but_nulls_and_exact_decimals_go_as_arrays(run_factory):
     run = run_factory()
-    insert = Insert(LLMCall, CALL_FIELDS)
+    insert = WRITER["call"]
     costs = [Decimal("0.00000001"), Decimal("123456.12345678"), Decimal(0)] * 4
     at = datetime(2026, 12, 5, tzinfo=UTC)
     rows = [(run.pk, None, 0, "m", 2**40, index, cost, 1, at) for index, cost in enumerate(costs)]
@@ -129,12 +121,13 @@ def test_several_tables_in_one_block_read_back_as_the_orm_wrote_them(run_factory
             ],
         }
 
-    fields = {
-        LLMCall: CALL_FIELDS,
-        Step: ["run", "kind", "tool", "input", "output", "is_error", "at"],
-        RunState: ["run", "state", "detail", "at"],
-        Checkpoint: ["run", "number", "body", "compressed", "state", "at"],
+    inserts = {
+        LLMCall: WRITER["call"],
+        Step: WRITER["step"],
+        RunState: WRITER["state"],
+        Checkpoint: WRITER["checkpoint"],
     }
+    fields = {model: [field.name for field in insert.fields] for model, insert in inserts.items()}
     # Rows the runs have already (their first state) are not the test's.
     before = {
         model: model.objects.order_by("-id").values_list("id", flat=True).first() or 0
@@ -142,7 +135,7 @@ def test_several_tables_in_one_block_read_back_as_the_orm_wrote_them(run_factory
     }
     with CaptureQueriesContext(connection) as queries, inserts_deferred():
         for model, values in rows(ours.pk).items():
-            Insert(model, fields[model]).rows(values)
+            inserts[model].rows(values)
     for model, values in rows(theirs.pk).items():
         names = [model._meta.get_field(name).attname for name in fields[model]]
         model.objects.bulk_create(model(**dict(zip(names, row, strict=True))) for row in values)

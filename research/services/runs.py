@@ -24,14 +24,14 @@ from research.events import (
 from research.events.delivery import expect
 from research.events.payloads import iso
 from research.events.store import allocate_seqs, publish_all, reserve_seqs_of
-from research.models import ACTIVE_STATUSES, Citation, Run, RunState, State, Status
+from research.models import ACTIVE_STATUSES, Citation, Run, State, Status
 from research.selectors.runs import RunFacts, run_facts
 from research.services.announce import runs_flagged
 from research.services.citations import citations_store
 from research.services.launch import Launch
 from research.services.locks import claim_queued, claim_queued_runs, run_ended, run_for_finish
-from research.services.steps import state_record
-from research.sql import Insert, Update, inserts_deferred
+from research.services.steps import state_record, step_inserts
+from research.sql import Update, inserts_deferred
 
 INTERRUPTED = endings.SERVER_STOPPED
 CANCELLED_BY_USER = endings.CANCELLED_BY_USER
@@ -150,7 +150,7 @@ def subagents_announce(
             now=now,
             state=State.THINKING,
         )
-    _state_insert().rows(
+    step_inserts()["state"].rows(
         [(run.pk, State.QUEUED, "", run.created_at) for run in runs]
         + [(run.pk, run.state, "", now) for run in claimed]
     )
@@ -183,7 +183,7 @@ def run_claim(*, run_id: int, worker_id: int | None = None) -> Run | None:
         return None
     root_id, seq = reserved
     expect(root_id, seq, 1)
-    _state_insert().row(run.pk, run.state, "", now)
+    step_inserts()["state"].row(run.pk, run.state, "", now)
     publish_all(root_id=root_id, events=[(run.pk, _claimed(run))], first_seq=seq)
     return run
 
@@ -218,11 +218,6 @@ _FINISHED = ("status", "state", "report", "error", "finished_at", "paused_at", "
 @cache
 def _finish_update() -> Update:
     return Update(Run, _FINISHED)
-
-
-@cache
-def _state_insert() -> Insert:
-    return Insert(RunState, ["run", "state", "detail", "at"])
 
 
 @transaction.atomic
@@ -270,7 +265,7 @@ def run_finish(
         _finish_update().row(run.pk, *(getattr(run, name) for name in _FINISHED))
     root_id, first = reserved
     expect(root_id, first, count)
-    _state_insert().row(run.pk, State.ENDED, error[:500], now)
+    step_inserts()["state"].row(run.pk, State.ENDED, error[:500], now)
     if report and citations is not None:
         citations_store(run_id=run.pk, citations=citations, replacing=replacing)
     events = [(run.pk, RunReport(report=report))] if report else []

@@ -57,7 +57,9 @@ class _RunEnded(Exception):
 
 
 @cache
-def _inserts() -> dict[str, Insert]:
+def step_inserts() -> dict[str, Insert]:
+    """The rows a step writes, one Insert per table ("call", "step", "state", "checkpoint"),
+    built once; a run's start and end write their state rows through the same one."""
     return {
         "call": Insert(
             LLMCall,
@@ -85,7 +87,7 @@ def _insert_checkpoint(run_id: int, checkpoint: dict[str, Any] | None) -> None:
     if checkpoint is None:
         return
     body, compressed = pack(checkpoint["messages"])
-    _inserts()["checkpoint"].row(
+    step_inserts()["checkpoint"].row(
         run_id, checkpoint["number"], body, compressed, checkpoint["state"], timezone.now()
     )
 
@@ -105,7 +107,7 @@ def _state_row(facts: RunFacts, next_state: NextState, *, status: str) -> Payloa
     # A detail often echoes what the model wrote (a query, a name): no escape reaches a
     # terminal or the admin from it.
     detail = strip_controls(next_state.detail)[:500]
-    _inserts()["state"].row(facts.run_id, next_state.state, detail, timezone.now())
+    step_inserts()["state"].row(facts.run_id, next_state.state, detail, timezone.now())
     return RunStateChanged(status=status, state=next_state.state, detail=detail)
 
 
@@ -152,7 +154,7 @@ def _insert_step(
     is_error: bool = False,
 ) -> None:
     values = (run_id, kind, tool, input or {}, _truncated(output), is_error, timezone.now())
-    _inserts()["step"].row(*values)
+    step_inserts()["step"].row(*values)
 
 
 def _add_usage(
@@ -239,7 +241,7 @@ def model_call_record(
     cost = pricing.cost(facts.model, input_tokens, output_tokens)
 
     def rows() -> None:
-        _inserts()["call"].row(
+        step_inserts()["call"].row(
             facts.run_id,
             facts.parent_id,
             facts.depth,

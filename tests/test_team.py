@@ -392,6 +392,53 @@ def test_wait_subagents_errors_name_the_valid_names(agent_pool, scripted_llm, al
     assert ghost == "error: no sub-agent named 'ghost'; your sub-agents are: only"
 
 
+def test_an_agent_that_never_spawned_answers_its_team_tools_without_reading_sub_agents(
+    scripted_llm, alice
+):
+    """Most agents of a tree are its leaves: a run that started fresh and never tried a
+    spawn has no sub-agents, so its team tools refuse and its end goes on without reading
+    them (the statements an agent thread sends are captured)."""
+    from django.db import connection
+
+    from agents.loop.lifetime import run_agent
+    from agents.runtime.context import CancelToken
+
+    scripted_llm.script(
+        "a leaf's life",
+        call("cancel_subagent", name="nobody"),
+        call("wait_subagents"),
+        call("inspect_subagent", name="ghost"),
+        reply("Done."),
+    )
+    run = services.run_start(owner=alice, topic="a leaf's life")
+    sent: list[str] = []
+
+    def capture(execute, sql, params, many, context):
+        sent.append(sql)
+        return execute(sql, params, many, context)
+
+    def work() -> None:
+        try:
+            services.run_claim(run_id=run.pk)
+            with connection.execute_wrapper(capture):
+                run_agent(run_id=run.pk, token=CancelToken(run.pk), pool=None)
+        finally:
+            connection.close()
+
+    agent = threading.Thread(target=work)
+    agent.start()
+    agent.join(20)
+
+    assert Run.objects.get(pk=run.pk).status == "done"
+    assert results(scripted_llm, "a leaf's life") == [
+        "error: you have no sub-agents to cancel",
+        "error: you have no sub-agents to wait for",
+        "error: you have no sub-agents to inspect",
+    ]
+    assert sent, "the agent's statements were not captured"
+    assert not [sql for sql in sent if "parent_id = " in sql]
+
+
 def test_a_wait_returns_after_its_slice_with_still_working_lines(
     agent_pool, scripted_llm, alice, settings
 ):
@@ -509,16 +556,23 @@ def test_deleting_a_working_root_cancels_and_deletes_its_tree(agent_pool, script
 
 
 def test_an_orphan_child_no_thread_runs_is_ended_with_its_parent_instead_of_hanging_it(
-    agent_pool, scripted_llm, alice
+    agent_pool, scripted_llm, alice, settings
 ):
-    """A child recorded but never started (its start failed) must not keep its parent
-    waiting for ever when the parent ends."""
+    """A child recorded but never started (a spawn whose commit went through but whose
+    answer was lost) must not keep its parent waiting for ever when the parent ends. Here
+    the parent's one spawn seemed refused, and the orphan is recorded meanwhile: a parent
+    that tried a spawn reads its sub-agents as it ends, whatever the spawn answered."""
+    settings.RESEARCH_MAX_SUBAGENTS_PER_AGENT = 0
 
     def answer_once_the_orphan_exists(messages):
         orphan_exists = Run.objects.filter(name="orphan").exists()
         return reply("done") if orphan_exists else slow(0.1, call("web_search", query="x"))
 
-    scripted_llm.script("orphaning research", *[answer_once_the_orphan_exists] * 30)
+    scripted_llm.script(
+        "orphaning research",
+        spawn("refused", "a task refused by the limit"),
+        *[answer_once_the_orphan_exists] * 30,
+    )
     root = start(alice, "orphaning research")
     wait_for(lambda: Run.objects.get(pk=root.pk).status == "working")
     launch = services.Launch(name="orphan", reason="never started", task="t", max_steps=3)
@@ -527,6 +581,8 @@ def test_an_orphan_child_no_thread_runs_is_ended_with_its_parent_instead_of_hang
     orphan.refresh_from_db()
     assert root.status == "done"
     assert (orphan.status, orphan.error) == ("failed", PARENT_ENDED)
+    (refused,) = scripted_llm.tool_results("orphaning research", name="spawn_subagent")
+    assert refused["content"].startswith("error: ")
 
 
 def test_a_sibling_cancelled_before_it_started_has_ended_for_messages(scripted_llm, alice):

@@ -132,6 +132,7 @@ def verify(ctx: AgentContext, draft: str, facts: RunFacts) -> Verdict:
     cited = services.cited_sources(root_id=ctx.root_id, report=draft)
     # At most half of the lead's time left: the other half is for its revision.
     deadline, reason = tree.child_deadline(ctx, share=0.5)
+    ctx.spawning()
     with tree.seats(ctx, 1, deadline) as seat:  # seated, it is claimed with its spawn
         child = services.verifier_spawn(
             parent_id=ctx.run_id,

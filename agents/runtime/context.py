@@ -205,6 +205,11 @@ class AgentContext:
     # A run that has recorded no step yet: it has no checkpoints and no earlier citations, so
     # neither is read.
     fresh: bool = False
+    # True while the run certainly has no sub-agents: it was fresh when its agent started (a
+    # spawn writes after the step that asked for it, so a run with children has a step), and
+    # this agent has not tried a spawn since (`spawning`). The reads of its sub-agents (the
+    # team tools', its end's) are skipped then: most agents of a tree are its leaves.
+    childless: bool = False
 
     @classmethod
     def load(cls, run_id: int, cancel: CancelToken, pool: Runtime | None = None) -> "AgentContext":
@@ -228,7 +233,13 @@ class AgentContext:
             allowed_tools=None if run.tools is None else frozenset(run.tools),
             pool=pool,
             fresh=run.steps == 0,
+            childless=run.steps == 0,
         )
+
+    def spawning(self) -> None:
+        """Called before any attempt to record a sub-agent: from then on this run may have
+        some, even when the attempt seems to fail (its commit may have gone through)."""
+        self.childless = False
 
     @property
     def is_root(self) -> bool:

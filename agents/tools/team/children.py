@@ -29,7 +29,7 @@ from research.selectors import team as team_reads
 def _named_children(
     ctx: AgentContext, names: list[str] | None, *, action: str = "wait for"
 ) -> list[team_reads.Child]:
-    children = team_reads.children_named(run_id=ctx.run_id)
+    children = [] if ctx.childless else team_reads.children_named(run_id=ctx.run_id)
     if not children:
         raise ToolError(f"you have no sub-agents to {action}")
     if not names:

@@ -189,6 +189,7 @@ def _record(
 ) -> list[list[Run] | ResearchError]:
     """subagents_spawn_each, with each child the pool can seat now claimed in the same
     transaction (tree.seats): its thread then starts on its first step."""
+    ctx.spawning()
     with seats(ctx, sum(len(call.launches) for call in calls), deadline) as taken:
         recorded = services.subagents_spawn_each(
             parent_id=ctx.run_id, calls=calls, seat=taken.count, worker_id=ctx.pool.worker_id

@@ -43,19 +43,41 @@ _UNCHANGED: dict[type, tuple[type, ...]] = {
 }
 
 
+# Integer fields whose get_db_prep_save, for an int, is its backend's
+# adapt_integerfield_value (PostgreSQL sends Int2, Int4 or Int8; the others the int itself).
+_INTEGERS = (
+    models.IntegerField,
+    models.SmallIntegerField,
+    models.BigIntegerField,
+    models.PositiveIntegerField,
+    models.PositiveSmallIntegerField,
+    models.PositiveBigIntegerField,
+)
+
+
 class _Prepared:
-    """Each value as its field's get_db_prep_save would send it."""
+    """Each value as its field's get_db_prep_save would send it. The values a field sends as
+    they are go unchanged, and the hot path's integers and aware datetimes take the last of
+    the ORM's calls directly (a step's batch converts hundreds: 3 to 4 microseconds each
+    through get_db_prep_save on this machine, a third to a tenth of that directly)."""
 
     def __init__(self, fields: Sequence[models.Field]):
         self.fields = list(fields)
         self.unchanged = [_unchanged(field) for field in fields]
+        self.direct = [_direct(field) for field in fields]
 
     def values(self, values: Sequence[Any], db: Any) -> list[Any]:
         """`db` is the thread's own wrapper, found once by the caller: each field's conversion
         reads its `ops` and `features`, through the proxy's per-thread lookup otherwise."""
         return [
-            value if type(value) in unchanged else field.get_db_prep_save(value, db)
-            for field, unchanged, value in zip(self.fields, self.unchanged, values, strict=True)
+            value
+            if type(value) in unchanged
+            else convert(value, db)
+            if type(value) is kind
+            else field.get_db_prep_save(value, db)
+            for field, unchanged, (kind, convert), value in zip(
+                self.fields, self.unchanged, self.direct, values, strict=True
+            )
         ]
 
 
@@ -65,6 +87,29 @@ def _unchanged(field: models.Field) -> tuple[type, ...]:
         field = field.target_field
     types = _UNCHANGED.get(type(field))
     return (*types, type(None)) if types else ()
+
+
+class _Never:
+    """The type no value has: a field with no direct conversion."""
+
+
+def _direct(field: models.Field) -> tuple[type, Any]:
+    """The type of value `field` converts directly, and how: what its get_db_prep_save ends
+    with for that type (Django 5.2's IntegerField and DateTimeField). Exact field classes
+    only: a subclass may convert otherwise."""
+    if type(field) in _INTEGERS:
+        internal = field.get_internal_type()
+        return int, lambda value, db: db.ops.adapt_integerfield_value(value, internal)
+    if type(field) is models.DateTimeField:
+
+        def aware(value: datetime, db: Any) -> Any:
+            # A naive one is warned about and made aware by the field: it goes that way.
+            if value.utcoffset() is None:
+                return field.get_db_prep_save(value, db)
+            return db.ops.adapt_datetimefield_value(value)
+
+        return datetime, aware
+    return _Never, None
 
 
 # psycopg converts a statement's `%s` to `$n` once per text, and only for statements of at

@@ -173,3 +173,41 @@ def test_a_value_json_cannot_say_sends_the_tables_one_insert_each(run_factory):
     assert len(queries) == 2
     assert Step.objects.filter(run=run, input=Value(None, JSONField())).count() == 1
     assert RunState.objects.filter(run=run, state="thinking").count() == 1
+
+
+def test_each_value_is_sent_as_the_orms_get_db_prep_save_would_send_it():
+    """The conversions taken directly (integers, aware datetimes) and those left to the
+    field (a naive datetime, a decimal, an int of a subclass, None) give the same value, of
+    the same type, as the field's own get_db_prep_save on this backend."""
+    from django.db import connections
+
+    import research.sql as sql
+
+    class Count(int):
+        pass
+
+    db = connections["default"]
+    aware = datetime(2026, 12, 5, 6, 0, 1, 250, tzinfo=UTC)
+    naive = datetime(2026, 12, 5, 6, 0, 1, 250)
+    fields = ["run", "parent_run", "depth", "model", "input_tokens", "output_tokens"]
+    fields += ["cost_usd", "latency_ms", "at"]
+    prepared = sql._Prepared([LLMCall._meta.get_field(name) for name in fields])
+    rows = [
+        [5, 4, 1, "model", 10**12, 2, Decimal("0.00120000"), 201, aware],
+        [5, None, 0, "", 0, 0, Decimal("0"), 0, naive],
+        [5, 4, Count(2), "model", Count(3), True, Decimal("1.5"), None, None],
+    ]
+    with pytest.warns(RuntimeWarning, match="naive datetime"):
+        for row in rows:
+            expected = [
+                field.get_db_prep_save(value, db)
+                for field, value in zip(prepared.fields, row, strict=True)
+            ]
+            got = prepared.values(row, db)
+            assert [(type(value), value) for value in got] == [
+                (type(value), value) for value in expected
+            ]
+    # The direct ways are taken where they are meant to be, and only there.
+    kinds = [kind for kind, _ in prepared.direct]
+    assert kinds[2] is int and kinds[4] is int and kinds[8] is datetime
+    assert kinds[0] is kinds[3] is kinds[6] is sql._Never  # a key, a text, a decimal

@@ -395,13 +395,17 @@ def give_back_connection() -> None:
     """Return the thread's connection to the connection pool (PostgreSQL) while it waits:
     connections then follow the threads working, not the threads alive, and hundreds of
     agents waiting on their models fit in a pool of tens. The next query takes one back.
-    Not inside a transaction, and not on SQLite, whose connections are not pooled."""
+    Not inside a transaction, and not on SQLite, whose connections are not pooled. Called
+    at every model call and tool turn: the thread's wrapper is looked up once (each access
+    through `connection` is a lookup of its own), and one given back already is left as is."""
+    db = connections[DEFAULT_DB_ALIAS]
     if (
-        connection.vendor == "postgresql"
-        and connection.settings_dict.get("OPTIONS", {}).get("pool")
-        and not connection.in_atomic_block
+        db.connection is not None
+        and db.vendor == "postgresql"
+        and db.settings_dict.get("OPTIONS", {}).get("pool")
+        and not db.in_atomic_block
     ):
-        connection.close()
+        db.close()
 
 
 def drop_broken_connection() -> None:

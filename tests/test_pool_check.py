@@ -199,3 +199,43 @@ def test_a_statement_a_connection_runs_often_is_prepared_unless_binding_is_off(b
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == prepared
+
+
+def test_a_thread_that_waits_gives_its_connection_back_once_and_never_inside_a_transaction():
+    """What an agent does around every model call and tool turn (research.sql): its
+    connection goes back to the pool, a second give-back with none taken is nothing, its
+    next query takes one again, and a thread inside a transaction keeps its own."""
+    from django.db import transaction
+
+    from research.sql import give_back_connection
+
+    postgres_only()
+    seen: dict[str, int] = {}
+    failures: list[str] = []
+
+    def waits() -> None:
+        try:
+            baseline = connections_in_use()
+            Run.objects.count()
+            seen["working"] = connections_in_use() - baseline
+            give_back_connection()
+            seen["waiting"] = connections_in_use() - baseline
+            give_back_connection()
+            seen["again"] = connections_in_use() - baseline
+            Run.objects.count()
+            seen["next query"] = connections_in_use() - baseline
+            with transaction.atomic():
+                Run.objects.count()
+                give_back_connection()
+                seen["in a transaction"] = connections_in_use() - baseline
+                Run.objects.count()
+        except Exception as error:  # noqa: BLE001 - the assertion below shows it
+            failures.append(repr(error))
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=waits)
+    thread.start()
+    thread.join(30)
+    assert failures == []
+    assert seen == {"working": 1, "waiting": 0, "again": 0, "next query": 1, "in a transaction": 1}

@@ -60,6 +60,11 @@ class _Sender:
     def __init__(self, loop: asyncio.AbstractEventLoop | None = None) -> None:
         self.loop = loop or asyncio.new_event_loop()
         self.queue: asyncio.Queue = asyncio.Queue()
+        # Events handed over by other threads, moved to `queue` on the loop: one wake-up of
+        # the loop takes every release made meanwhile (a writer's batch hands over one per
+        # record it commits), not one wake-up each.
+        self._incoming: collections.deque = collections.deque()
+        self._woken = False
         self._task: asyncio.Task | None = None  # kept: the loop holds tasks only weakly
         # Pushes that failed, sent again later: each with whether Redis has taken one copy.
         self._retries: dict[asyncio.Task, asyncio.Event] = {}
@@ -72,8 +77,18 @@ class _Sender:
         self._task = self.loop.create_task(self._drain())
 
     def put(self, root_id: int, payloads: list[dict[str, Any]]) -> None:
-        """Queue events of one tree, in number order, to go out together."""
-        self.loop.call_soon_threadsafe(self.queue.put_nowait, (root_id, payloads))
+        """Queue events of one tree, in number order, to go out together (from any thread).
+        The loop is woken only when no wake-up is on its way: `_take` clears the flag before
+        it empties the deque, so a put either lands before that emptying or wakes it again."""
+        self._incoming.append((root_id, payloads))
+        if not self._woken:
+            self._woken = True
+            self.loop.call_soon_threadsafe(self._take)
+
+    def _take(self) -> None:
+        self._woken = False
+        while self._incoming:
+            self.queue.put_nowait(self._incoming.popleft())
 
     def _run_own_loop(self) -> None:
         asyncio.set_event_loop(self.loop)
@@ -142,11 +157,12 @@ class _Sender:
             log.warning(
                 "%d events were not pushed before the timeout, and %d failed pushes were "
                 "not sent again",
-                self.queue.qsize(),
+                self.queue.qsize() + len(self._incoming),
                 sum(not taken.is_set() for taken in self._retries.values()),
             )
 
     async def _settled(self) -> None:
+        self._take()
         await self.queue.join()
         for task, taken in list(self._retries.items()):
             if task.done():

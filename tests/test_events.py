@@ -2,6 +2,7 @@
 
 import asyncio
 import contextlib
+import random
 import threading
 import time
 from collections.abc import Iterator
@@ -193,6 +194,37 @@ def test_an_event_committed_before_a_lower_number_waits_for_it():
         transport.broadcast(root_id, [_event(5)])
 
     assert _pushed(root_id, deliver, expected=2)[0] == [5, 6]
+
+
+def test_events_released_by_many_threads_at_once_all_arrive_once_in_number_order():
+    """Agent threads and the writer release events while the sender's loop takes them: one
+    wake-up of the loop carries every release made meanwhile, and none may be left behind
+    or overtaken (frontend.delivery._Sender.put)."""
+    from frontend import delivery as transport
+
+    root_id = 10_000_004
+    total, threads_count = 600, 6
+    numbers = list(range(1, total + 1))
+    random.Random(4).shuffle(numbers)
+    barrier = threading.Barrier(threads_count)
+
+    def release(share: list[int]) -> None:
+        barrier.wait()
+        for seq in share:
+            transport.broadcast(root_id, [_event(seq)])
+
+    def deliver() -> None:
+        transport.expect(root_id, 1, total)
+        threads = [
+            threading.Thread(target=release, args=(numbers[n::threads_count],))
+            for n in range(threads_count)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(30)
+
+    assert _pushed(root_id, deliver, expected=total)[0] == list(range(1, total + 1))
 
 
 @pytest.mark.parametrize("root_id", [10_000_002, 10_000_003])

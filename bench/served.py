@@ -265,6 +265,9 @@ def script_tree(llm: ScriptedLLM, topic: str, delay: float) -> None:
         slow(delay, reply("root report")),
     )
     for task in tasks:
+        # A turn whose tool refuses at once. Since round eighteen of issue 25 it reads
+        # nothing (a child that never spawned knows it has no sub-agents): these turns
+        # measure the loop, the records and the pushes, not a tool's own work.
         turns = [slow(delay, call("cancel_subagent", name="nobody")) for _ in range(6)]
         llm.script(task, *turns, slow(delay, reply("facet report")))
 

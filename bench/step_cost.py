@@ -87,8 +87,9 @@ def parse_args() -> argparse.Namespace:
         "--tool",
         choices=sorted(TOOLS),
         default="cancel_subagent",
-        help="the cheap tool of each turn: cancel_subagent acts and refuses (one read, no "
-        "write: the agent does not wait for its records, since round thirteen), write_plan "
+        help="the cheap tool of each turn: cancel_subagent acts and refuses (no write: the "
+        "agent does not wait for its records, since round thirteen; no read either since "
+        "round eighteen, as the agent has never spawned), write_plan "
         "acts and writes (a plan version and its event, after the agent's records), "
         "web_search reads (no provider set: no query; the agent does not wait) "
         "(cancel_subagent)",

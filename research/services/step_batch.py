@@ -96,15 +96,21 @@ def write_parts(parts: Sequence[Part]) -> list[Any]:
         for pk, change in _changes(part):
             for name, value in zip(_COUNTERS, change[:8], strict=True):
                 current[pk][name] -= value
+    # A tree's records in a batch have numbers one after another (counted back from its
+    # counter above, in the records' order): their events go as one publish (one push after
+    # the commit, one sequencer call), not one per record.
+    trees: dict[int, tuple[int, list[tuple[int, Payload]]]] = {}
     for part, (own, root) in zip(parts, reversed(states), strict=True):
         part.rows()
         if not part.event_count:
             continue
         first = root["event_seq"] - part.event_count + 1
-        expect(part.facts.root_id, first, part.event_count)
+        _, events = trees.setdefault(part.facts.root_id, (first, []))
         payloads = part.events({"own": own, "root": root})
-        events = [(part.facts.run_id, payload) for payload in payloads]
-        publish_all(root_id=part.facts.root_id, events=events, first_seq=first)
+        events += [(part.facts.run_id, payload) for payload in payloads]
+    for root_id, (first, events) in trees.items():
+        expect(root_id, first, len(events))
+        publish_all(root_id=root_id, events=events, first_seq=first)
     return [part.result for part in parts]
 
 

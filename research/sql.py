@@ -4,112 +4,27 @@ Through the ORM a statement costs about half a millisecond of Python on this mac
 (building SQL, model instances, signals) before the database sees it, and an agent's step
 makes a dozen. These run on the same connection and in the caller's transaction; every value
 goes through its field's `get_db_prep_save` (but for the values it would hand back unchanged),
-so each backend gets exactly what the ORM would have sent. Only for models with no save()
-logic and no signals.
+so each backend gets exactly what the ORM would have sent (research.sql_values). Only for
+models with no save() logic and no signals.
 """
 
 import json
 import logging
-import math
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from datetime import datetime
 from decimal import Decimal
 from functools import cache
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections, models
 from django.db.models.expressions import Col
-from psycopg.dbapi20 import Binary
-from psycopg.types.json import Jsonb
+
+from research.sql_values import NotPlain, Prepared, plain
 
 log = logging.getLogger(__name__)
 
 _deferred = threading.local()
-
-
-# Fields whose get_db_prep_save hands a value of these types back unchanged on every backend
-# (the ORM converts only what is not already of the field's type): the hot path's keys, flags
-# and texts skip three calls a value. Exact classes: a subclass may convert. Not the other
-# integer fields: on PostgreSQL the ORM sends their values as Int4 or Int8, where a bare int
-# would go as the smallest type that holds it (and prepare one statement per combination).
-_UNCHANGED: dict[type, tuple[type, ...]] = {
-    models.AutoField: (int,),
-    models.BigAutoField: (int,),
-    models.BooleanField: (bool,),
-    models.CharField: (str,),
-    models.TextField: (str,),
-}
-
-
-# Integer fields whose get_db_prep_save, for an int, is its backend's
-# adapt_integerfield_value (PostgreSQL sends Int2, Int4 or Int8; the others the int itself).
-_INTEGERS = (
-    models.IntegerField,
-    models.SmallIntegerField,
-    models.BigIntegerField,
-    models.PositiveIntegerField,
-    models.PositiveSmallIntegerField,
-    models.PositiveBigIntegerField,
-)
-
-
-class _Prepared:
-    """Each value as its field's get_db_prep_save would send it. The values a field sends as
-    they are go unchanged, and the hot path's integers and aware datetimes take the last of
-    the ORM's calls directly (a step's batch converts hundreds: 3 to 4 microseconds each
-    through get_db_prep_save on this machine, a third to a tenth of that directly)."""
-
-    def __init__(self, fields: Sequence[models.Field]):
-        self.fields = list(fields)
-        self.unchanged = [_unchanged(field) for field in fields]
-        self.direct = [_direct(field) for field in fields]
-
-    def values(self, values: Sequence[Any], db: Any) -> list[Any]:
-        """`db` is the thread's own wrapper, found once by the caller: each field's conversion
-        reads its `ops` and `features`, through the proxy's per-thread lookup otherwise."""
-        return [
-            value
-            if type(value) in unchanged
-            else convert(value, db)
-            if type(value) is kind
-            else field.get_db_prep_save(value, db)
-            for field, unchanged, (kind, convert), value in zip(
-                self.fields, self.unchanged, self.direct, values, strict=True
-            )
-        ]
-
-
-def _unchanged(field: models.Field) -> tuple[type, ...]:
-    """The types of the values `field` sends as they are (None included), or none."""
-    if isinstance(field, models.ForeignKey):  # a key's value is its target field's
-        field = field.target_field
-    types = _UNCHANGED.get(type(field))
-    return (*types, type(None)) if types else ()
-
-
-class _Never:
-    """The type no value has: a field with no direct conversion."""
-
-
-def _direct(field: models.Field) -> tuple[type, Any]:
-    """The type of value `field` converts directly, and how: what its get_db_prep_save ends
-    with for that type (Django 5.2's IntegerField and DateTimeField). Exact field classes
-    only: a subclass may convert otherwise."""
-    if type(field) in _INTEGERS:
-        internal = field.get_internal_type()
-        return int, lambda value, db: db.ops.adapt_integerfield_value(value, internal)
-    if type(field) is models.DateTimeField:
-
-        def aware(value: datetime, db: Any) -> Any:
-            # A naive one is warned about and made aware by the field: it goes that way.
-            if value.utcoffset() is None:
-                return field.get_db_prep_save(value, db)
-            return db.ops.adapt_datetimefield_value(value)
-
-        return datetime, aware
-    return _Never, None
 
 
 # psycopg converts a statement's `%s` to `$n` once per text, and only for statements of at
@@ -149,7 +64,7 @@ class Insert:
 
     def __init__(self, model: type[models.Model], fields: Sequence[str]):
         self.fields = [model._meta.get_field(name) for name in fields]
-        self._prepared = _Prepared(self.fields)
+        self._prepared = Prepared(self.fields)
         columns = ", ".join(connection.ops.quote_name(field.column) for field in self.fields)
         self.head = f"INSERT INTO {connection.ops.quote_name(model._meta.db_table)} ({columns}) "
         self.group = f"({placeholders(len(self.fields))})"
@@ -199,7 +114,7 @@ class Update:
 
     def __init__(self, model: type[models.Model], fields: Sequence[str]):
         self.fields = [model._meta.get_field(name) for name in fields]
-        self._prepared = _Prepared(self.fields)
+        self._prepared = Prepared(self.fields)
         sets = ", ".join(f"{connection.ops.quote_name(field.column)} = %s" for field in self.fields)
         table = connection.ops.quote_name(model._meta.db_table)
         self.sql = f"UPDATE {table} SET {sets} WHERE {connection.ops.quote_name('id')} = %s"
@@ -307,14 +222,14 @@ def _together(pending: dict[Insert, list[Sequence[Any]]], db: Any) -> None:
 
     Each INSERT keeps its rows' order (WITH ORDINALITY), and a key to a row inserted alongside
     is checked at the end of the statement. The values are those the fields prepared, written
-    as the server reads them (`_plain`); one the JSON form cannot carry exactly has the rows go
-    one INSERT per table instead, in one round trip."""
+    as the server reads them (research.sql_values.plain); one the JSON form cannot carry
+    exactly has the rows go one INSERT per table instead, in one round trip."""
     inserts = sorted(pending, key=lambda insert: insert.head)  # one text per set of tables
     try:
         params = [
             json.dumps(
                 [
-                    dict(zip(insert.keys, map(_plain, row), strict=True))
+                    dict(zip(insert.keys, map(plain, row), strict=True))
                     for row in insert.prepared(pending[insert], db)
                 ],
                 ensure_ascii=False,
@@ -322,7 +237,7 @@ def _together(pending: dict[Insert, list[Sequence[Any]]], db: Any) -> None:
             )
             for insert in inserts
         ]
-    except _NotPlain:
+    except NotPlain:
         db.ensure_connection()
         # The pipeline's exit sends and reads what was queued: its errors are psycopg's own,
         # so they go through Django's wrapper as a cursor's do (a lost connection is then
@@ -340,39 +255,6 @@ def _together_sql(inserts: tuple[Insert, ...]) -> str:
     *first, last = inserts
     ctes = ", ".join(f"i{index} AS ({insert.from_json})" for index, insert in enumerate(first))
     return f"WITH {ctes} {last.from_json}"
-
-
-class _NotPlain(Exception):
-    """A value the JSON form of the rows does not carry."""
-
-
-# Values JSON carries as they are: int subclasses too (psycopg's Int2, Int4, Int8).
-_AS_THEY_ARE = (str, int, float, bool, type(None))
-
-
-def _plain(value: Any) -> Any:
-    """A prepared value as JSON says it to the server: what the column's type reads back as
-    the same value. A JSONField's value nests as it is (its JSON null would read as SQL NULL,
-    so it does not go this way); a JSON number is exact, a decimal goes as its text."""
-    if isinstance(value, _AS_THEY_ARE):
-        if isinstance(value, float) and not math.isfinite(value):
-            raise _NotPlain
-        return value
-    if isinstance(value, Decimal):
-        return str(value)
-    if isinstance(value, datetime):
-        if value.tzinfo is None:
-            raise _NotPlain
-        return value.isoformat()
-    if isinstance(value, Jsonb):
-        if value.obj is None or value.dumps not in (None, json.dumps):
-            raise _NotPlain
-        return value.obj
-    if isinstance(value, Binary):  # a BinaryField's bytes, as Django hands them to psycopg
-        value = value.obj
-    if isinstance(value, bytes | bytearray | memoryview):
-        return "\\x" + bytes(value).hex()
-    raise _NotPlain
 
 
 def placeholders(count: int) -> str:

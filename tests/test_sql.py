@@ -181,7 +181,7 @@ def test_each_value_is_sent_as_the_orms_get_db_prep_save_would_send_it():
     the same type, as the field's own get_db_prep_save on this backend."""
     from django.db import connections
 
-    import research.sql as sql
+    import research.sql_values as sql_values
 
     class Count(int):
         pass
@@ -191,7 +191,7 @@ def test_each_value_is_sent_as_the_orms_get_db_prep_save_would_send_it():
     naive = datetime(2026, 12, 5, 6, 0, 1, 250)
     fields = ["run", "parent_run", "depth", "model", "input_tokens", "output_tokens"]
     fields += ["cost_usd", "latency_ms", "at"]
-    prepared = sql._Prepared([LLMCall._meta.get_field(name) for name in fields])
+    prepared = sql_values.Prepared([LLMCall._meta.get_field(name) for name in fields])
     rows = [
         [5, 4, 1, "model", 10**12, 2, Decimal("0.00120000"), 201, aware],
         [5, None, 0, "", 0, 0, Decimal("0"), 0, naive],
@@ -210,4 +210,4 @@ def test_each_value_is_sent_as_the_orms_get_db_prep_save_would_send_it():
     # The direct ways are taken where they are meant to be, and only there.
     kinds = [kind for kind, _ in prepared.direct]
     assert kinds[2] is int and kinds[4] is int and kinds[8] is datetime
-    assert kinds[0] is kinds[3] is kinds[6] is sql._Never  # a key, a text, a decimal
+    assert kinds[0] is kinds[3] is kinds[6] is sql_values.Never  # a key, a text, a decimal

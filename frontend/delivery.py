@@ -83,7 +83,11 @@ class _Sender:
         self._incoming.append((root_id, payloads))
         if not self._woken:
             self._woken = True
-            self.loop.call_soon_threadsafe(self._take)
+            try:
+                self.loop.call_soon_threadsafe(self._take)
+            except RuntimeError:  # its loop closed (a server stopping): raised, as before
+                self._woken = False
+                raise
 
     def _take(self) -> None:
         self._woken = False

@@ -227,6 +227,19 @@ def test_events_released_by_many_threads_at_once_all_arrive_once_in_number_order
     assert _pushed(root_id, deliver, expected=total)[0] == list(range(1, total + 1))
 
 
+def test_a_sender_whose_loop_has_closed_refuses_every_put_not_only_the_first():
+    """A server stopping closes the loop its sender wakes: each put says so, rather than
+    the first failing and the later ones piling up unseen."""
+    from frontend import delivery as transport
+
+    loop = asyncio.new_event_loop()
+    sender = transport._Sender(loop)
+    loop.close()
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match="closed"):
+            sender.put(10_000_005, [_event(1)])
+
+
 @pytest.mark.parametrize("root_id", [10_000_002, 10_000_003])
 def test_a_number_that_never_commits_holds_the_later_ones_only_briefly(root_id):
     from frontend import delivery as transport

@@ -6,10 +6,10 @@ RESEARCH_AGENTS_IN_WEB (the embedded default) this process also runs the agents.
 
 import os
 
-from django.core.asgi import get_asgi_application
+import django
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "research.settings")
-django_asgi_app = get_asgi_application()
+django.setup(set_prefix=False)  # as django.core.asgi.get_asgi_application does
 
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
@@ -18,6 +18,7 @@ from django.conf import settings  # noqa: E402
 from frontend.delivery import serve_on_server_loop  # noqa: E402
 from frontend.routing import auth_stack, websocket_urlpatterns  # noqa: E402  (needs Django set up)
 from research.mcp_server.http import McpEndpoint  # noqa: E402
+from research.ops.http import DjangoHttp  # noqa: E402
 from research.ops.logs import route_daphne_access_log  # noqa: E402
 
 route_daphne_access_log()
@@ -27,8 +28,9 @@ application = serve_on_server_loop(
         {
             # Static files by ServeStatic's middleware (research/ops/static.py): no separate
             # web server is needed; a large deployment may put a CDN in front.
-            # /mcp: the MCP tools over streamable HTTP (research.mcp_server); the rest: Django.
-            "http": McpEndpoint(django_asgi_app),
+            # /mcp: the MCP tools over streamable HTTP (research.mcp_server); the rest: Django,
+            # each request in one hop to its sync thread (research/ops/http.py).
+            "http": McpEndpoint(DjangoHttp()),
             "websocket": AllowedHostsOriginValidator(auth_stack(URLRouter(websocket_urlpatterns))),
         }
     )

@@ -202,7 +202,7 @@ MIDDLEWARE = [
     # First and last: django-prometheus times each request between the two.
     "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "django.middleware.security.SecurityMiddleware",
-    "servestatic.middleware.ServeStaticMiddleware",
+    "research.ops.static.StaticFilesMiddleware",  # ServeStatic's, async (research/ops/http.py)
     "csp.middleware.CSPMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",

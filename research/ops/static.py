@@ -7,7 +7,13 @@ the pages name the source files as they are, and ServeStatic serves them from th
 folders (SERVESTATIC_USE_FINDERS).
 """
 
+from collections.abc import Callable
+from typing import Any
+
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction
 from django.core.files.storage import FileSystemStorage
+from django.http import HttpRequest
+from servestatic.middleware import ServeStaticMiddleware
 from servestatic.storage import CompressedManifestStaticFilesStorage
 
 
@@ -21,3 +27,24 @@ class StaticStorage(CompressedManifestStaticFilesStorage):
             # No manifest: never collected. The source file, under its own name.
             return FileSystemStorage.url(self, name)
         return super().url(name, force)
+
+
+class StaticFilesMiddleware:
+    """ServeStatic's middleware where Django builds its chain in async mode (the handler of
+    static files, research/ops/http.py); a pass-through in a sync chain (the one-hop handler
+    of every other request, which no static path reaches). ServeStatic's own middleware is
+    async only: in a sync chain Django would adapt it, at two more thread crossings a
+    request."""
+
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response: Callable) -> None:
+        if iscoroutinefunction(get_response):
+            self.get_response = ServeStaticMiddleware(get_response)
+            markcoroutinefunction(self)
+        else:
+            self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> Any:
+        return self.get_response(request)

@@ -1,0 +1,48 @@
+"""Django's HTTP side under ASGI in one hop to the sync thread, not one per middleware.
+
+Django's ASGIHandler builds its middleware chain in async mode. Each middleware written the
+classic way (MiddlewareMixin: all of Django's own, django-prometheus's, django-csp's) then
+runs its `process_request` and its `process_response` through `sync_to_async`, and the view
+through one more: about 27 crossings between the server's loop and the sync thread for one
+API request (yappi counted 1,296 for 48 requests; docs/performance.md, issue 25, round
+eighteen). Each crossing wakes a thread and waits for the GIL: with agents working in the
+same process, that wait is most of a request's time.
+
+Canopy's views and middlewares are all synchronous, so `OneHopHandler` loads the chain in
+sync mode, as under WSGI, and runs the whole request (every middleware and the view) in one
+`sync_to_async` call, on the same thread-sensitive thread as before. Static files keep
+Django's own async handler: ServeStatic streams them asynchronously there, where a sync
+chain would hand the server a sync file iterator to read in a thread.
+"""
+
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.core.asgi import ASGIHandler
+from django.http import HttpRequest, HttpResponseBase
+
+
+class OneHopHandler(ASGIHandler):
+    """ASGIHandler with the middleware chain and the view run in one go on the sync thread."""
+
+    def load_middleware(self, is_async: bool = False) -> None:
+        super().load_middleware(is_async=False)
+
+    async def get_response_async(self, request: HttpRequest) -> HttpResponseBase:
+        return await sync_to_async(self.get_response, thread_sensitive=True)(request)
+
+
+class DjangoHttp:
+    """The ASGI app of Django's HTTP side: static files through Django's async handler (as
+    ServeStatic wants), every other request through OneHopHandler."""
+
+    def __init__(self) -> None:
+        self.static_prefix = settings.STATIC_URL
+        self.static = ASGIHandler()
+        self.requests = OneHopHandler()
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        static = scope["path"].startswith(self.static_prefix)
+        handler = self.static if static else self.requests
+        await handler(scope, receive, send)

@@ -3,10 +3,9 @@
 Django's ASGIHandler builds its middleware chain in async mode. Each middleware written the
 classic way (MiddlewareMixin: all of Django's own, django-prometheus's, django-csp's) then
 runs its `process_request` and its `process_response` through `sync_to_async`, and the view
-through one more: about 27 crossings between the server's loop and the sync thread for one
-API request (yappi counted 1,296 for 48 requests; docs/performance.md, issue 25, round
-eighteen). Each crossing wakes a thread and waits for the GIL: with agents working in the
-same process, that wait is most of a request's time.
+through one more: 25 crossings between the server's loop and the sync thread for one request
+(docs/performance.md, issue 25, round eighteen). Each is asgiref's copy of the context, a
+future and a thread woken: together about 40% of an API request's CPU.
 
 Canopy's views and middlewares are all synchronous, so `OneHopHandler` loads the chain in
 sync mode, as under WSGI, and runs the whole request (every middleware and the view) in one

@@ -34,7 +34,8 @@ class StaticFilesMiddleware:
     static files, research/ops/http.py); a pass-through in a sync chain (the one-hop handler
     of every other request, which no static path reaches). ServeStatic's own middleware is
     async only: in a sync chain Django would adapt it, at two more thread crossings a
-    request."""
+    request. So static files are served by daphne's async handler only, not by a sync one
+    (Django's test client)."""
 
     sync_capable = True
     async_capable = True

@@ -85,7 +85,8 @@ class _Sender:
             self._woken = True
             try:
                 self.loop.call_soon_threadsafe(self._take)
-            except RuntimeError:  # its loop closed (a server stopping): raised, as before
+            except RuntimeError:  # its loop closed (a server stopping): raised, as before,
+                self._incoming.pop()  # and nothing kept (puts run under the sequencer's lock)
                 self._woken = False
                 raise
 

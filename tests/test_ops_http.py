@@ -16,9 +16,9 @@ from research.ops.http import DjangoHttp
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def _get(app, path: str, **kwargs) -> httpx.Response:
+def _get(app, path: str, root_path: str = "", **kwargs) -> httpx.Response:
     async def go() -> httpx.Response:
-        transport = httpx.ASGITransport(app=app)
+        transport = httpx.ASGITransport(app=app, root_path=root_path)
         async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
             return await client.request(kwargs.pop("method", "GET"), path, **kwargs)
 
@@ -81,3 +81,14 @@ def test_static_files_still_stream_from_the_async_handler_without_a_warning():
     assert response.status_code == 200
     assert b"{" in response.content  # a stylesheet
     assert not [w for w in caught if "synchronous iterators" in str(w.message)]
+
+
+def test_behind_a_script_prefix_static_files_and_pages_still_find_their_handler():
+    """daphne --root-path /canopy: the path keeps the prefix, and ServeStatic matches what
+    follows it; so does the routing."""
+    app = DjangoHttp()
+    assert app.is_static({"path": "/canopy/static/canopy.css", "root_path": "/canopy"})
+    assert not app.is_static({"path": "/canopy/login/", "root_path": "/canopy"})
+    css = _get(app, "/canopy/static/canopy.css", root_path="/canopy")
+    assert css.status_code == 200 and b"{" in css.content
+    assert _get(app, "/canopy/login/", root_path="/canopy").status_code == 200

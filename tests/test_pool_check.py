@@ -205,7 +205,7 @@ def test_a_thread_that_waits_gives_its_connection_back_once_and_never_inside_a_t
     """What an agent does around every model call and tool turn (research.sql): its
     connection goes back to the pool, a second give-back with none taken is nothing, its
     next query takes one again, and a thread inside a transaction keeps its own."""
-    from django.db import transaction
+    from django.db import connections, transaction
 
     from research.sql import give_back_connection
 
@@ -214,6 +214,15 @@ def test_a_thread_that_waits_gives_its_connection_back_once_and_never_inside_a_t
     failures: list[str] = []
 
     def waits() -> None:
+        db = connections["default"]
+        close = db.close
+        closes: list[int] = []
+
+        def counted_close() -> None:
+            closes.append(1)
+            close()
+
+        db.close = counted_close  # this thread's wrapper only
         try:
             baseline = connections_in_use()
             Run.objects.count()
@@ -222,6 +231,7 @@ def test_a_thread_that_waits_gives_its_connection_back_once_and_never_inside_a_t
             seen["waiting"] = connections_in_use() - baseline
             give_back_connection()
             seen["again"] = connections_in_use() - baseline
+            seen["closes"] = len(closes)  # the second found none to give back
             Run.objects.count()
             seen["next query"] = connections_in_use() - baseline
             with transaction.atomic():
@@ -232,10 +242,18 @@ def test_a_thread_that_waits_gives_its_connection_back_once_and_never_inside_a_t
         except Exception as error:  # noqa: BLE001 - the assertion below shows it
             failures.append(repr(error))
         finally:
+            db.close = close
             connection.close()
 
     thread = threading.Thread(target=waits)
     thread.start()
     thread.join(30)
     assert failures == []
-    assert seen == {"working": 1, "waiting": 0, "again": 0, "next query": 1, "in a transaction": 1}
+    assert seen == {
+        "working": 1,
+        "waiting": 0,
+        "again": 0,
+        "closes": 1,
+        "next query": 1,
+        "in a transaction": 1,
+    }

@@ -396,8 +396,8 @@ def test_an_agent_that_never_spawned_answers_its_team_tools_without_reading_sub_
     scripted_llm, alice
 ):
     """Most agents of a tree are its leaves: a run that started fresh and never tried a
-    spawn has no sub-agents, so its team tools refuse and its end goes on without reading
-    them (the statements an agent thread sends are captured)."""
+    spawn has no sub-agents of its own, so its team tools refuse without reading them; its
+    end still reads its working sub-agents (the statements its thread sends are captured)."""
     from django.db import connection
 
     from agents.loop.lifetime import run_agent
@@ -436,7 +436,10 @@ def test_an_agent_that_never_spawned_answers_its_team_tools_without_reading_sub_
         "error: you have no sub-agents to inspect",
     ]
     assert sent, "the agent's statements were not captured"
-    assert not [sql for sql in sent if "parent_id = " in sql]
+    reads = [sql for sql in sent if "parent_id = " in sql]
+    # Only its end's (a root's review and its finish each end its sub-agents), whatever: a
+    # resumed run may have orphans. None of its team tools read them.
+    assert reads and all("status IN" in sql for sql in reads), reads
 
 
 def test_a_wait_returns_after_its_slice_with_still_working_lines(
@@ -556,23 +559,16 @@ def test_deleting_a_working_root_cancels_and_deletes_its_tree(agent_pool, script
 
 
 def test_an_orphan_child_no_thread_runs_is_ended_with_its_parent_instead_of_hanging_it(
-    agent_pool, scripted_llm, alice, settings
+    agent_pool, scripted_llm, alice
 ):
-    """A child recorded but never started (a spawn whose commit went through but whose
-    answer was lost) must not keep its parent waiting for ever when the parent ends. Here
-    the parent's one spawn seemed refused, and the orphan is recorded meanwhile: a parent
-    that tried a spawn reads its sub-agents as it ends, whatever the spawn answered."""
-    settings.RESEARCH_MAX_SUBAGENTS_PER_AGENT = 0
+    """A child recorded but never started (its start failed) must not keep its parent
+    waiting for ever when the parent ends."""
 
     def answer_once_the_orphan_exists(messages):
         orphan_exists = Run.objects.filter(name="orphan").exists()
         return reply("done") if orphan_exists else slow(0.1, call("web_search", query="x"))
 
-    scripted_llm.script(
-        "orphaning research",
-        spawn("refused", "a task refused by the limit"),
-        *[answer_once_the_orphan_exists] * 30,
-    )
+    scripted_llm.script("orphaning research", *[answer_once_the_orphan_exists] * 30)
     root = start(alice, "orphaning research")
     wait_for(lambda: Run.objects.get(pk=root.pk).status == "working")
     launch = services.Launch(name="orphan", reason="never started", task="t", max_steps=3)
@@ -581,8 +577,6 @@ def test_an_orphan_child_no_thread_runs_is_ended_with_its_parent_instead_of_hang
     orphan.refresh_from_db()
     assert root.status == "done"
     assert (orphan.status, orphan.error) == ("failed", PARENT_ENDED)
-    (refused,) = scripted_llm.tool_results("orphaning research", name="spawn_subagent")
-    assert refused["content"].startswith("error: ")
 
 
 def test_a_sibling_cancelled_before_it_started_has_ended_for_messages(scripted_llm, alice):

@@ -205,10 +205,10 @@ class AgentContext:
     # A run that has recorded no step yet: it has no checkpoints and no earlier citations, so
     # neither is read.
     fresh: bool = False
-    # True while the run certainly has no sub-agents: it was fresh when its agent started (a
-    # spawn writes after the step that asked for it, so a run with children has a step), and
-    # this agent has not tried a spawn since (`spawning`). The reads of its sub-agents (the
-    # team tools', its end's) are skipped then: most agents of a tree are its leaves.
+    # True while this agent has no sub-agents of its own: the run was fresh when it started
+    # (a spawn writes after the step that asked for it) and it has not tried a spawn since
+    # (`spawning`). Its team tools then refuse without reading its sub-agents: most agents
+    # of a tree are its leaves. Its end reads them whatever (agents.runtime.tree).
     childless: bool = False
 
     @classmethod

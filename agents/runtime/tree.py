@@ -35,11 +35,10 @@ def close_inbox(ctx: AgentContext) -> None:
 
 def end_subagents(ctx: AgentContext, *, reason: str = PARENT_ENDED) -> None:
     """Cancel the sub-agents still working and wait until they have finished. Read even for
-    an agent whose spawns all seemed to fail: a spawn whose commit went through but whose
-    answer was lost leaves a child that ctx.spawned does not know. Not read for one that
-    never tried (ctx.childless)."""
-    if ctx.childless:
-        return
+    an agent that spawned none (even ctx.childless): a spawn whose commit went through but
+    whose answer was lost leaves a child that ctx.spawned does not know, and a spawn that
+    committed ahead of its step's failed record, then a crash, leaves a fresh run with
+    children that a resume queued again."""
     working = team_reads.working_children_ids(run_id=ctx.run_id)
     for run_id in working:
         cancel_child(ctx, run_id, reason)

@@ -19,7 +19,9 @@ from typing import Any
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.asgi import ASGIHandler
+from django.core.handlers.asgi import get_script_prefix
 from django.http import HttpRequest, HttpResponseBase
+from servestatic.middleware import ServeStaticMiddleware
 
 
 class OneHopHandler(ASGIHandler):
@@ -34,14 +36,23 @@ class OneHopHandler(ASGIHandler):
 
 class DjangoHttp:
     """The ASGI app of Django's HTTP side: static files through Django's async handler (as
-    ServeStatic wants), every other request through OneHopHandler."""
+    ServeStatic wants), every other request through OneHopHandler. A path is static as
+    ServeStatic decides: its part after the script prefix (daphne's --root-path, or
+    FORCE_SCRIPT_NAME) starts with ServeStatic's prefix."""
 
     def __init__(self) -> None:
-        self.static_prefix = settings.STATIC_URL
+        self.static_prefix = getattr(
+            settings,
+            "SERVESTATIC_STATIC_PREFIX",
+            ServeStaticMiddleware.default_static_prefix(settings),
+        )
         self.static = ASGIHandler()
         self.requests = OneHopHandler()
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        static = scope["path"].startswith(self.static_prefix)
-        handler = self.static if static else self.requests
+        handler = self.static if self.is_static(scope) else self.requests
         await handler(scope, receive, send)
+
+    def is_static(self, scope: dict[str, Any]) -> bool:
+        root = get_script_prefix(scope).rstrip("/")
+        return scope["path"].removeprefix(root).startswith(self.static_prefix)

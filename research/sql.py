@@ -105,6 +105,36 @@ class Insert:
     def row(self, *values: Any) -> None:
         self.rows([values])
 
+    def create(self, objs: Sequence[models.Model]) -> None:
+        """Save new model instances in one INSERT, as `QuerySet.bulk_create` does (each field's
+        `pre_save`, so `auto_now_add` stamps them; no signals, no save()), and give each its
+        id. Never deferred: the caller needs the ids. Made for an Insert of every concrete
+        field but the key (`Insert.every`)."""
+        if not objs:
+            return
+        db = connections[DEFAULT_DB_ALIAS]
+        rows = [[field.pre_save(obj, True) for field in self.fields] for obj in objs]
+        prepared = self.prepared(rows, db)
+        if as_arrays(db, len(rows) * len(self.fields)):
+            sql, params = self.unnest, by_column(prepared)
+        else:
+            sql = self.head + "VALUES " + ", ".join([self.group] * len(rows))
+            params = [value for values in prepared for value in values]
+        with db.cursor() as cursor:
+            cursor.execute(f"{sql} RETURNING {connection.ops.quote_name('id')}", params)
+            # One statement inserts its rows in order and numbers them in that order, while
+            # RETURNING promises no order: the ids, sorted, are the rows' in order.
+            ids = sorted(pk for (pk,) in cursor.fetchall())
+        for obj, pk in zip(objs, ids, strict=True):
+            obj.pk = pk
+            obj._state.adding = False
+            obj._state.db = db.alias
+
+    @classmethod
+    def every(cls, model: type[models.Model]) -> "Insert":
+        """The Insert of every concrete field of `model` but its key: what `create` takes."""
+        return cls(model, [f.name for f in model._meta.concrete_fields if not f.primary_key])
+
     def prepared(self, rows: Sequence[Sequence[Any]], db: Any) -> list[list[Any]]:
         return [self._prepared.values(row, db) for row in rows]
 

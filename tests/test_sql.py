@@ -11,7 +11,7 @@ from django.db import connection
 from django.db.models import JSONField, Value
 from django.test.utils import CaptureQueriesContext
 
-from research.models import LLMCall, RunState, Step
+from research.models import LLMCall, Run, RunState, Step
 from research.models_checkpoints import Checkpoint
 from research.services.steps import step_inserts
 from research.sql import PSYCOPG_CACHED_PARAMS, Insert, inserts_deferred
@@ -80,6 +80,59 @@ def test_rows_read_back_as_the_orm_wrote_them_whatever_the_form(run_factory, cou
     assert [row[1:6] for row in mine] == [row[1:6] for row in orm]
     # ... in the order given, with the times given, to the microsecond.
     assert [row[6] for row in mine] == [row[6] for row in _steps(ours.pk, count)]
+
+
+def _sub_agents(parent: Run, topic: str, count: int) -> list[Run]:
+    """Unsaved sub-agents of `parent` whose every kind of field holds an awkward value."""
+    return [
+        Run(
+            owner_id=parent.owner_id,
+            parent_id=parent.pk,
+            root_id=parent.root_id,
+            depth=1,
+            name=f"{topic}-{index}",
+            reason=AWKWARD[index % len(AWKWARD)],
+            topic=topic,
+            model=parent.model,
+            tools=["web_search", AWKWARD[(index + 1) % len(AWKWARD)]],
+            clarification={"asked": [[index, None]], "q": AWKWARD[index % len(AWKWARD)]},
+            max_steps=index + 1,
+            cost_usd=Decimal("0.00000001") * index,
+            paused_seconds=index / 3,
+            worker_id=None,
+        )
+        for index in range(count)
+    ]
+
+
+@pytest.mark.parametrize("count", [1, 5])
+def test_created_instances_read_back_as_bulk_create_wrote_them(run_factory, count):
+    """The spawn's INSERT (Insert.create): every field as the ORM's bulk_create stores it,
+    the rows in the order given, each instance given its id, whatever the INSERT's form."""
+    parent = run_factory()
+    ours, theirs = _sub_agents(parent, "ours", count), _sub_agents(parent, "theirs", count)
+    insert = Insert.every(Run)
+    arrays = count * len(insert.fields) > PSYCOPG_CACHED_PARAMS
+
+    with CaptureQueriesContext(connection) as queries:
+        insert.create(ours)
+    Run.objects.bulk_create(theirs)
+
+    assert len(queries) == 1
+    assert ("unnest(" in queries[0]["sql"]) == (arrays and connection.vendor == "postgresql")
+    assert [run.name for run in Run.objects.filter(topic="ours").order_by("id")] == [
+        f"ours-{index}" for index in range(count)
+    ]
+    skipped = {"id", "name", "topic", "created_at"}
+    names = [f.attname for f in Run._meta.concrete_fields if f.name not in skipped]
+    for mine, orm in zip(ours, theirs, strict=True):
+        assert not mine._state.adding
+        stored = Run.objects.get(pk=mine.pk)  # the id it was given is its own row's
+        assert stored.name == mine.name
+        assert stored.created_at == mine.created_at  # stamped as it was saved
+        assert [getattr(stored, name) for name in names] == [
+            getattr(Run.objects.get(pk=orm.pk), name) for name in names
+        ]
 
 
 def test_a_column_of_nothing_but_nulls_and_exact_decimals_go_as_arrays(run_factory):

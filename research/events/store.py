@@ -102,16 +102,11 @@ def _event_insert() -> Insert:
     return Insert(Event, ["root", "seq", "type", "payload", "at"])
 
 
-def publish(*, root_id: int, run_id: int, payload: Payload) -> Event:
+def publish(*, root_id: int, run_id: int, payload: Payload) -> None:
     """Store one event of the tree and push it to the tree's group once the transaction
-    commits. Its number comes from the root row's counter, in the caller's transaction: no
-    savepoint of its own (two round trips), since every caller's transaction fails with it."""
+    commits (publish_all of one). Its number comes from the root row's counter, in the
+    caller's transaction: no savepoint of its own (two round trips), since every caller's
+    transaction fails with it."""
     with transaction.atomic(savepoint=False):
-        seq = allocate_seqs(root_id=root_id, count=1)
-        at = timezone.now()
-        data = envelope(seq=seq, run_id=run_id, at=at, payload=payload)
-        event = Event.objects.create(
-            root_id=root_id, seq=seq, type=payload.type, payload=data, at=at
-        )
-        transaction.on_commit(lambda: broadcast(root_id, [data]))
-    return event
+        first = allocate_seqs(root_id=root_id, count=1)
+        publish_all(root_id=root_id, events=[(run_id, payload)], first_seq=first)

@@ -1,7 +1,9 @@
 """The reads an agent makes about its team: its sub-agents, its siblings, its tree's cost.
 
 Each takes identifiers (an agent thread knows its ids, never model instances) and reads only
-the fields the team tools show.
+the fields the team tools show. Those an agent makes in a research (a wait's reports, the
+verifier's verdict, the siblings it messages) are statements built once: through the ORM each
+cost about half a millisecond of Python before the database saw it (issue 25).
 """
 
 from decimal import Decimal
@@ -12,12 +14,26 @@ from django.db import connection
 from django.db.models import QuerySet
 
 from research.models import ACTIVE_STATUSES, Message, Profile, Run, Step
-from research.sql import one, placeholders
+from research.sql import Instances, as_decimal, one, placeholders
 
 
 def run_by_id(*, run_id: int) -> Run:
-    """A run of the agent's own tree (no owner scoping: agents act only inside their tree)."""
-    return Run.objects.get(pk=run_id)
+    """A run of the agent's own tree (no owner scoping: agents act only inside their tree).
+    Raises Run.DoesNotExist when it is gone, as Run.objects.get does."""
+    run = _whole().first(_by_id_sql(), [run_id])
+    if run is None:
+        raise Run.DoesNotExist(f"run {run_id} does not exist")
+    return run
+
+
+@cache
+def _whole() -> Instances:
+    return Instances(Run)
+
+
+@cache
+def _by_id_sql() -> str:
+    return f"SELECT {_whole().columns} FROM {Run._meta.db_table} WHERE id = %s"
 
 
 def children_of(*, run_id: int) -> QuerySet[Run]:
@@ -96,21 +112,50 @@ def _in_tree_sql() -> str:
 
 
 def runs_by_ids(*, run_ids: list[int]) -> list[Run]:
-    return list(Run.objects.filter(pk__in=run_ids).order_by("id"))
+    """The runs of `run_ids` (of the agent's tree), oldest first."""
+    if not run_ids:
+        return []
+    return _whole().all(_by_ids_sql(len(run_ids)), run_ids)
 
 
-def siblings_of(*, run_id: int, parent_id: int | None) -> list[Run]:
-    """The other sub-agents of the run's parent, with what list_siblings shows."""
-    return list(
-        Run.objects.filter(parent_id=parent_id)
-        .exclude(pk=run_id)
-        .only("pk", "name", "reason", "status")
-        .order_by("id")
+@cache
+def _by_ids_sql(count: int) -> str:
+    return (
+        f"SELECT {_whole().columns} FROM {Run._meta.db_table} "
+        f"WHERE id IN ({placeholders(count)}) ORDER BY id"
+    )
+
+
+def siblings_of(*, run_id: int, parent_id: int) -> list[Run]:
+    """The other sub-agents of the run's parent, with what list_siblings shows (pk, name,
+    reason, status), oldest first. Only a sub-agent has siblings: `parent_id` is its parent's."""
+    return _siblings().all(_siblings_sql(), [parent_id, run_id])
+
+
+@cache
+def _siblings() -> Instances:
+    return Instances(Run, ["id", "name", "reason", "status"])
+
+
+@cache
+def _siblings_sql() -> str:
+    return (
+        f"SELECT {_siblings().columns} FROM {Run._meta.db_table} "
+        "WHERE parent_id = %s AND id <> %s ORDER BY id"
     )
 
 
 def tree_cost(*, root_id: int) -> Decimal:
-    return Run.objects.values_list("tree_cost_usd", flat=True).get(pk=root_id)
+    """The tree's cost so far. With a cost cap set, every agent reads it at every step."""
+    row = one(_cost_sql(), [root_id])
+    if row is None:
+        raise Run.DoesNotExist(f"run {root_id} does not exist")
+    return as_decimal(row[0])
+
+
+@cache
+def _cost_sql() -> str:
+    return f"SELECT tree_cost_usd FROM {Run._meta.db_table} WHERE id = %s"
 
 
 def subagents_allowed_for(*, owner_id: int) -> bool:
@@ -126,12 +171,24 @@ def _profile_sql() -> str:
 
 
 def ended_among(*, run_ids: list[int]) -> list[Run]:
-    """Those of `run_ids` that have ended, with what their parent reads of them."""
-    return list(
-        Run.objects.filter(pk__in=run_ids)
-        .exclude(status__in=ACTIVE_STATUSES)
-        .only("pk", "name", "status", "report", "error")
-        .order_by("finished_at", "id")
+    """Those of `run_ids` that have ended, with what their parent reads of them (pk, name,
+    status, report, error), in the order they ended."""
+    if not run_ids:
+        return []
+    return _ended().all(_ended_sql(len(run_ids)), [*run_ids, *ACTIVE_STATUSES])
+
+
+@cache
+def _ended() -> Instances:
+    return Instances(Run, ["id", "name", "status", "report", "error"])
+
+
+@cache
+def _ended_sql(count: int) -> str:
+    return (
+        f"SELECT {_ended().columns} FROM {Run._meta.db_table} "
+        f"WHERE id IN ({placeholders(count)}) "
+        f"AND status NOT IN ({placeholders(len(ACTIVE_STATUSES))}) ORDER BY finished_at, id"
     )
 
 

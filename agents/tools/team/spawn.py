@@ -2,9 +2,11 @@
 kind, tier, task and budget, started after its record commits. The spawn calls of one model
 turn are recorded together and their children started together (spawn_turn)."""
 
+import json
 import logging
 import re
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Annotated, Any
 
 from django.conf import settings
@@ -312,7 +314,14 @@ def _one(ctx: AgentContext, tool: Tool) -> Tool:
 
 
 def _batch(ctx: AgentContext, tool: Tool) -> Tool:
-    entry = reshaped(tool.parameters["properties"]["subagents"]["items"], **_launch_arguments(ctx))
+    return _batch_shaped(tool, json.dumps(_launch_arguments(ctx)))
+
+
+@lru_cache(maxsize=64)
+def _batch_shaped(tool: Tool, changes: str) -> Tool:
+    """spawn_subagents with each launch's schema changed as spawn_subagent's is: built once
+    per shape (Tool.with_arguments), not copied for every agent that may spawn."""
+    entry = reshaped(tool.parameters["properties"]["subagents"]["items"], **json.loads(changes))
     return tool.with_arguments(subagents={"items": entry})
 
 

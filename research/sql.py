@@ -67,6 +67,7 @@ class Insert:
         self._prepared = Prepared(self.fields)
         columns = ", ".join(connection.ops.quote_name(field.column) for field in self.fields)
         self.head = f"INSERT INTO {connection.ops.quote_name(model._meta.db_table)} ({columns}) "
+        self.key = model._meta.pk
         self.group = f"({placeholders(len(self.fields))})"
         # The rows go in the order given (their ids follow it: a transcript's steps, a run's
         # states), said rather than assumed.
@@ -93,14 +94,18 @@ class Insert:
 
     def _insert(self, rows: Sequence[Sequence[Any]]) -> None:
         db = connections[DEFAULT_DB_ALIAS]
-        prepared = self.prepared(rows, db)
-        if as_arrays(db, len(rows) * len(self.fields)):
-            sql, params = self.unnest, by_column(prepared)
-        else:
-            sql = self.head + "VALUES " + ", ".join([self.group] * len(rows))
-            params = [value for values in prepared for value in values]
+        sql, params = self._statement(rows, db)
         with db.cursor() as cursor:
             cursor.execute(sql, params)
+
+    def _statement(self, rows: Sequence[Sequence[Any]], db: Any) -> tuple[str, list[Any]]:
+        """The INSERT of `rows` and its parameters: a VALUES group a row, or one array a
+        column past what psycopg caches (`as_arrays`)."""
+        prepared = self.prepared(rows, db)
+        if as_arrays(db, len(rows) * len(self.fields)):
+            return self.unnest, by_column(prepared)
+        sql = self.head + "VALUES " + ", ".join([self.group] * len(rows))
+        return sql, [value for values in prepared for value in values]
 
     def row(self, *values: Any) -> None:
         self.rows([values])
@@ -112,16 +117,13 @@ class Insert:
         field but the key (`Insert.every`)."""
         if not objs:
             return
+        if self.key in self.fields or any(obj.pk is not None for obj in objs):
+            raise ValueError("Insert.create numbers new rows: no key may be given")
         db = connections[DEFAULT_DB_ALIAS]
         rows = [[field.pre_save(obj, True) for field in self.fields] for obj in objs]
-        prepared = self.prepared(rows, db)
-        if as_arrays(db, len(rows) * len(self.fields)):
-            sql, params = self.unnest, by_column(prepared)
-        else:
-            sql = self.head + "VALUES " + ", ".join([self.group] * len(rows))
-            params = [value for values in prepared for value in values]
+        sql, params = self._statement(rows, db)
         with db.cursor() as cursor:
-            cursor.execute(f"{sql} RETURNING {connection.ops.quote_name('id')}", params)
+            cursor.execute(f"{sql} RETURNING {connection.ops.quote_name(self.key.column)}", params)
             # One statement inserts its rows in order and numbers them in that order, while
             # RETURNING promises no order: the ids, sorted, are the rows' in order.
             ids = sorted(pk for (pk,) in cursor.fetchall())

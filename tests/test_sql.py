@@ -94,7 +94,7 @@ def _sub_agents(parent: Run, topic: str, count: int) -> list[Run]:
             reason=AWKWARD[index % len(AWKWARD)],
             topic=topic,
             model=parent.model,
-            tools=["web_search", AWKWARD[(index + 1) % len(AWKWARD)]],
+            tools=None if index % 2 else ["web_search", AWKWARD[(index + 1) % len(AWKWARD)]],
             clarification={"asked": [[index, None]], "q": AWKWARD[index % len(AWKWARD)]},
             max_steps=index + 1,
             cost_usd=Decimal("0.00000001") * index,
@@ -126,13 +126,73 @@ def test_created_instances_read_back_as_bulk_create_wrote_them(run_factory, coun
     skipped = {"id", "name", "topic", "created_at"}
     names = [f.attname for f in Run._meta.concrete_fields if f.name not in skipped]
     for mine, orm in zip(ours, theirs, strict=True):
-        assert not mine._state.adding
+        assert not mine._state.adding and mine._state.db == "default"
         stored = Run.objects.get(pk=mine.pk)  # the id it was given is its own row's
         assert stored.name == mine.name
         assert stored.created_at == mine.created_at  # stamped as it was saved
         assert [getattr(stored, name) for name in names] == [
             getattr(Run.objects.get(pk=orm.pk), name) for name in names
         ]
+
+
+def test_an_instance_with_a_key_is_refused_and_nothing_is_written(run_factory):
+    parent = run_factory()
+    (run,) = _sub_agents(parent, "keyed", 1)
+    run.pk = 10**9
+
+    with pytest.raises(ValueError, match="no key"):
+        Insert.every(Run).create([run])
+    assert not Run.objects.filter(topic="keyed").exists()
+
+
+def test_the_team_reads_read_what_the_orm_reads(run_factory, subagent_factory):
+    """research.selectors.team's statements built once: the same rows, in the same order,
+    with the same fields loaded as the ORM queries they replaced."""
+    from research import services
+    from research.models import ACTIVE_STATUSES
+    from research.selectors import team
+
+    root = run_factory()
+    a, b, c = (subagent_factory(root, name) for name in ("a", "b", "c"))
+    services.run_finish(run_id=c.pk, report="c's report")
+    services.run_finish(run_id=a.pk, error="a failed")
+    ids = [c.pk, a.pk, b.pk]
+
+    def same(mine: list[Run], orm: list[Run]) -> None:
+        assert [(r.pk, r.get_deferred_fields()) for r in mine] == [
+            (r.pk, r.get_deferred_fields()) for r in orm
+        ]
+        loaded = [f.attname for f in Run._meta.concrete_fields]
+        for ours, theirs in zip(mine, orm, strict=True):
+            assert [ours.__dict__.get(n) for n in loaded] == [
+                theirs.__dict__.get(n) for n in loaded
+            ]
+
+    same(team.runs_by_ids(run_ids=ids), list(Run.objects.filter(pk__in=ids).order_by("id")))
+    same(
+        team.ended_among(run_ids=ids),
+        list(
+            Run.objects.filter(pk__in=ids)
+            .exclude(status__in=ACTIVE_STATUSES)
+            .only("pk", "name", "status", "report", "error")
+            .order_by("finished_at", "id")
+        ),
+    )
+    assert [r.pk for r in team.ended_among(run_ids=ids)] == [c.pk, a.pk]  # as they ended
+    same(
+        team.siblings_of(run_id=b.pk, parent_id=root.pk),
+        list(
+            Run.objects.filter(parent_id=root.pk)
+            .exclude(pk=b.pk)
+            .only("pk", "name", "reason", "status")
+            .order_by("id")
+        ),
+    )
+    assert team.siblings_of(run_id=root.pk, parent_id=None) == []  # a root has none
+    same([team.run_by_id(run_id=a.pk)], [Run.objects.get(pk=a.pk)])
+    with pytest.raises(Run.DoesNotExist):
+        team.run_by_id(run_id=10**9)
+    assert team.tree_cost(root_id=root.pk) == Run.objects.get(pk=root.pk).tree_cost_usd
 
 
 def test_a_column_of_nothing_but_nulls_and_exact_decimals_go_as_arrays(run_factory):

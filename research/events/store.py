@@ -106,7 +106,9 @@ def publish(*, root_id: int, run_id: int, payload: Payload) -> None:
     """Store one event of the tree and push it to the tree's group once the transaction
     commits (publish_all of one). Its number comes from the root row's counter, in the
     caller's transaction: no savepoint of its own (two round trips), since every caller's
-    transaction fails with it."""
+    transaction fails with it. Its row is written as publish_all's are: inside an
+    inserts_deferred block, at the block's end, so call it in a transaction that holds the
+    block (as every service does)."""
     with transaction.atomic(savepoint=False):
         first = allocate_seqs(root_id=root_id, count=1)
         publish_all(root_id=root_id, events=[(run_id, payload)], first_seq=first)

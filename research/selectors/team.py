@@ -126,9 +126,11 @@ def _by_ids_sql(count: int) -> str:
     )
 
 
-def siblings_of(*, run_id: int, parent_id: int) -> list[Run]:
+def siblings_of(*, run_id: int, parent_id: int | None) -> list[Run]:
     """The other sub-agents of the run's parent, with what list_siblings shows (pk, name,
-    reason, status), oldest first. Only a sub-agent has siblings: `parent_id` is its parent's."""
+    reason, status), oldest first. A root has none (not every other root)."""
+    if parent_id is None:
+        return []
     return _siblings().all(_siblings_sql(), [parent_id, run_id])
 
 
@@ -150,7 +152,9 @@ def tree_cost(*, root_id: int) -> Decimal:
     row = one(_cost_sql(), [root_id])
     if row is None:
         raise Run.DoesNotExist(f"run {root_id} does not exist")
-    return as_decimal(row[0])
+    # To the column's places, as the ORM reads it (SQLite hands back a float's digits).
+    places = Run._meta.get_field("tree_cost_usd").decimal_places
+    return as_decimal(row[0]).quantize(Decimal(1).scaleb(-places))
 
 
 @cache

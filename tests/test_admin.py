@@ -396,6 +396,40 @@ def test_the_run_list_filters_by_model_and_depth_without_reading_every_run(
     assert not any("DISTINCT" in query["sql"].upper() for query in queries.captured_queries)
 
 
+def test_the_owner_filter_offers_me_and_the_owner_clicked_not_every_user(
+    admin_client, admin_user, alice, bob, run_factory
+):
+    run_factory(owner=admin_user, topic="Grebes: the admin's own")
+    run_factory(owner=alice, topic="Herons: alice's")
+    run_factory(owner=bob, topic="Egrets: bob's")
+
+    page = admin_client.get(RUNS).content.decode()
+    # Each owner's name is a link to their runs; the filter lists no user but the viewer.
+    link = re.search(r'<a href="(\?owner=\d+)">alice</a>', _row(page, "Herons"))
+    assert link and f'?owner={admin_user.pk}"' in page
+    filters = page[page.index('id="changelist-filter"') :]
+    assert "bob" not in filters and "alice" not in filters and ">me<" in filters
+
+    response = admin_client.get(RUNS + html.unescape(link.group(1)))
+    assert [run.topic for run in response.context["cl"].result_list] == ["Herons: alice's"]
+    filters = response.content.decode()
+    filters = filters[filters.index('id="changelist-filter"') :]
+    assert "alice" in filters and "bob" not in filters  # the one chosen, shown as chosen
+    mine = admin_client.get(RUNS, {"owner": admin_user.pk}).context["cl"].result_list
+    assert [run.topic for run in mine] == ["Grebes: the admin's own"]
+    by_name = admin_client.get(RUNS, {"q": "bob"}).context["cl"].result_list
+    assert [run.topic for run in by_name] == ["Egrets: bob's"]
+
+
+def test_an_owner_that_is_not_an_id_is_refused_not_a_server_error(admin_client, run_factory):
+    run_factory()
+
+    response = admin_client.get(RUNS, {"owner": "alice"})
+
+    assert response.status_code == 302
+    assert response.url.endswith("?e=1")
+
+
 def test_a_depth_that_is_not_a_number_is_refused_not_a_server_error(admin_client, tree_factory):
     tree_factory(children=("a",), grandchildren=())
 

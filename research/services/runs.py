@@ -5,6 +5,7 @@ from collections.abc import Sequence
 from functools import cache
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.db.models import Q
@@ -31,7 +32,7 @@ from research.services.citations import citations_store
 from research.services.launch import Launch
 from research.services.locks import claim_queued, claim_queued_runs, run_ended, run_for_finish
 from research.services.steps import state_record, step_inserts
-from research.sql import Insert, Update, inserts_deferred
+from research.sql import Insert, Update, inserts_deferred, one, row_lock
 
 INTERRUPTED = endings.SERVER_STOPPED
 CANCELLED_BY_USER = endings.CANCELLED_BY_USER
@@ -63,21 +64,37 @@ def validate_topic(topic: str, *, field: str = "topic") -> str:
 
 def working_roots_check(*, owner: AbstractBaseUser) -> None:
     """Refuse a root that would put the owner over RESEARCH_MAX_WORKING_ROOTS (a start, or a
-    resume by the analyst); call it inside the transaction that queues the root."""
+    resume by the analyst); call it inside the transaction that queues the root. Every start
+    runs it: its two statements are built once."""
     # Lock the owner's row so two starts at once cannot both pass the limit. NO KEY UPDATE
     # still lets the owner's agents insert sub-agents (which reference the row) meanwhile.
-    owner._meta.model.objects.select_for_update(no_key=True).filter(pk=owner.pk).first()
+    # The count is a statement of its own, after the lock: on PostgreSQL a statement's
+    # snapshot is taken before its lock is granted, so a count in the same statement could
+    # miss a start that committed meanwhile.
+    one(_owner_lock_sql(), [owner.pk])
     # A root paused for the analyst's review holds no slot and no thread: it does not count.
     limit = settings.RESEARCH_MAX_WORKING_ROOTS
-    working = Run.objects.filter(
-        owner=owner, parent__isnull=True, status__in=(Status.QUEUED, Status.WORKING)
-    ).count()
+    (working,) = one(_working_roots_sql(), [owner.pk, Status.QUEUED, Status.WORKING])
     if working >= limit:
         raise TooManyRuns(
             f"You already have {working} researches working; the limit is {limit}. "
             "Wait for one to end or cancel one (researches waiting for your review do not "
             "count)."
         )
+
+
+@cache
+def _owner_lock_sql() -> str:
+    users = get_user_model()._meta.db_table
+    return f"SELECT id FROM {users} WHERE id = %s{row_lock()}"
+
+
+@cache
+def _working_roots_sql() -> str:
+    return (
+        f"SELECT COUNT(*) FROM {Run._meta.db_table} "
+        "WHERE owner_id = %s AND parent_id IS NULL AND status IN (%s, %s)"
+    )
 
 
 @transaction.atomic
@@ -128,8 +145,15 @@ def subagents_insert(*, parent: Run, launches: Sequence[Launch]) -> list[Run]:
         )
         for launch in launches
     ]
-    _run_insert().create(runs)
+    runs_create(runs)
     return runs
+
+
+def runs_create(runs: Sequence[Run]) -> None:
+    """Save new runs in one INSERT built once (Insert.create): a root at its start, a turn's
+    spawns. Through the ORM (create, bulk_create) its compilation cost about as much as the
+    statement."""
+    _run_insert().create(runs)
 
 
 @cache

@@ -2,6 +2,8 @@
 follow-ups and re-runs, MCP, the CLI), with its options: the start throttle, the review of
 the plan, the clarifying questions, a callback, a research it follows up."""
 
+from functools import cache
+
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
@@ -9,14 +11,21 @@ from django.db import transaction
 from research import pricing
 from research.errors import InvalidInput
 from research.events import RunCreated, publish
-from research.models import Dataset, Run, RunState, State
+from research.models import Dataset, Run, State
 from research.ops.throttles import ResearchStartThrottle, throttle_check
 from research.pricing import DEMO_MODEL
 from research.services.announce import roots_queued
 from research.services.callbacks import callback_register, callback_url_check
 from research.services.followups import followed_research, followup_sources_carry
-from research.services.runs import validate_max_steps, validate_topic, working_roots_check
+from research.services.runs import (
+    runs_create,
+    validate_max_steps,
+    validate_topic,
+    working_roots_check,
+)
 from research.services.starter import starter_dataset_load
+from research.services.steps import step_inserts
+from research.sql import Update, inserts_deferred
 
 
 def validate_model(model: str | None) -> str:
@@ -76,7 +85,7 @@ def run_start(
             dataset_id = follows.dataset_id
         dataset = _dataset_of(owner=owner, dataset_id=dataset_id, model=model)
         working_roots_check(owner=owner)
-        run = Run.objects.create(
+        run = Run(
             owner=owner,
             topic=topic,
             model=model,
@@ -86,15 +95,24 @@ def run_start(
             clarify=bool(clarify),
             follows=follows,
         )
+        # Every start runs these: statements built once, not the ORM's, and its first state
+        # and its event in one round trip (inserts_deferred).
+        runs_create([run])
         run.root = run
-        run.save(update_fields=["root"])
-        RunState.objects.create(run=run, state=State.QUEUED)
-        followup_sources_carry(run=run, follows=follows)
-        if callback_url:
-            callback_register(run_id=run.pk, url=callback_url)
-        publish(root_id=run.root_id, run_id=run.pk, payload=RunCreated.of(run))
+        _root_update().row(run.pk, run.pk)
+        with inserts_deferred():
+            step_inserts()["state"].row(run.pk, State.QUEUED, "", run.created_at)
+            followup_sources_carry(run=run, follows=follows)
+            if callback_url:
+                callback_register(run_id=run.pk, url=callback_url)
+            publish(root_id=run.root_id, run_id=run.pk, payload=RunCreated.of(run))
         roots_queued.announce(run.pk)
     return run
+
+
+@cache
+def _root_update() -> Update:
+    return Update(Run, ["root"])
 
 
 def _dataset_of(*, owner: AbstractBaseUser, dataset_id: int | None, model: str) -> Dataset | None:

@@ -90,17 +90,17 @@ def prepare(options: argparse.Namespace) -> None:
             db.execute(f"CREATE DATABASE {DATABASE}")
             exists = None
     django.setup()
-    from research.models import Run
-
-    if exists:
-        if Run.objects.count() == options.runs:
-            return
-        raise SystemExit(f"{DATABASE} holds another number of runs: run with --fresh")
     import served
     from django.contrib.auth.models import User
     from django.core.management import call_command
 
-    call_command("migrate", verbosity=0)
+    from research.models import Run
+
+    call_command("migrate", verbosity=0)  # a kept database gets the newer migrations too
+    if exists:
+        if Run.objects.count() == options.runs:
+            return
+        raise SystemExit(f"{DATABASE} holds another number of runs: run with --fresh")
     heavy = served.populate(total=options.runs)
     User.objects.filter(username=heavy).update(is_staff=True, is_superuser=True)
     # As autovacuum leaves a table at rest: its visibility map set, so a count reads the index.

@@ -8,6 +8,7 @@ import pytest
 from django.contrib import admin
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import connection
+from django.http import QueryDict
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
@@ -419,12 +420,19 @@ def test_the_owner_filter_offers_me_and_the_owner_clicked_not_every_user(
     assert [run.topic for run in mine] == ["Grebes: the admin's own"]
     by_name = admin_client.get(RUNS, {"q": "bob"}).context["cl"].result_list
     assert [run.topic for run in by_name] == ["Egrets: bob's"]
+    # From a searched, sorted page in a form's lookup popup, the link keeps all that.
+    page = admin_client.get(RUNS, {"q": "Herons", "o": "1", "_popup": "1", "_to_field": "id"})
+    (href,) = re.findall(r'<a href="\?([^"]+)">alice</a>', page.content.decode())
+    assert QueryDict(html.unescape(href)).dict() == {
+        "q": "Herons", "o": "1", "_popup": "1", "_to_field": "id", "owner": str(alice.pk)
+    }  # fmt: skip
 
 
-def test_an_owner_that_is_not_an_id_is_refused_not_a_server_error(admin_client, run_factory):
+@pytest.mark.parametrize("owner", ["alice", "²", "9" * 5000])
+def test_an_owner_that_is_not_an_id_is_refused_not_a_server_error(admin_client, run_factory, owner):
     run_factory()
 
-    response = admin_client.get(RUNS, {"owner": "alice"})
+    response = admin_client.get(RUNS, {"owner": owner})
 
     assert response.status_code == 302
     assert response.url.endswith("?e=1")

@@ -158,20 +158,42 @@ class OwnerFilter(admin.SimpleListFilter):
     title = "owner"
     parameter_name = "owner"
 
+    def owner_id(self) -> int | None:
+        """The chosen owner's id; None when none is chosen. A value that is no id (a word, a
+        superscript digit, thousands of digits) is refused as the admin refuses a filter."""
+        value = self.value()
+        if not value:
+            return None
+        if not (value.isascii() and value.isdigit() and len(value) <= 20):
+            raise IncorrectLookupParameters(f"owner must be a user's id, not {value[:40]!r}")
+        return int(value)
+
     def lookups(self, request, model_admin):
         choices = [(str(request.user.pk), "me")]
-        chosen = self.value()
-        if chosen and chosen != str(request.user.pk) and chosen.isdigit():
-            user = get_user_model().objects.filter(pk=int(chosen)).first()
-            choices.append((chosen, str(user) if user else f"user {chosen}"))
+        chosen = self.owner_id()
+        if chosen is not None and chosen != request.user.pk:
+            user = get_user_model().objects.filter(pk=chosen).first()
+            choices.append((str(chosen), str(user) if user else f"user {chosen}"))
         return choices
 
     def queryset(self, request, queryset):
-        if not self.value():
-            return queryset
-        if not self.value().isdigit():
-            raise IncorrectLookupParameters(f"owner must be a user's id, not {self.value()!r}")
-        return queryset.filter(owner_id=int(self.value()))
+        chosen = self.owner_id()
+        return queryset if chosen is None else queryset.filter(owner_id=chosen)
+
+
+def owner_link(request: HttpRequest):
+    """The list's owner column: each owner's name, a link to the same page of the list (its
+    search, filters, order, and the popup of a form's run lookup kept) with that owner
+    chosen (OwnerFilter)."""
+
+    @admin.display(description="owner", ordering="owner__username")
+    def owner_shown(run: Run) -> SafeString:
+        query = request.GET.copy()
+        query.pop("p", None)  # the first page of that owner's runs
+        query["owner"] = str(run.owner_id)
+        return format_html('<a href="?{}">{}</a>', query.urlencode(), run.owner)
+
+    return owner_shown
 
 
 @admin.register(Run)
@@ -263,9 +285,14 @@ class RunAdmin(admin.ModelAdmin):
         return reverse("run", args=[run.root_id or run.pk])
 
     @admin.display(description="owner", ordering="owner__username")
-    def owner_shown(self, run: Run) -> SafeString:
-        """The owner's name, a link to their runs in this list (OwnerFilter)."""
-        return format_html('<a href="?owner={}">{}</a>', run.owner_id, run.owner)
+    def owner_shown(self, run: Run) -> str:
+        """The owner's name; in the list, a link to their runs (owner_link)."""
+        return str(run.owner)
+
+    def get_list_display(self, request: HttpRequest) -> list:
+        return [
+            owner_link(request) if name == "owner_shown" else name for name in self.list_display
+        ]
 
     @admin.display(description="status", ordering="status")
     def status_shown(self, run: Run) -> str:

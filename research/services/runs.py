@@ -7,7 +7,7 @@ from functools import cache
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -85,8 +85,11 @@ def working_roots_check(*, owner: AbstractBaseUser) -> None:
 
 @cache
 def _owner_lock_sql() -> str:
-    users = get_user_model()._meta.db_table
-    return f"SELECT id FROM {users} WHERE id = %s{row_lock()}"
+    opts = get_user_model()._meta
+    key = connection.ops.quote_name(opts.pk.column)
+    return (
+        f"SELECT {key} FROM {connection.ops.quote_name(opts.db_table)} WHERE {key} = %s{row_lock()}"
+    )
 
 
 @cache

@@ -654,3 +654,47 @@ def test_a_bad_plan_item_is_named_in_a_flat_list_of_errors(api, run_factory):
     )
     assert response.status_code == 400
     assert response.json() == {"items": ["plan item 2: Null characters are not allowed."]}
+
+
+def test_the_plans_items_take_their_status_from_the_agents_naming_them_and_the_leads_research(
+    run_factory,
+):
+    """research.selectors.plan_items, as the root's end and the page read it: an item is
+    the agents' that name its words in the latest version (not an older version's words),
+    and an item no agent took is the lead's, covered once the lead has researched."""
+    from research.selectors import plan_items
+
+    root = run_factory(topic="Tides")
+    services.run_claim(run_id=root.pk)
+    services.plan_write(root_id=root.pk, items=["Moon", "Old words"])
+    services.plan_write(root_id=root.pk, items=["Moon", "Sun", "Wind"])
+    moon, old = (
+        services.subagent_create(
+            parent_id=root.pk,
+            launch=services.Launch(
+                name=name, reason="r", task=f"{name} task", plan_item=item, max_steps=5
+            ),
+        )
+        for name, item in (("moon", "Moon"), ("old", "Old words"))
+    )
+    services.run_finish(run_id=moon.pk, report="the moon pulls")
+    root.refresh_from_db()
+
+    def statuses(*, ending: bool) -> dict[str, tuple[str, list[str]]]:
+        items = plan_items(root=root, ending=ending)
+        return {
+            item["text"]: (item["status"], [a["name"] for a in item["agents"]]) for item in items
+        }
+
+    assert statuses(ending=False) == {
+        "Moon": ("covered", ["moon"]), "Sun": ("open", []), "Wind": ("open", [])
+    }  # fmt: skip
+    # Ending without research of its own: what no agent took is a gap.
+    assert statuses(ending=True)["Sun"] == ("gap", [])
+    services.step_record(run_id=root.pk, kind="tool", tool="read_page", input={}, is_error=True)
+    assert statuses(ending=True)["Sun"] == ("gap", [])  # a failed read is no research
+    services.step_record(run_id=root.pk, kind="tool", tool="web_search", input={"q": "sun"})
+    assert statuses(ending=True) == {
+        "Moon": ("covered", ["moon"]), "Sun": ("covered", ["lead"]), "Wind": ("covered", ["lead"])
+    }  # fmt: skip
+    assert old.plan_item == "Old words"  # named an item the latest version reworded

@@ -13,7 +13,6 @@ from django.conf import settings
 from django.db import close_old_connections, connections
 
 from research import endings, services
-from research.models import Run
 from research.ops import wakeups
 from research.selectors import team as team_reads
 
@@ -84,7 +83,7 @@ class WorkerLoops:
                 return
             self._claimed.discard(run_id)
         try:
-            row = Run.objects.filter(pk=run_id).values_list("status", "error").first()
+            row = team_reads.status_and_error(run_id=run_id)
         except Exception:  # the database is gone: the run's end is not ours to report
             log.exception("worker %s: research %s ended", self.worker_id, run_id)
             return

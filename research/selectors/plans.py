@@ -8,10 +8,12 @@ the lead ended done after research of its own (a search, a page or a knowledge-b
 a gap otherwise.
 """
 
+from functools import cache
 from typing import Any
 
 from research.events.payloads import iso
 from research.models import ACTIVE_STATUSES, Plan, Run, State, Status, Step
+from research.sql import Instances, one, placeholders
 
 # An item's status, from the sub-agents that name it (seed 001: coverage and gaps).
 OPEN, WORKING, COVERED, FAILED, GAP = "open", "working", "covered", "failed", "gap"
@@ -29,18 +31,17 @@ def item_status(agents: list[Run], *, research_ended: bool) -> str:
 
 def plan_items(*, root: Run, ending: bool = False) -> list[dict[str, Any]] | None:
     """The latest plan's items with their status and agents; None when there is no plan.
-    `ending`: the root is writing its report, so what is not covered now is a gap."""
-    plan = Plan.objects.filter(root_id=root.pk).order_by("-version").first()
+    `ending`: the root is writing its report, so what is not covered now is a gap. Every
+    root reads it as it ends, and the page and the API with the plan: its statements are
+    built once."""
+    plan = _latest().first(_latest_sql(), [root.pk])
     if plan is None:
         return None
     agents: dict[str, list[Run]] = {item: [] for item in plan.items}
-    covering = (
-        Run.objects.filter(root_id=root.pk, plan_item__in=plan.items)
-        .only("pk", "name", "status", "plan_item")
-        .order_by("id")
-    )
-    for agent in covering:
-        agents[agent.plan_item].append(agent)
+    # The tree's agents that name an item, oldest first; those naming an older version's.
+    for agent in _covering().all(_covering_sql(), [root.pk]):
+        if agent.plan_item in agents:
+            agents[agent.plan_item].append(agent)
     ended = ending or root.status not in ACTIVE_STATUSES
     lead_covers = ended and _lead_researched(root, ending=ending)
     return [
@@ -56,9 +57,41 @@ RESEARCH_TOOLS = ("web_search", "read_page", "query")
 def _lead_researched(root: Run, *, ending: bool) -> bool:
     if not ending and root.status != Status.DONE:
         return False
-    return Step.objects.filter(
-        run_id=root.pk, kind=Step.Kind.TOOL, tool__in=RESEARCH_TOOLS, is_error=False
-    ).exists()
+    return one(_researched_sql(), [root.pk, Step.Kind.TOOL, *RESEARCH_TOOLS, False]) is not None
+
+
+@cache
+def _latest() -> Instances:
+    return Instances(Plan, ["id", "items"])
+
+
+@cache
+def _latest_sql() -> str:
+    return (
+        f"SELECT {_latest().columns} FROM {Plan._meta.db_table} WHERE root_id = %s "
+        "ORDER BY version DESC LIMIT 1"
+    )
+
+
+@cache
+def _covering() -> Instances:
+    return Instances(Run, ["id", "name", "status", "plan_item"])
+
+
+@cache
+def _covering_sql() -> str:
+    return (
+        f"SELECT {_covering().columns} FROM {Run._meta.db_table} "
+        "WHERE root_id = %s AND plan_item <> '' ORDER BY id"
+    )
+
+
+@cache
+def _researched_sql() -> str:
+    return (
+        f"SELECT 1 FROM {Step._meta.db_table} WHERE run_id = %s AND kind = %s "
+        f"AND tool IN ({placeholders(len(RESEARCH_TOOLS))}) AND is_error = %s LIMIT 1"
+    )
 
 
 def _item(number: int, text: str, agents: list[Run], *, ended: bool, lead: Run | None) -> dict:

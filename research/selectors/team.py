@@ -36,6 +36,17 @@ def _by_id_sql() -> str:
     return f"SELECT {_whole().columns} FROM {Run._meta.db_table} WHERE id = %s"
 
 
+def status_and_error(*, run_id: int) -> tuple[str, str] | None:
+    """(status, error) of a run; None when it is gone. A pool reads it for the log line of
+    each root it ran, as the root ends."""
+    return one(_status_sql(), [run_id])
+
+
+@cache
+def _status_sql() -> str:
+    return f"SELECT status, error FROM {Run._meta.db_table} WHERE id = %s"
+
+
 def children_of(*, run_id: int) -> QuerySet[Run]:
     """The run's sub-agents, oldest first."""
     return Run.objects.filter(parent_id=run_id).order_by("id")

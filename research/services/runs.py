@@ -322,8 +322,14 @@ def run_finish(
 
 
 def report_flags_set(*, run_id: int, claims: list[dict[str, str]]) -> None:
-    """The claims of a root's report its verifier could not support (the page marks them)."""
-    Run.objects.filter(pk=run_id).update(flagged_claims=claims)
+    """The claims of a root's report its verifier could not support (the page marks them);
+    every verified root sets them as it ends."""
+    _flags_update().row(run_id, claims)
+
+
+@cache
+def _flags_update() -> Update:
+    return Update(Run, ["flagged_claims"])
 
 
 def capped_report(report: str) -> str:

@@ -38,7 +38,7 @@ def plan_items(*, root: Run, ending: bool = False) -> list[dict[str, Any]] | Non
     if plan is None:
         return None
     agents: dict[str, list[Run]] = {item: [] for item in plan.items}
-    # The tree's agents that name an item, oldest first; those naming an older version's.
+    # The tree's agents that name an item, oldest first (an older version's words left out).
     for agent in _covering().all(_covering_sql(), [root.pk]):
         if agent.plan_item in agents:
             agents[agent.plan_item].append(agent)

@@ -187,6 +187,15 @@ class Instances:
         row = one(sql, params)
         return None if row is None else self.instance(row)
 
+    def get(self, sql: str, params: Sequence[Any]) -> Any:
+        """`first`, but a statement that returns no row raises the model's DoesNotExist, as
+        `Model.objects.get` does."""
+        instance = self.first(sql, params)
+        if instance is None:
+            name = self.model._meta.object_name
+            raise self.model.DoesNotExist(f"no {name} matches the statement's {list(params)}")
+        return instance
+
     def all(self, sql: str, params: Sequence[Any]) -> list[Any]:
         """The instances of every row the statement returns."""
         with connection.cursor() as cursor:
@@ -217,6 +226,13 @@ class Instances:
             if converters:
                 found.append((index, converters, column))
         return found
+
+
+@cache
+def whole(model: type[models.Model]) -> Instances:
+    """The Instances of every column of `model`, one for the process (its converters found
+    once)."""
+    return Instances(model)
 
 
 @contextmanager

@@ -201,7 +201,7 @@ class RunAdmin(admin.ModelAdmin):
     list_display = [
         "id",
         "label",
-        "owner_shown",
+        "owner",  # a link to the owner's runs (owner_link)
         "status_shown",
         "ending",
         "state",
@@ -284,15 +284,8 @@ class RunAdmin(admin.ModelAdmin):
         """The research's live page: a sub-agent is shown in its root's tree."""
         return reverse("run", args=[run.root_id or run.pk])
 
-    @admin.display(description="owner", ordering="owner__username")
-    def owner_shown(self, run: Run) -> str:
-        """The owner's name; in the list, a link to their runs (owner_link)."""
-        return str(run.owner)
-
     def get_list_display(self, request: HttpRequest) -> list:
-        return [
-            owner_link(request) if name == "owner_shown" else name for name in self.list_display
-        ]
+        return [owner_link(request) if name == "owner" else name for name in self.list_display]
 
     @admin.display(description="status", ordering="status")
     def status_shown(self, run: Run) -> str:

@@ -5,7 +5,7 @@ from functools import cache
 from django.db import connection
 
 from research.models import RemoteServer
-from research.sql import Instances
+from research.sql import whole
 
 
 def remote_servers_for(*, kind: str, is_root: bool) -> list[RemoteServer]:
@@ -14,19 +14,14 @@ def remote_servers_for(*, kind: str, is_root: bool) -> list[RemoteServer]:
     statement is built once."""
     with connection.cursor() as cursor:
         cursor.execute(_enabled_sql(), [True])
-        servers = [_servers().instance(row) for row in cursor.fetchall()]
+        servers = [whole(RemoteServer).instance(row) for row in cursor.fetchall()]
     return [server for server in servers if server.admits(kind=kind, is_root=is_root)]
-
-
-@cache
-def _servers() -> Instances:
-    return Instances(RemoteServer)
 
 
 @cache
 def _enabled_sql() -> str:
     table = RemoteServer._meta.db_table
-    return f"SELECT {_servers().columns} FROM {table} WHERE enabled = %s ORDER BY name"
+    return f"SELECT {whole(RemoteServer).columns} FROM {table} WHERE enabled = %s ORDER BY name"
 
 
 def remote_server_get(*, server_id: int) -> RemoteServer | None:

@@ -14,26 +14,18 @@ from django.db import connection
 from django.db.models import QuerySet
 
 from research.models import ACTIVE_STATUSES, Message, Profile, Run, Step
-from research.sql import Instances, as_decimal, one, placeholders
+from research.sql import Instances, as_decimal, one, placeholders, whole
 
 
 def run_by_id(*, run_id: int) -> Run:
     """A run of the agent's own tree (no owner scoping: agents act only inside their tree).
     Raises Run.DoesNotExist when it is gone, as Run.objects.get does."""
-    run = _whole().first(_by_id_sql(), [run_id])
-    if run is None:
-        raise Run.DoesNotExist(f"run {run_id} does not exist")
-    return run
-
-
-@cache
-def _whole() -> Instances:
-    return Instances(Run)
+    return whole(Run).get(_by_id_sql(), [run_id])
 
 
 @cache
 def _by_id_sql() -> str:
-    return f"SELECT {_whole().columns} FROM {Run._meta.db_table} WHERE id = %s"
+    return f"SELECT {whole(Run).columns} FROM {Run._meta.db_table} WHERE id = %s"
 
 
 def status_and_error(*, run_id: int) -> tuple[str, str] | None:
@@ -126,13 +118,13 @@ def runs_by_ids(*, run_ids: list[int]) -> list[Run]:
     """The runs of `run_ids` (of the agent's tree), oldest first."""
     if not run_ids:
         return []
-    return _whole().all(_by_ids_sql(len(run_ids)), run_ids)
+    return whole(Run).all(_by_ids_sql(len(run_ids)), run_ids)
 
 
 @cache
 def _by_ids_sql(count: int) -> str:
     return (
-        f"SELECT {_whole().columns} FROM {Run._meta.db_table} "
+        f"SELECT {whole(Run).columns} FROM {Run._meta.db_table} "
         f"WHERE id IN ({placeholders(count)}) ORDER BY id"
     )
 
@@ -163,9 +155,12 @@ def tree_cost(*, root_id: int) -> Decimal:
     row = one(_cost_sql(), [root_id])
     if row is None:
         raise Run.DoesNotExist(f"run {root_id} does not exist")
-    # To the column's places, as the ORM reads it (SQLite hands back a float's digits).
-    places = Run._meta.get_field("tree_cost_usd").decimal_places
-    return as_decimal(row[0]).quantize(Decimal(1).scaleb(-places))
+    return as_decimal(row[0]).quantize(_COST_PLACES)
+
+
+# The tree's cost to its column's places, as the ORM reads it (SQLite hands back a float's
+# digits).
+_COST_PLACES = Decimal(1).scaleb(-Run._meta.get_field("tree_cost_usd").decimal_places)
 
 
 @cache

@@ -11,7 +11,7 @@ from functools import cache
 from django.db import connection
 
 from research.models import ACTIVE_STATUSES, Run, Status, Step
-from research.sql import Instances, one, placeholders, row_lock
+from research.sql import Instances, one, placeholders, row_lock, whole
 
 _RUNS = Run._meta.db_table
 
@@ -32,13 +32,8 @@ def claim_queued_runs(
     started = connection.ops.adapt_datetimefield_value(now)
     worker = [worker_id] if worker_id is not None else []
     params = [Status.WORKING.value, state, started, *worker, *run_ids, Status.QUEUED.value]
-    runs = _whole_run().all(_claim_sql(worker_id is not None, len(run_ids)), params)
+    runs = whole(Run).all(_claim_sql(worker_id is not None, len(run_ids)), params)
     return sorted(runs, key=lambda run: run.pk)
-
-
-@cache
-def _whole_run() -> Instances:
-    return Instances(Run)
 
 
 @cache
@@ -48,7 +43,7 @@ def _claim_sql(with_worker: bool, count: int) -> str:
     return (
         f"UPDATE {_RUNS} SET status = %s, state = %s, started_at = COALESCE(started_at, %s)"
         f"{worker} "
-        f"WHERE id IN ({ids}) AND status = %s RETURNING {_whole_run().columns}"
+        f"WHERE id IN ({ids}) AND status = %s RETURNING {whole(Run).columns}"
     )
 
 
@@ -160,10 +155,7 @@ def parent_for_spawn(parent_id: int) -> Run:
     Counts that the lock guards (the tree's sub-agents) are read after it, in a statement
     of their own: on PostgreSQL a statement's snapshot is taken before its lock is granted,
     so a count in the same statement could miss a spawn that committed meanwhile."""
-    parent = _spawning().first(_parent_sql(), [parent_id])
-    if parent is None:
-        raise Run.DoesNotExist(f"run {parent_id} does not exist")
-    return parent
+    return _spawning().get(_parent_sql(), [parent_id])
 
 
 @cache

@@ -452,7 +452,9 @@ def test_a_wait_returns_after_its_slice_with_still_working_lines(
         *[call("wait_subagents")] * 8,
         reply("root"),
     )
-    scripted_llm.script("sleepy task", slow(1.5, reply("finally")))
+    # It ends mid-slice (about 1.3 s in, slices end near 0.5, 1.0 and 1.5 s): ended at a
+    # slice's edge, between two waits, its report comes at the root's round head instead.
+    scripted_llm.script("sleepy task", slow(1.25, reply("finally")))
     wait_finished(start(alice, "slice research"))
     waits = results(scripted_llm, "slice research", "wait_subagents")
     assert "## sleepy (run " in waits[0] and waits[0].splitlines()[0].endswith(": still working")

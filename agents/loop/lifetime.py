@@ -29,9 +29,10 @@ def run_agent(*, run_id: int, token: CancelToken, pool, run: Run | None = None) 
     # The spawn opened it already; this keeps it open. Redis down now costs the agent its
     # messages, not its work.
     resilience.cleanup(f"opening the inbox of run {run_id}", lambda: tree.open_inbox(ctx))
-    report, error, paused = "", "", False
+    report, error, paused, agent = "", "", False, None
     try:
-        report = resilience.retrying("starting the agent", lambda: Agent(ctx, run)).run()
+        agent = resilience.retrying("starting the agent", lambda: Agent(ctx, run))
+        report = agent.run()
     except Paused:
         paused = True  # the analyst reviews the plan; approving it queues the root again
     except Cancelled as cancelled:
@@ -58,9 +59,17 @@ def run_agent(*, run_id: int, token: CancelToken, pool, run: Run | None = None) 
     # The report is in: what it cites is checked against what the tree saw, and stored with
     # its finish, in one transaction.
     citations = _checked(ctx, report) if report else []
+    # An agent that ran has its facts, and its records are written (Agent.run waits for
+    # them on every way out): its end goes in the writer's batch.
+    facts = None if agent is None else agent.facts
     try:
         resilience.record_end(
-            run_id=run_id, report=report, error=error, citations=citations, replacing=not ctx.fresh
+            run_id=run_id,
+            report=report,
+            error=error,
+            citations=citations,
+            replacing=not ctx.fresh,
+            facts=facts,
         )
     except DatabaseError as failure:
         if not citations or resilience.lost_connection(failure):
@@ -68,7 +77,12 @@ def run_agent(*, run_id: int, token: CancelToken, pool, run: Run | None = None) 
         # A report written is a report kept: without its citations, when they cannot be stored.
         log.exception("the citations of run %s could not be stored; its report is kept", run_id)
         resilience.record_end(
-            run_id=run_id, report=report, error=error, citations=[], replacing=not ctx.fresh
+            run_id=run_id,
+            report=report,
+            error=error,
+            citations=[],
+            replacing=not ctx.fresh,
+            facts=facts,
         )
 
 

@@ -14,6 +14,7 @@ from django.db import DatabaseError, InterfaceError, OperationalError
 
 from research import endings, services
 from research.models import Citation, Run
+from research.selectors.runs import RunFacts
 from research.sql import drop_broken_connection
 
 log = logging.getLogger(__name__)
@@ -59,15 +60,19 @@ def record_end(
     error: str = "",
     citations: Sequence[Citation] | None = None,
     replacing: bool = True,
+    facts: RunFacts | None = None,
 ) -> None:
     """Finish the run (with its report's checked citations), through a fresh connection when
-    the agent's own was lost."""
-    retrying(
-        f"recording the end of run {run_id}",
-        lambda: services.run_finish(
-            run_id=run_id, report=report, error=error, citations=citations, replacing=replacing
-        ),
-    )
+    the agent's own was lost. An agent gives its run's `facts`, its records written: its end
+    then goes in the process writer's batch (services.run_end_record)."""
+    ending = {"report": report, "error": error, "citations": citations, "replacing": replacing}
+
+    def end() -> object:
+        if facts is not None:
+            return services.run_end_record(facts=facts, **ending)
+        return services.run_finish(run_id=run_id, **ending)
+
+    retrying(f"recording the end of run {run_id}", end)
 
 
 def run_exists(run_id: int) -> bool:

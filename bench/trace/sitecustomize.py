@@ -4,6 +4,7 @@ daphne (bench/tree_timeline.py, bench/served.py). bench/trace_report.py reads th
 
     PYTHONPATH=bench/trace TRACE_OUT=/tmp/trace.json .venv/bin/python bench/tree_timeline.py
     .venv/bin/python bench/trace_report.py /tmp/trace.json
+    TRACE_MORE=agents.tools.team.spawn:_record,agents.runtime.pool:AgentPool.submit ...
 
 Python imports `sitecustomize` at every start, so this runs in every process started with
 that PYTHONPATH; it does something only in a daphne process with TRACE_OUT set. Once the
@@ -48,6 +49,17 @@ TRACED = (
 )
 
 
+def _more() -> list[tuple[str, str, str | None]]:
+    """TRACE_MORE's functions, as "module:function" or "module:Class.method", comma separated:
+    traced too, for a look closer than TRACED's."""
+    more = []
+    for entry in filter(None, os.environ.get("TRACE_MORE", "").split(",")):
+        module_name, _, qualified = entry.strip().partition(":")
+        name, _, method = qualified.partition(".")
+        more.append((module_name, name, method or None))
+    return more
+
+
 def _cmdline() -> bytes:
     try:
         with open("/proc/self/cmdline", "rb") as file:
@@ -75,7 +87,7 @@ def _install(out: str) -> None:
     def wrap() -> None:
         while "agents.loop.lifetime" not in sys.modules or "research.api" not in sys.modules:
             time.sleep(0.05)
-        for module_name, name, method in TRACED:
+        for module_name, name, method in (*TRACED, *_more()):
             try:
                 owner = importlib.import_module(module_name)
                 if method is not None:

@@ -15,6 +15,7 @@ from research.services.datasets import (
     fact_remember,
     file_size_check,
 )
+from research.services.finish import run_end_record, run_finish
 from research.services.launch import Launch
 from research.services.library import run_star
 from research.services.messages import (
@@ -42,7 +43,6 @@ from research.services.runs import (
     run_cancel,
     run_claim,
     run_delete,
-    run_finish,
     run_set_state,
     runs_fail,
     subagent_create,
@@ -119,6 +119,7 @@ __all__ = [
     "run_claim",
     "run_delete",
     "run_star",
+    "run_end_record",
     "run_finish",
     "run_set_state",
     "run_start",

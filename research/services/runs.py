@@ -12,25 +12,22 @@ from django.db.models import Q
 from django.utils import timezone
 
 from research import endings
-from research.clean import cut, strip_controls
-from research.endings import ending_of
+from research.clean import strip_controls
 from research.errors import InvalidInput, TooManyRuns
 from research.events import (
     RunCreated,
-    RunFinished,
-    RunReport,
     RunStateChanged,
     tree_lock,
 )
 from research.events.delivery import expect
 from research.events.payloads import iso
 from research.events.store import allocate_seqs, publish_all, reserve_seqs_of
-from research.models import ACTIVE_STATUSES, Citation, Run, State, Status
+from research.models import ACTIVE_STATUSES, Run, State, Status
 from research.selectors.runs import RunFacts, run_facts
 from research.services.announce import runs_flagged
-from research.services.citations import citations_store
+from research.services.finish import run_finish
 from research.services.launch import Launch
-from research.services.locks import claim_queued, claim_queued_runs, run_ended, run_for_finish
+from research.services.locks import claim_queued, claim_queued_runs
 from research.services.steps import state_record, step_inserts
 from research.sql import Insert, Update, inserts_deferred, one, row_lock
 
@@ -246,81 +243,6 @@ def run_set_state(
     state_record(facts=facts, state=state, detail=detail)
 
 
-_FINISHED = ("status", "state", "report", "error", "finished_at", "paused_at", "paused_seconds")
-
-
-@cache
-def _finish_update() -> Update:
-    return Update(Run, _FINISHED)
-
-
-@transaction.atomic
-@inserts_deferred()
-def run_finish(
-    *,
-    run_id: int,
-    report: str = "",
-    error: str = "",
-    citations: Sequence[Citation] | None = None,
-    replacing: bool = True,
-) -> bool:
-    """End a run: done with its report, or failed with its error; False when it had ended
-    already (a finished run stays so). An agent's report comes with its `citations`, checked
-    beforehand (research.services.citations_checked), and stored here, replacing the run's
-    earlier ones unless it has none (`replacing`): the report and what it cites commit
-    together. Without `citations` (None) the run's citations are left as they are. Its rows
-    (its last state, its citations, its events) go in one round trip at the end
-    (inserts_deferred)."""
-    report = capped_report(report)
-    error = strip_controls(error)  # it may quote an endpoint's or a model's words
-    count = 2 if report else 1  # the report's event, and the finish's
-    # The tree lock and the events' numbers in one statement; then the run's row ended and
-    # read back, with its tool steps counted, in one more: an agent ending holds the tree's
-    # lock for as few round trips as can be, as its siblings ending with it wait for it.
-    reserved = reserve_seqs_of(run_id=run_id, count=count)
-    if reserved is None:
-        return False
-    now = timezone.now()
-    status = Status.FAILED if error else Status.DONE
-    run = run_ended(run_id, status=status, state=State.ENDED, report=report, error=error, now=now)
-    if run is None:  # paused, ended or gone: read first, as it decides
-        run = run_for_finish(run_id)
-        if run is None or run.status not in ACTIVE_STATUSES:
-            transaction.set_rollback(True)  # the numbers go back
-            return False
-        run.status = status
-        run.state = State.ENDED
-        run.report = report
-        run.error = error
-        run.finished_at = now
-        if run.paused_at is not None:  # ended while it waited for the analyst (a cancel)
-            run.paused_seconds += (now - run.paused_at).total_seconds()
-            run.paused_at = None
-        _finish_update().row(run.pk, *(getattr(run, name) for name in _FINISHED))
-    root_id, first = reserved
-    expect(root_id, first, count)
-    step_inserts()["state"].row(run.pk, State.ENDED, error[:500], now)
-    if report and citations is not None:
-        citations_store(run_id=run.pk, citations=citations, replacing=replacing)
-    events = [(run.pk, RunReport(report=report))] if report else []
-    duration = run.worked_seconds()
-    finished = RunFinished(
-        status=run.status,
-        ending=ending_of(status=run.status, error=error),
-        state=run.state,
-        error=error,
-        finished_at=iso(now),
-        duration_seconds=None if duration is None else round(duration, 3),
-        tool_calls=run.tool_calls,
-        input_tokens=run.input_tokens,
-        output_tokens=run.output_tokens,
-        resumable=(run.is_root and endings.resumable(status=run.status, error=error)) or None,
-    )
-    events.append((run.pk, finished))
-    publish_all(root_id=root_id, events=events, first_seq=first)
-    return True
-
-
 def report_flags_set(*, run_id: int, claims: list[dict[str, str]]) -> None:
     """The claims of a root's report its verifier could not support (the page marks them);
     every verified root sets them as it ends."""
@@ -330,12 +252,6 @@ def report_flags_set(*, run_id: int, claims: list[dict[str, str]]) -> None:
 @cache
 def _flags_update() -> Update:
     return Update(Run, ["flagged_claims"])
-
-
-def capped_report(report: str) -> str:
-    """A report as stored: no control characters, at most RESEARCH_REPORT_MAX_CHARS."""
-    limit = settings.RESEARCH_REPORT_MAX_CHARS
-    return cut(strip_controls(report), limit, what="report", setting="RESEARCH_REPORT_MAX_CHARS")
 
 
 def run_cancel(*, run: Run, reason: str = CANCELLED_BY_USER) -> None:

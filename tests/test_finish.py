@@ -1,0 +1,125 @@
+"""An agent's end in the writer's batch (services.run_end_record): agents ending together are
+one transaction, and each run ends exactly as run_finish ends it: its row, its last state,
+its report's citations and its events."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from research import services
+from research.models import Citation, Event, Run, RunState, Status
+from tests.test_writer import _one_step, _together, agents, writer  # noqa: F401 (fixtures)
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+REPORT = "Findings, as [the survey](https://example.org/survey) says."
+# What differs between two ends made at two moments, or of two runs.
+_OF_THE_MOMENT = {"run", "seq", "at", "finished_at", "duration_seconds"}
+
+
+def _end(facts, **ending) -> bool:
+    citations = services.citations_checked(
+        run_id=facts.run_id, root_id=facts.root_id, report=ending.get("report", "")
+    )
+    return services.run_end_record(facts=facts, citations=citations, **ending)
+
+
+def _ending_events(run_id: int) -> list[dict]:
+    """The run's report and finish events, without what differs from one end to another."""
+    events = Event.objects.filter(payload__run=run_id, type__in=["run.report", "run.finished"])
+    return [
+        {key: value for key, value in event.payload.items() if key not in _OF_THE_MOMENT}
+        for event in events.order_by("seq")
+    ]
+
+
+def test_agents_ending_together_end_in_one_batch_as_run_finish_ends_them(writer, agents):  # noqa: F811
+    alone, together = agents[0], agents[1:]
+    for facts in agents:
+        _one_step(facts)
+    services.run_finish(
+        run_id=alone.run_id,
+        report=REPORT,
+        citations=services.citations_checked(
+            run_id=alone.run_id, root_id=alone.root_id, report=REPORT
+        ),
+    )
+    retried = writer.retried
+
+    results = {}
+
+    def end(facts) -> None:
+        results[facts.run_id] = _end(facts, report=REPORT)
+
+    errors = _together(writer, [lambda facts=facts: end(facts) for facts in together])
+
+    assert errors == {}
+    assert writer.retried == retried  # no end fell back to a transaction of its own
+    assert set(results.values()) == {True}
+    expected = _ending_events(alone.run_id)
+    assert [event["type"] for event in expected] == ["run.report", "run.finished"]
+    assert expected[1]["tool_calls"] == 1 and expected[1]["input_tokens"] == 100
+    for facts in together:
+        run = Run.objects.get(pk=facts.run_id)
+        assert (run.status, run.state, run.report) == ("done", "ended", REPORT)
+        assert run.finished_at is not None
+        last = RunState.objects.filter(run_id=facts.run_id).order_by("id").last()
+        assert (last.state, last.at) == ("ended", run.finished_at)
+        cited = Citation.objects.get(run_id=facts.run_id)
+        assert (cited.url, cited.verified) == ("https://example.org/survey", False)
+        assert _ending_events(facts.run_id) == expected
+        finished = Event.objects.get(payload__run=facts.run_id, type="run.finished").payload
+        assert finished["finished_at"] == run.finished_at.isoformat().replace("+00:00", "Z")
+    for root_id in {facts.root_id for facts in agents}:
+        seqs = list(Event.objects.filter(root_id=root_id).order_by("seq").values_list("seq"))
+        assert [seq for (seq,) in seqs] == list(range(1, len(seqs) + 1))
+
+
+def test_an_end_the_batch_cannot_write_goes_through_run_finish_which_decides(writer, agents):  # noqa: F811
+    """A run paused for its plan ends (a cancel), its pause counted; a run a sweep ended keeps
+    its end; the others of the batch end as they would have."""
+    paused, swept, others = agents[0], agents[1], agents[2:]
+    Run.objects.filter(pk=paused.run_id).update(
+        status=Status.PAUSED, paused_at=timezone.now() - timedelta(seconds=30)
+    )
+    services.run_finish(run_id=swept.run_id, error="interrupted: the server stopped")
+    retried = writer.retried
+    results = {}
+
+    def end(facts, **ending) -> None:
+        results[facts.run_id] = _end(facts, **ending)
+
+    errors = _together(
+        writer,
+        [
+            lambda: end(paused, error="cancelled by the user"),
+            lambda: end(swept, report=REPORT),
+            *[lambda facts=facts: end(facts, report=REPORT) for facts in others],
+        ],
+    )
+
+    assert errors == {}
+    assert writer.retried > retried  # the batch was written again, record by record
+    assert results == {paused.run_id: True, swept.run_id: False} | {
+        facts.run_id: True for facts in others
+    }
+    run = Run.objects.get(pk=paused.run_id)
+    assert (run.status, run.error, run.paused_at) == ("failed", "cancelled by the user", None)
+    assert run.paused_seconds >= 30
+    run = Run.objects.get(pk=swept.run_id)
+    assert (run.status, run.report, run.error) == ("failed", "", "interrupted: the server stopped")
+    assert not Citation.objects.filter(run_id=swept.run_id).exists()
+    assert Event.objects.filter(payload__run=swept.run_id, type="run.finished").count() == 1
+    for facts in others:
+        assert Run.objects.get(pk=facts.run_id).status == "done"
+
+
+def test_without_a_writer_an_end_is_written_at_once(agents):  # noqa: F811
+    facts = agents[1]
+
+    assert _end(facts, report=REPORT) is True
+    assert _end(facts, error="too late") is False
+
+    run = Run.objects.get(pk=facts.run_id)
+    assert (run.status, run.report, run.error) == ("done", REPORT, "")

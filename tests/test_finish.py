@@ -2,14 +2,22 @@
 one transaction, and each run ends exactly as run_finish ends it: its row, its last state,
 its report's citations and its events."""
 
+import threading
 from datetime import timedelta
 
 import pytest
 from django.utils import timezone
 
 from research import services
-from research.models import Citation, Event, Run, RunState, Status
-from tests.test_writer import _one_step, _together, agents, writer  # noqa: F401 (fixtures)
+from research.models import Citation, Event, Run, RunState, Status, Step
+from tests.conftest import wait_for
+from tests.test_writer import (  # noqa: F401 (the fixtures agents and writer)
+    _one_step,
+    _together,
+    _tool_call,
+    agents,
+    writer,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -71,9 +79,16 @@ def test_agents_ending_together_end_in_one_batch_as_run_finish_ends_them(writer,
         assert _ending_events(facts.run_id) == expected
         finished = Event.objects.get(payload__run=facts.run_id, type="run.finished").payload
         assert finished["finished_at"] == run.finished_at.isoformat().replace("+00:00", "Z")
-    for root_id in {facts.root_id for facts in agents}:
+    _numbers_gapless(agents)
+
+
+def _numbers_gapless(runs) -> None:
+    """Each tree's events numbered 1, 2, ... and its counter at the last: no number given
+    twice, none reserved and left unused."""
+    for root_id in {facts.root_id for facts in runs}:
         seqs = list(Event.objects.filter(root_id=root_id).order_by("seq").values_list("seq"))
         assert [seq for (seq,) in seqs] == list(range(1, len(seqs) + 1))
+        assert Run.objects.get(pk=root_id).event_seq == len(seqs)
 
 
 def test_an_end_the_batch_cannot_write_goes_through_run_finish_which_decides(writer, agents):  # noqa: F811
@@ -113,10 +128,55 @@ def test_an_end_the_batch_cannot_write_goes_through_run_finish_which_decides(wri
     assert Event.objects.filter(payload__run=swept.run_id, type="run.finished").count() == 1
     for facts in others:
         assert Run.objects.get(pk=facts.run_id).status == "done"
+        assert [event["type"] for event in _ending_events(facts.run_id)] == [
+            "run.report",
+            "run.finished",
+        ]
+    _numbers_gapless(agents)
+
+
+def test_an_end_behind_its_own_unwritten_records_counts_them_and_nothing_follows_it(
+    writer,  # noqa: F811
+    agents,  # noqa: F811
+):
+    """An end in the same batch as its run's tool step (whose row the batch has not yet
+    inserted when the end counts its tool steps), and a state handed over after it: the
+    batch goes record by record, so the step is counted and the late state not recorded."""
+    facts, other = agents[1], agents[2]
+    retried = writer.retried
+    gate = threading.Event()
+    busy = threading.Thread(target=writer.write, args=(None, gate.wait))  # written alone
+    busy.start()
+    wait_for(lambda: writer.queued() == 0, message="the writer never took the busy record")
+    try:
+        handed = [
+            _tool_call(facts, wait=False),
+            services.run_end_record(facts=facts, report=REPORT, wait=False),
+            services.state_record(facts=facts, state="writing", wait=False),
+            _tool_call(other, wait=False),
+        ]
+        assert writer.queued() == len(handed)
+    finally:
+        gate.set()
+        busy.join(20)
+    results = [pending.wait() for pending in handed]
+
+    assert results[1] is True
+    assert writer.retried > retried
+    run = Run.objects.get(pk=facts.run_id)
+    assert (run.status, run.state) == ("done", "ended")
+    finished = Event.objects.get(payload__run=facts.run_id, type="run.finished").payload
+    assert finished["tool_calls"] == 1
+    last = Event.objects.filter(payload__run=facts.run_id).order_by("seq").last().payload
+    assert last["type"] == "run.finished"
+    assert RunState.objects.filter(run_id=facts.run_id).order_by("id").last().state == "ended"
+    assert Step.objects.filter(run_id=other.run_id, kind="tool").count() == 1
+    _numbers_gapless(agents)
 
 
 def test_without_a_writer_an_end_is_written_at_once(agents):  # noqa: F811
     facts = agents[1]
+    assert services.step_writer.thread is None
 
     assert _end(facts, report=REPORT) is True
     assert _end(facts, error="too late") is False

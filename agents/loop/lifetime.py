@@ -3,6 +3,7 @@
 cleanup that never replaces it, and the run's end with the report's citations checked."""
 
 import logging
+from contextlib import nullcontext
 
 from django.db import DatabaseError
 
@@ -13,6 +14,7 @@ from agents.runtime.context import AgentContext, Cancelled, CancelToken, Paused
 from research import endings, services
 from research.models import Citation, Run
 from research.ops.logs import bind_run
+from research.selectors.runs import RunFacts
 
 log = logging.getLogger(__name__)
 
@@ -60,30 +62,31 @@ def run_agent(*, run_id: int, token: CancelToken, pool, run: Run | None = None) 
     # its finish, in one transaction.
     citations = _checked(ctx, report) if report else []
     # An agent that ran has its facts, and its records are written (Agent.run waits for
-    # them on every way out): its end goes in the writer's batch.
+    # them on every way out): its end goes in the writer's batch. While the writer writes
+    # it, the agent's slot and connection serve others, as while it waits on its records.
     facts = None if agent is None else agent.facts
+    waiting = ctx.pool.blocking() if facts is not None and ctx.pool is not None else nullcontext()
+    with waiting:
+        _record_end(ctx, report=report, error=error, citations=citations, facts=facts)
+
+
+def _record_end(
+    ctx: AgentContext,
+    *,
+    report: str,
+    error: str,
+    citations: list[Citation],
+    facts: RunFacts | None,
+) -> None:
+    ending = {"report": report, "error": error, "replacing": not ctx.fresh, "facts": facts}
     try:
-        resilience.record_end(
-            run_id=run_id,
-            report=report,
-            error=error,
-            citations=citations,
-            replacing=not ctx.fresh,
-            facts=facts,
-        )
+        resilience.record_end(run_id=ctx.run_id, citations=citations, **ending)
     except DatabaseError as failure:
         if not citations or resilience.lost_connection(failure):
             raise
         # A report written is a report kept: without its citations, when they cannot be stored.
-        log.exception("the citations of run %s could not be stored; its report is kept", run_id)
-        resilience.record_end(
-            run_id=run_id,
-            report=report,
-            error=error,
-            citations=[],
-            replacing=not ctx.fresh,
-            facts=facts,
-        )
+        log.exception("the citations of run %s could not be stored; its report is kept", ctx.run_id)
+        resilience.record_end(run_id=ctx.run_id, citations=[], **ending)
 
 
 def _checked(ctx: AgentContext, report: str) -> list[Citation]:

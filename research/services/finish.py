@@ -94,16 +94,20 @@ def run_end_record(
     error: str = "",
     citations: Sequence[Citation] | None = None,
     replacing: bool = True,
-) -> bool:
-    """run_finish for an agent at its end, once its step records are committed (the tool
-    steps it counts are theirs): written by the process's writer in its batch, as a step
-    record is (research.services.writer), so that sub-agents ending together are one
+    wait: bool = True,
+) -> Any:
+    """run_finish for an agent at its end, written by the process's writer in its batch, as
+    a step record is (research.services.writer): sub-agents ending together are one
     transaction under their tree's lock, their event numbers reserved with the batch's,
-    rather than one transaction each, waiting on one another for that lock.
+    rather than one transaction each, waiting on one another for that lock. The agent hands
+    it over once its records are committed (agents.loop.lifetime).
 
-    Only an active run that is not paused ends in the batch. Any other (paused for its plan,
-    ended by a sweep, deleted) has the batch written again record by record, and this end
-    then goes through run_finish, which decides."""
+    Only an active run that is not paused ends in the batch, alone of its run there. Any
+    other (paused for its plan, ended by a sweep, deleted), or an end sharing its batch with
+    another record of its run (whose tool step it would not count, or whose state would
+    follow it), has the batch written again record by record: this end then goes through
+    run_finish, which decides. Returns what run_finish would (True when it ended the run),
+    or with `wait=False` at once the record's Pending, whose wait() returns it."""
     report, error = capped_report(report), strip_controls(error)
     status = Status.FAILED if error else Status.DONE
     ended: list[tuple[int, Payload]] = []
@@ -131,8 +135,8 @@ def run_end_record(
     def events(counters: dict[str, Any]) -> list[Payload]:
         return [payload for _, payload in ended]
 
-    part = Part(facts, None, None, 2 if report else 1, rows, events, result=True)
-    return step_writer.write(part, alone)
+    part = Part(facts, None, None, 2 if report else 1, rows, events, result=True, ends=True)
+    return step_writer.write(part, alone) if wait else step_writer.hand_over(part, alone)
 
 
 def _ended_rows(

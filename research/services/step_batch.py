@@ -13,7 +13,8 @@ order of the batch. Rows (ledger, steps, states, checkpoints, events) are deferr
 one INSERT per table (research.sql.inserts_deferred).
 
 A record whose run ended meanwhile raises steps' _RunEnded, which has the writer write the
-batch again record by record.
+batch again record by record; so does a batch holding an agent's end
+(research.services.finish) with another record of the same run.
 """
 
 from collections.abc import Callable, Sequence
@@ -60,6 +61,7 @@ class Part:
     rows: Callable[[], None]
     events: Callable[[dict[str, Any]], list[Payload]]
     result: Any = None
+    ends: bool = False  # the run's end (research.services.finish.run_end_record)
 
 
 class RunEnded(Exception):
@@ -68,6 +70,12 @@ class RunEnded(Exception):
 
 def write_parts(parts: Sequence[Part]) -> list[Any]:
     """Write the records of a batch, in the writer's transaction; what each returns."""
+    ending = [part.facts.run_id for part in parts if part.ends]
+    if ending and sum(part.facts.run_id in ending for part in parts) > len(ending):
+        # An end with another record of its run: a step before it would be missing from
+        # the tool steps the end counts (its row is not inserted yet), and a state after
+        # it would follow the end. Written one by one, each is written as it is alone.
+        raise RunEnded
     deltas: dict[int, list[Any]] = {}
     for part in parts:
         for pk, change in _changes(part):

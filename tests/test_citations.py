@@ -208,11 +208,13 @@ def test_an_agent_ends_with_its_report_and_citations_in_one_step_after_its_last_
 
 
 @pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("writer", ["no writer", "the writer's batch"])
 def test_citations_that_cannot_be_stored_cost_the_agent_its_citations_not_its_report(
-    scripted_llm, alice, settings, monkeypatch, caplog
+    scripted_llm, alice, settings, monkeypatch, caplog, writer
 ):
     """A citation row the database refuses (here: a source that is gone) fails the finish's
-    transaction; the agent finishes again without citations, and its report is kept."""
+    transaction (its own, or the writer's batch, written again record by record); the agent
+    finishes again without citations, and its report is kept."""
     settings.RESEARCH_VERIFY_REPORTS = False
     root, alpha = tree(alice)
     scripted_llm.script("tides", reply("The moon (https://example.org/tides)."))
@@ -227,9 +229,19 @@ def test_citations_that_cannot_be_stored_cost_the_agent_its_citations_not_its_re
     monkeypatch.setattr(services, "citations_checked", pointing_at_a_source_that_is_gone)
 
     services.run_claim(run_id=alpha.pk)
-    run_agent(run_id=alpha.pk, token=CancelToken(alpha.pk), pool=None)
+    user = object()
+    if writer != "no writer":
+        services.step_writer.start(user)
+    retried = services.step_writer.retried
+    try:
+        run_agent(run_id=alpha.pk, token=CancelToken(alpha.pk), pool=None)
+    finally:
+        services.step_writer.stop(user)
 
     alpha.refresh_from_db()
     assert (alpha.status, alpha.report) == ("done", "The moon (https://example.org/tides).")
     assert not Citation.objects.filter(run=alpha).exists()
     assert f"the citations of run {alpha.pk} could not be stored" in caplog.text
+    assert Event.objects.filter(payload__run=alpha.pk, type="run.finished").count() == 1
+    # The batch holding the end failed at its commit and was written again record by record.
+    assert services.step_writer.retried - retried == (writer != "no writer")

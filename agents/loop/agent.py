@@ -72,7 +72,7 @@ class Agent:
         self.shown: NextState | None = NextState(run.state)
         self._sent_schemas: tuple[tuple[int, ...], list[dict[str, Any]]] = ((), [])
         # Its step records, committed by the process's writer while it goes on.
-        self.records = Records(self._blocking)
+        self.records = Records(self.blocking)
 
     def run(self) -> str:
         try:
@@ -83,7 +83,7 @@ class Agent:
             self.records.written()
             return report
         finally:
-            with self._blocking():  # waiting for tool threads to end: others may run
+            with self.blocking():  # waiting for tool threads to end: others may run
                 self.parallel.close()
             # A cancel, a pause or a failure: what was handed over is written before the
             # run's end is (lifetime), and a failure here never replaces the outcome.
@@ -228,7 +228,7 @@ class Agent:
         response, _ = self._call_model(tools=[], state=State.WRITING, detail=detail)
         return response.content.strip() or "(the agent wrote no report)"
 
-    def _blocking(self) -> AbstractContextManager[None]:
+    def blocking(self) -> AbstractContextManager[None]:
         """Other agents may run while this one waits on its model or its tools."""
         return self.ctx.pool.blocking() if self.ctx.pool is not None else nullcontext()
 
@@ -248,7 +248,7 @@ class Agent:
     ) -> tuple[ChatResponse, list[PlannedCall]]:
         self._show(NextState(state, detail))
         started = time.monotonic()
-        with self._blocking():
+        with self.blocking():
             response = self.model.chat(
                 model=self.ctx.model,
                 messages=self.messages,
@@ -316,7 +316,7 @@ class Agent:
             # A tool that acts (spawns, messages, plans, ends) writes after this agent's
             # records, so its rows and events follow theirs; its reads need not wait.
             acts = any(item.tool is not None and not item.parallel for item in group)
-            with self._blocking(), self.records.writes_after() if acts else nullcontext():
+            with self.blocking(), self.records.writes_after() if acts else nullcontext():
                 results = self._run_group(group)
             states = [None] * (len(group) - 1) + [after_group]
             for item, (output, is_error), next_state in zip(group, results, states, strict=True):

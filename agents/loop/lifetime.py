@@ -65,8 +65,7 @@ def run_agent(*, run_id: int, token: CancelToken, pool, run: Run | None = None) 
     # them on every way out): its end goes in the writer's batch. While the writer writes
     # it, the agent's slot and connection serve others, as while it waits on its records.
     facts = None if agent is None else agent.facts
-    waiting = ctx.pool.blocking() if facts is not None and ctx.pool is not None else nullcontext()
-    with waiting:
+    with nullcontext() if agent is None else agent.blocking():
         _record_end(ctx, report=report, error=error, citations=citations, facts=facts)
 
 

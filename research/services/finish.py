@@ -136,7 +136,7 @@ def run_end_record(
         return [payload for _, payload in ended]
 
     part = Part(facts, None, None, 2 if report else 1, rows, events, result=True, ends=True)
-    return step_writer.write(part, alone) if wait else step_writer.hand_over(part, alone)
+    return step_writer.record(part, alone, wait=wait)
 
 
 def _ended_rows(

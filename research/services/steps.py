@@ -134,7 +134,7 @@ def state_record(*, facts: RunFacts, state: str, detail: str = "", wait: bool | 
         return [_state_row(facts, next_state, status=counters["own"]["status"])]
 
     part = Part(facts, None, state, 1, lambda: None, events)
-    return _written(part, alone, wait=wait)
+    return step_writer.record(part, alone, wait=wait)
 
 
 def _truncated(output: str) -> str:
@@ -271,12 +271,7 @@ def model_call_record(
 
     state = None if next_state is None else next_state.state
     part = Part(facts, usage, state, 1, rows, events, result=cost)
-    return _written(part, alone, wait=wait)
-
-
-def _written(part: Part, alone: Callable[[], Any], *, wait: bool) -> Any:
-    """The record written by the process's writer: its result, or its Pending (`wait=False`)."""
-    return step_writer.write(part, alone) if wait else step_writer.hand_over(part, alone)
+    return step_writer.record(part, alone, wait=wait)
 
 
 def _unless_ended(write: Callable[[NextState | None], None], next_state: NextState | None) -> None:
@@ -333,7 +328,7 @@ def tool_call_record(
 
     state = None if next_state is None else next_state.state
     part = Part(facts, None, state, int(next_state is not None), rows, events)
-    return _written(part, alone, wait=wait)
+    return step_writer.record(part, alone, wait=wait)
 
 
 def _tool_call(

@@ -141,6 +141,10 @@ class Writer:
         transaction of its own, as before group commit."""
         return self.hand_over(part, alone).wait()
 
+    def record(self, part: Any, alone: Callable[[], Any], *, wait: bool) -> Any:
+        """`write` with `wait`, else `hand_over`: what a record's service returns."""
+        return self.write(part, alone) if wait else self.hand_over(part, alone)
+
     def hand_over(self, part: Any, alone: Callable[[], Any]) -> Pending:
         """Queue a record and return at once: the caller waits on the Pending where it must
         see the record committed. Written inline (done when it returns, its error raised

@@ -382,6 +382,13 @@ async def many_trees(llm, client: Client, server: Server, trees: int, delay: flo
         rss, threads = max(rss, server.status()[0]), max(threads, server.status()[1])
     wall = _tree_wall(roots)
     ideal = CRITICAL_PATH_CALLS * delay
+    first = min(r["created_at"] for r in roots)
+    spread = max(_seconds(first, r["created_at"]) for r in roots)
+    own = sorted(_seconds(r["created_at"], r["finished_at"]) for r in roots)
+    progress(
+        f"  starts spread over {spread * 1000:.0f} ms; each tree's own wall "
+        f"min {own[0]:.3f} p50 {own[len(own) // 2]:.3f} max {own[-1]:.3f} s"
+    )
     failed = [root["id"] for root in roots if root["status"] != "done"]
     return {
         "trees": trees,

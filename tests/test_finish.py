@@ -12,6 +12,7 @@ from research import services
 from research.models import Citation, Event, Run, RunState, Status, Step
 from tests.conftest import wait_for
 from tests.test_writer import (  # noqa: F401 (the fixtures agents and writer)
+    _model_call,
     _one_step,
     _together,
     _tool_call,
@@ -183,3 +184,71 @@ def test_without_a_writer_an_end_is_written_at_once(agents):  # noqa: F811
 
     run = Run.objects.get(pk=facts.run_id)
     assert (run.status, run.report, run.error) == ("done", REPORT, "")
+
+
+def _held(writer):  # noqa: F811
+    """Hold the writer busy with a record written alone: what comes meanwhile queues. Call
+    what it returns to let it go."""
+    gate = threading.Event()
+    busy = threading.Thread(target=writer.write, args=(None, gate.wait))
+    busy.start()
+    wait_for(lambda: writer.queued() == 0, message="the writer never took the busy record")
+
+    def release() -> None:
+        gate.set()
+        busy.join(20)
+
+    return release
+
+
+def test_an_end_after_its_last_records_is_written_in_their_batch_counting_them(writer, agents):  # noqa: F811
+    facts = agents[1]
+    _one_step(facts)  # a tool step written before
+    retried = writer.retried
+    release = _held(writer)
+    try:
+        records = (_tool_call(facts, wait=False), _model_call(facts, wait=False))
+        ended = services.run_end_record(facts=facts, report=REPORT, wait=False, after=records)
+        batches = writer.batches
+    finally:
+        release()
+
+    assert ended.wait() is True
+    assert (writer.batches, writer.retried) == (batches + 1, retried)
+    run = Run.objects.get(pk=facts.run_id)
+    assert (run.status, run.state, run.steps) == ("done", "ended", 2)
+    events = [event.payload for event in Event.objects.filter(payload__run=facts.run_id)]
+    events.sort(key=lambda payload: payload["seq"])
+    types = [payload["type"] for payload in events]
+    assert types[-4:] == ["run.state", "run.usage", "run.report", "run.finished"]
+    assert events[-1]["tool_calls"] == 2  # the one written before, and the one alongside
+    assert events[-1]["input_tokens"] == 200
+    assert RunState.objects.filter(run_id=facts.run_id).order_by("id").last().state == "ended"
+    _numbers_gapless(agents)
+
+
+@pytest.mark.parametrize("where", ["in its batch", "in an earlier batch"])
+def test_an_end_after_a_record_that_failed_is_not_written(writer, agents, where):  # noqa: F811
+    facts, other = agents[1], agents[2]
+    if where == "in an earlier batch":
+        refused = _tool_call(facts, wait=False, query=object())  # not JSON: it fails alone
+        with pytest.raises(TypeError):
+            refused.wait()
+    release = _held(writer)
+    try:
+        if where == "in its batch":
+            refused = _tool_call(facts, wait=False, query=object())
+        ended = services.run_end_record(facts=facts, report=REPORT, wait=False, after=(refused,))
+        written = _tool_call(other, wait=False)
+    finally:
+        release()
+
+    with pytest.raises(TypeError) as failed:
+        ended.wait()
+    assert failed.value is refused.error
+    written.wait()  # the batch's other agents are written
+    run = Run.objects.get(pk=facts.run_id)
+    assert (run.status, run.report) == ("working", "")
+    assert not Event.objects.filter(payload__run=facts.run_id, type="run.finished").exists()
+    assert Step.objects.filter(run_id=other.run_id, kind="tool").count() == 1
+    _numbers_gapless(agents)

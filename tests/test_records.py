@@ -121,3 +121,89 @@ def test_a_tool_that_acts_and_writes_nothing_does_not_wait_for_the_agents_record
     assert (run.status, run.steps) == ("done", 2)
     [result] = scripted_llm.tool_results("refusing goes on", name="cancel_subagent")
     assert result["content"] == "error: you have no sub-agents to cancel"
+
+
+def _sub_agent(run_factory, subagent_factory, task: str) -> Run:
+    """A sub-agent whose lead is working: its agent is run alone (run_agent, no pool)."""
+    root = run_factory(topic=f"the lead of: {task}")
+    services.run_claim(run_id=root.pk)
+    return subagent_factory(root, "facet", topic=task)
+
+
+def test_an_agents_end_goes_in_the_batch_of_its_last_records(
+    held_writer, scripted_llm, run_factory, subagent_factory
+):
+    """Its report's model call and its end commit together: the end is handed over behind
+    the records, not after waiting for them (one commit, not two one after the other)."""
+    child = _sub_agent(run_factory, subagent_factory, "ending with its records")
+    scripted_llm.script(
+        "ending with its records", call("web_search", query="one"), reply("The facet's report.")
+    )
+
+    agent = _agent_in_thread(child)
+    # Two model calls, the search's record and the end: all queued behind the held record.
+    wait_for(lambda: step_writer.queued() == 4, message="the end never queued")
+    batches, retried = step_writer.batches, step_writer.retried
+    held_writer()
+    agent.join(20)
+
+    assert (step_writer.batches, step_writer.retried) == (batches + 1, retried)
+    child.refresh_from_db()
+    assert (child.status, child.state, child.steps) == ("done", "ended", 2)
+    assert child.report == "The facet's report."
+    events = list(Event.objects.filter(payload__run=child.pk).order_by("seq"))
+    assert [event.type for event in events][-3:] == ["run.usage", "run.report", "run.finished"]
+    assert events[-1].payload["tool_calls"] == 1  # its search's step, written alongside
+    assert events[-1].payload["input_tokens"] == child.input_tokens > 0
+
+
+@pytest.fixture
+def refused_step():
+    """The database refuses a transcript step whose text is REFUSED, as a constraint would."""
+    if connection.vendor == "postgresql":
+        statements = [
+            "CREATE FUNCTION canopy_refuse() RETURNS trigger AS $$ BEGIN "
+            "RAISE EXCEPTION 'this step is refused'; END $$ LANGUAGE plpgsql",
+            "CREATE TRIGGER canopy_refuse BEFORE INSERT ON research_step FOR EACH ROW "
+            "WHEN (NEW.output = 'REFUSED') EXECUTE FUNCTION canopy_refuse()",
+        ]
+        dropped = ["DROP TRIGGER canopy_refuse ON research_step", "DROP FUNCTION canopy_refuse"]
+    else:
+        statements = [
+            "CREATE TRIGGER canopy_refuse BEFORE INSERT ON research_step "
+            "WHEN NEW.output = 'REFUSED' BEGIN SELECT RAISE(ABORT, 'this step is refused'); END"
+        ]
+        dropped = ["DROP TRIGGER canopy_refuse"]
+    with connection.cursor() as cursor:
+        for statement in statements:
+            cursor.execute(statement)
+    yield
+    with connection.cursor() as cursor:
+        for statement in dropped:
+            cursor.execute(statement)
+
+
+def test_an_end_behind_a_record_the_database_refuses_is_not_written(
+    refused_step, scripted_llm, run_factory, subagent_factory, settings
+):
+    """The record of its report's model call fails: the agent fails as it did when it waited
+    for its records before its end. The end handed over behind that record is not written;
+    the run ends failed, with the database's error, once."""
+    owner = object()
+    step_writer.start(owner)
+    try:
+        child = _sub_agent(run_factory, subagent_factory, "a refused report")
+        scripted_llm.script("a refused report", call("web_search", query="one"), reply("REFUSED"))
+        _agent_in_thread(child).join(20)
+    finally:
+        step_writer.stop(owner)
+
+    child.refresh_from_db()
+    assert (child.status, child.state, child.report) == ("failed", "ended", "")
+    assert child.error.startswith("internal error: ") and "this step is refused" in child.error
+    assert child.steps == 1  # the refused call's usage went with its record
+    types = list(
+        Event.objects.filter(payload__run=child.pk).order_by("seq").values_list("type", flat=True)
+    )
+    assert types.count("run.finished") == 1 and "run.report" not in types
+    assert types[-1] == "run.finished"

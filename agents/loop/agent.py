@@ -75,19 +75,24 @@ class Agent:
         self.records = Records(self.blocking)
 
     def run(self) -> str:
+        """The report. Its last records are not waited for when it returns one: its end goes
+        behind them, in their batch (Records.end, agents.loop.lifetime)."""
+        reported = False
         try:
-            draft = self._rounds()
-            # Its review, its verifier and its end come after its records, as they did.
-            self.records.written()
-            report = self._reviewed(draft) if self.ctx.is_root else draft
-            self.records.written()
+            report = self._rounds()
+            if self.ctx.is_root:
+                # Its review and its verifier come after its records, as they did.
+                self.records.written()
+                report = self._reviewed(report)
+            reported = True
             return report
         finally:
             with self.blocking():  # waiting for tool threads to end: others may run
                 self.parallel.close()
-            # A cancel, a pause or a failure: what was handed over is written before the
-            # run's end is (lifetime), and a failure here never replaces the outcome.
-            resilience.cleanup("writing the agent's last records", self.records.written)
+            if not reported:
+                # A cancel, a pause or a failure: what was handed over is written before the
+                # run's end is (lifetime), and a failure here never replaces the outcome.
+                resilience.cleanup("writing the agent's last records", self.records.written)
 
     def _reviewed(self, draft: str) -> str:
         """The root's draft, verified and revised once when reports are verified, with its

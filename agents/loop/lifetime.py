@@ -4,6 +4,7 @@ cleanup that never replaces it, and the run's end with the report's citations ch
 
 import logging
 from contextlib import nullcontext
+from functools import partial
 
 from django.db import DatabaseError
 
@@ -14,7 +15,7 @@ from agents.runtime.context import AgentContext, Cancelled, CancelToken, Paused
 from research import endings, services
 from research.models import Citation, Run
 from research.ops.logs import bind_run
-from research.selectors.runs import RunFacts
+from research.services.writer import Pending
 
 log = logging.getLogger(__name__)
 
@@ -61,12 +62,12 @@ def run_agent(*, run_id: int, token: CancelToken, pool, run: Run | None = None) 
     # The report is in: what it cites is checked against what the tree saw, and stored with
     # its finish, in one transaction.
     citations = _checked(ctx, report) if report else []
-    # An agent that ran has its facts, and its records are written (Agent.run waits for
-    # them on every way out): its end goes in the writer's batch. While the writer writes
-    # it, the agent's slot and connection serve others, as while it waits on its records.
-    facts = None if agent is None else agent.facts
+    # An agent that ran has its facts: its end goes in the writer's batch, behind its last
+    # records when it reported (Agent.run waits for them on every other way out). While the
+    # writer writes it, the agent's slot and connection serve others, as while it waits on
+    # its records.
     with nullcontext() if agent is None else agent.blocking():
-        _record_end(ctx, report=report, error=error, citations=citations, facts=facts)
+        _record_end(ctx, report=report, error=error, citations=citations, agent=agent)
 
 
 def _record_end(
@@ -75,17 +76,44 @@ def _record_end(
     report: str,
     error: str,
     citations: list[Citation],
-    facts: RunFacts | None,
+    agent: Agent | None,
 ) -> None:
+    facts = None if agent is None else agent.facts
     ending = {"report": report, "error": error, "replacing": not ctx.fresh, "facts": facts}
+    ended: Pending | None = None
+    if agent is not None:
+        try:
+            # Behind its last records, in their batch when it can be (Records.end).
+            ended = agent.records.end(
+                partial(services.run_end_record, citations=citations, **ending)
+            )
+        except Exception as failure:
+            # A last record failed, and so has the agent, as when it waited for them before
+            # its end: the end, behind that record, was not written.
+            log.exception("agent of run %s failed", ctx.run_id)
+            ending.update(report="", error=endings.internal_error(failure))
+            citations = []
     try:
-        resilience.record_end(run_id=ctx.run_id, citations=citations, **ending)
+        if ended is None or not _written(ended):
+            resilience.record_end(run_id=ctx.run_id, citations=citations, **ending)
     except DatabaseError as failure:
         if not citations or resilience.lost_connection(failure):
             raise
         # A report written is a report kept: without its citations, when they cannot be stored.
         log.exception("the citations of run %s could not be stored; its report is kept", ctx.run_id)
         resilience.record_end(run_id=ctx.run_id, citations=[], **ending)
+
+
+def _written(ended: Pending) -> bool:
+    """Whether the end handed over was written; False when it was lost with its connection,
+    to be written again on a fresh one."""
+    try:
+        ended.wait()
+    except DatabaseError as failure:
+        if not resilience.lost_connection(failure):
+            raise
+        return False
+    return True
 
 
 def _checked(ctx: AgentContext, report: str) -> list[Citation]:

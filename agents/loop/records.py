@@ -4,10 +4,10 @@
 A model call's record is committed while the agent's tools run, and a tool call's while its
 next model call is out, and so is the state it shows before a model call: the agent does not
 wait for a commit on every step. It waits (`written`) before reading the tree's cost for its
-cap and before its end. A tool that acts (a spawn, a message, a plan) runs inside
-`writes_after`: its reads go at once, and its first write waits for the records, so its rows
-and events follow theirs; one that only reads and refuses (a name that is no sub-agent) never
-waits.
+cap, and its end goes behind its last records, in their batch (`end`). A tool that acts (a
+spawn, a message, a plan) runs inside `writes_after`: its reads go at once, and its first write
+waits for the records, so its rows and events follow theirs; one that only reads and refuses (a
+name that is no sub-agent) never waits.
 A record lost with its connection is written again there, so it lands after the records
 handed over behind it (its transcript row and events come later); a record is one
 transaction, so nothing is ever half written.
@@ -37,6 +37,26 @@ class Records:
             entry for entry in self._unwritten if not entry[1].done.is_set() or entry[1].error
         ]
         self._unwritten.append((what, pending, lambda: write(wait=True)))
+
+    def end(self, write: Callable[..., Pending]) -> Pending:
+        """Hand over the agent's end behind its last records and wait for those: the writer
+        writes the end in their batch when it can (one commit, not two one after the other),
+        and never when one of them failed. `write(wait=False, after=...)` is the end's
+        service call (services.run_end_record); the caller waits on the Pending it returns.
+        A record that failed is raised here, as `written` raises it: the end was then not
+        written. One lost with its connection is written again here, and the end, which
+        failed with it, is the caller's to write again."""
+        after = tuple(
+            pending
+            for _, pending, _ in self._unwritten
+            if not pending.done.is_set() or pending.error is not None
+        )
+        try:
+            ending = write(wait=False, after=after)
+        except Exception as error:  # written inline (no writer runs): its wait raises it
+            ending = Pending.failed(error)
+        self.written()
+        return ending
 
     def written(self) -> None:
         """Wait until every record handed over is committed. A record lost with its

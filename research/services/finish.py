@@ -24,7 +24,7 @@ from research.services.citations import citations_store
 from research.services.locks import run_ended, run_for_finish
 from research.services.step_batch import Part, RunEnded
 from research.services.steps import step_inserts
-from research.services.writer import step_writer
+from research.services.writer import Pending, step_writer
 from research.sql import Update, inserts_deferred
 
 _FINISHED = ("status", "state", "report", "error", "finished_at", "paused_at", "paused_seconds")
@@ -95,19 +95,21 @@ def run_end_record(
     citations: Sequence[Citation] | None = None,
     replacing: bool = True,
     wait: bool = True,
+    after: tuple[Pending, ...] = (),
 ) -> Any:
     """run_finish for an agent at its end, written by the process's writer in its batch, as
     a step record is (research.services.writer): sub-agents ending together are one
     transaction under their tree's lock, their event numbers reserved with the batch's,
-    rather than one transaction each, waiting on one another for that lock. The agent hands
-    it over once its records are committed (agents.loop.lifetime).
+    rather than one transaction each, waiting on one another for that lock.
 
-    Only an active run that is not paused ends in the batch, alone of its run there. Any
-    other (paused for its plan, ended by a sweep, deleted), or an end sharing its batch with
-    another record of its run (whose tool step it would not count, or whose state would
-    follow it), has the batch written again record by record: this end then goes through
-    run_finish, which decides. Returns what run_finish would (True when it ended the run),
-    or with `wait=False` at once the record's Pending, whose wait() returns it."""
+    The agent hands it over `after` its last records (agents.loop.records.Records.end): in
+    their batch when it can, counting their tool steps, and never written when one of them
+    failed. Only an active run that is not paused ends in the batch, its run's last record
+    there. Any other (paused for its plan, ended by a sweep, deleted), or an end followed by
+    another record of its run (whose state would follow it), has the batch written again
+    record by record: this end then goes through run_finish, which decides. Returns what
+    run_finish would (True when it ended the run), or with `wait=False` at once the record's
+    Pending, whose wait() returns it."""
     report, error = capped_report(report), strip_controls(error)
     status = Status.FAILED if error else Status.DONE
     ended: list[tuple[int, Payload]] = []
@@ -128,6 +130,7 @@ def run_end_record(
         )
         if run is None:
             raise RunEnded
+        run.tool_calls += part.tool_steps_before
         ended[:] = _ended_rows(
             run, now, report=report, error=error, citations=citations, replacing=replacing
         )
@@ -136,7 +139,7 @@ def run_end_record(
         return [payload for _, payload in ended]
 
     part = Part(facts, None, None, 2 if report else 1, rows, events, result=True, ends=True)
-    return step_writer.record(part, alone, wait=wait)
+    return step_writer.record(part, alone, wait=wait, after=after)
 
 
 def _ended_rows(

@@ -14,7 +14,8 @@ one INSERT per table (research.sql.inserts_deferred).
 
 A record whose run ended meanwhile raises steps' _RunEnded, which has the writer write the
 batch again record by record; so does a batch holding an agent's end
-(research.services.finish) with another record of the same run.
+(research.services.finish) followed by another record of the same run. An end after its
+run's last records counts their tool steps with those already written.
 """
 
 from collections.abc import Callable, Sequence
@@ -62,6 +63,10 @@ class Part:
     events: Callable[[dict[str, Any]], list[Payload]]
     result: Any = None
     ends: bool = False  # the run's end (research.services.finish.run_end_record)
+    tool_steps: int = 0  # the tool steps its rows add (steps.tool_call_record)
+    # An end's: the tool steps of its run's records before it in the batch, not yet in the
+    # table when it counts the run's tool steps there (write_parts sets it).
+    tool_steps_before: int = 0
 
 
 class RunEnded(Exception):
@@ -70,12 +75,7 @@ class RunEnded(Exception):
 
 def write_parts(parts: Sequence[Part]) -> list[Any]:
     """Write the records of a batch, in the writer's transaction; what each returns."""
-    ending = [part.facts.run_id for part in parts if part.ends]
-    if ending and sum(part.facts.run_id in ending for part in parts) > len(ending):
-        # An end with another record of its run: a step before it would be missing from
-        # the tool steps the end counts (its row is not inserted yet), and a state after
-        # it would follow the end. Written one by one, each is written as it is alone.
-        raise RunEnded
+    _ends_last(parts)
     deltas: dict[int, list[Any]] = {}
     for part in parts:
         for pk, change in _changes(part):
@@ -120,6 +120,22 @@ def write_parts(parts: Sequence[Part]) -> list[Any]:
         expect(root_id, first, len(events))
         publish_all(root_id=root_id, events=events, first_seq=first)
     return [part.result for part in parts]
+
+
+def _ends_last(parts: Sequence[Part]) -> None:
+    """An agent's end comes with its last records (agents.loop.records.Records.end): it
+    counts their tool steps, whose rows go in after its count. A record of its run after it
+    would follow the end (a state after it): RunEnded, and each is written as it is alone."""
+    tool_steps: dict[int, int] = {}
+    ended: set[int] = set()
+    for part in parts:
+        run_id = part.facts.run_id
+        if run_id in ended:
+            raise RunEnded
+        if part.ends:
+            part.tool_steps_before = tool_steps.get(run_id, 0)
+            ended.add(run_id)
+        tool_steps[run_id] = tool_steps.get(run_id, 0) + part.tool_steps
 
 
 def usage_event(counters: dict[str, Any], moved: RunStateChanged | None = None) -> RunUsage:

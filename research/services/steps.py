@@ -327,7 +327,7 @@ def tool_call_record(
         return [_state_row(facts, next_state, status=counters["own"]["status"])]
 
     state = None if next_state is None else next_state.state
-    part = Part(facts, None, state, int(next_state is not None), rows, events)
+    part = Part(facts, None, state, int(next_state is not None), rows, events, tool_steps=1)
     return step_writer.record(part, alone, wait=wait)
 
 

@@ -1,18 +1,19 @@
 """Group commit: one writer thread per process writes the step records of all its agents.
 
-An agent hands its record over (`hand_over`: a model call, a tool call, the state it shows)
-and goes on: its next model call or its tools run while the record is written. It waits on its
+An agent hands its record over (`hand_over`: a model call, a tool call, the state it shows) and
+goes on: its next model call or its tools run while the record is written. It waits on its
 records (Pending.wait) only where it must see them committed: before the first write of a tool
-that acts (a spawn, a message, a plan), before reading the tree's cost for its cap, and before
-its end
-(agents.loop.records). `write` hands over and waits, for callers with no such point. The writer
-lets a batch fill for RESEARCH_WRITER_LINGER_MS from its oldest record (up to BATCH_MAX
-records), then writes the whole batch in one transaction, so a batch costs one commit instead
-of one per record: a model call's record and its tools' records, and other agents' records,
-commit together. The batch goes at once when an agent waits on a record (Pending.wait: nobody
-waits out a linger), when it is full, or when the writer is asked to stop. Each record's
-events are stored in that transaction and pushed after it commits, in the order their numbers
-were given (research.events.store), and only then are the waiters woken.
+that acts (a spawn, a message, a plan) and before reading the tree's cost for its cap
+(agents.loop.records). Its end is handed over behind its last records (`after` them): it goes
+in their batch when it can, and is never written when one of them failed. `write` hands over
+and waits, for callers with no such point. The writer lets a batch fill for
+RESEARCH_WRITER_LINGER_MS from its oldest record (up to BATCH_MAX records), then writes the
+whole batch in one transaction, so a batch costs one commit instead of one per record: a model
+call's record and its tools' records, and other agents' records, commit together. The batch
+goes at once when an agent waits on a record (Pending.wait: nobody waits out a linger), when it
+is full, or when the writer is asked to stop. Each record's events are stored in that
+transaction and pushed after it commits, in the order their numbers were given
+(research.events.store), and only then are the waiters woken.
 
 A batch that fails is rolled back and its records are written again one by one, each in its
 own transaction as before group commit (`alone`): a record whose run ended meanwhile
@@ -52,18 +53,30 @@ IDLE_SECONDS = 0.2
 
 class Pending:
     """A record handed over: `wait()` returns what it returned once it is committed, or
-    raises what it raised."""
+    raises what it raised. A record handed over `after` others (an agent's end, behind its
+    last records) is never written when one of them failed: it fails with their error."""
 
-    __slots__ = ("part", "alone", "done", "result", "error", "writer", "queued_at")
+    __slots__ = ("part", "alone", "after", "done", "result", "error", "writer", "queued_at")
 
-    def __init__(self, part: Any, alone: Callable[[], Any], writer: "Writer | None" = None) -> None:
+    def __init__(
+        self,
+        part: Any,
+        alone: Callable[[], Any],
+        writer: "Writer | None" = None,
+        after: tuple["Pending", ...] = (),
+    ) -> None:
         self.part = part
         self.alone = alone
+        self.after = after
         self.done = threading.Event()
         self.result: Any = None
         self.error: BaseException | None = None
         self.writer = writer
         self.queued_at = time.monotonic()
+
+    def failed_before(self) -> BaseException | None:
+        """The error of a record this one follows, once that record is done."""
+        return first_error(self.after)
 
     def settle(self) -> None:
         """Wait until it is written, or failed: its batch goes now, without lingering."""
@@ -84,6 +97,16 @@ class Pending:
         record.result = result
         record.done.set()
         return record
+
+    @classmethod
+    def failed(cls, error: BaseException) -> "Pending":
+        record = cls.written(None)
+        record.error = error
+        return record
+
+
+def first_error(records: tuple[Pending, ...]) -> BaseException | None:
+    return next((record.error for record in records if record.error is not None), None)
 
 
 class Writer:
@@ -141,27 +164,43 @@ class Writer:
         transaction of its own, as before group commit."""
         return self.hand_over(part, alone).wait()
 
-    def record(self, part: Any, alone: Callable[[], Any], *, wait: bool) -> Any:
+    def record(
+        self,
+        part: Any,
+        alone: Callable[[], Any],
+        *,
+        wait: bool,
+        after: tuple[Pending, ...] = (),
+    ) -> Any:
         """`write` with `wait`, else `hand_over`: what a record's service returns."""
-        return self.write(part, alone) if wait else self.hand_over(part, alone)
+        if wait:
+            return self.hand_over(part, alone, after=after).wait()
+        return self.hand_over(part, alone, after=after)
 
-    def hand_over(self, part: Any, alone: Callable[[], Any]) -> Pending:
+    def hand_over(
+        self, part: Any, alone: Callable[[], Any], *, after: tuple[Pending, ...] = ()
+    ) -> Pending:
         """Queue a record and return at once: the caller waits on the Pending where it must
         see the record committed. Written inline (done when it returns, its error raised
-        here) where `write` writes inline."""
+        here) where `write` writes inline. A record `after` others is queued behind them (they
+        were handed over first) and is not written when one of them fails."""
         with self._lock:
             thread = self._thread
             inline = (
                 thread is None or thread is threading.current_thread() or connection.in_atomic_block
             )
             if not inline:
-                record = Pending(part, alone, self)
+                record = Pending(part, alone, self, after)
                 self._queue.append(record)
                 # The writer waits for a first record, or for a batch to fill; lingering
                 # over a batch it wakes at its deadline and takes what came meanwhile.
                 if len(self._queue) == 1 or len(self._queue) >= BATCH_MAX:
                     self._ready.notify()
         if inline:
+            # Those it follows were written inline too, or by a writer that has stopped.
+            failed = first_error(after)
+            if failed is not None:
+                raise failed
             return Pending.written(alone())
         return record
 
@@ -217,7 +256,8 @@ class Writer:
         self.records += len(batch)
         self.largest = max(self.largest, len(batch))
         try:
-            alone = any(record.part is None for record in batch)
+            # A record whose predecessor failed in an earlier batch fails alone, unwritten.
+            alone = any(record.part is None or record.failed_before() for record in batch)
             if alone or not self._together(batch):
                 self._one_by_one(batch)
         except BaseException as error:  # never leave an agent waiting
@@ -255,11 +295,13 @@ class Writer:
 
     def _one_by_one(self, batch: list[Pending]) -> None:
         for record in batch:
-            try:
-                record.result = record.alone()
-            except Exception as error:
-                record.error = error
-                drop_broken_connection()
+            record.error = record.failed_before()  # those it follows come first in the queue
+            if record.error is None:
+                try:
+                    record.result = record.alone()
+                except Exception as error:
+                    record.error = error
+                    drop_broken_connection()
             record.done.set()
 
 

@@ -8,6 +8,7 @@ from datetime import datetime
 
 import httpx
 import pytest
+from django.db import transaction
 from django.utils import timezone
 
 from agents.llm.scripted import call, reply, slow
@@ -251,3 +252,29 @@ def test_a_queued_root_starts_as_soon_as_a_slot_frees(scripted_llm, alice, setti
     finally:
         pool.shutdown()
     assert [root.status for root in roots] == ["done", "done"]
+
+
+def test_roots_queued_while_one_starts_are_claimed_without_waiting_for_an_end(
+    scripted_llm, alice, settings
+):
+    """Three roots queued at once wake the claim loop once. It claims the first and stops
+    while that one starts; the start must wake it again, or the other two wait for an
+    agent's end (their model answers after 5 s) or the next poll (30 s)."""
+    settings.RESEARCH_MAX_WORKING_ROOTS = 10
+    settings.RESEARCH_CLAIM_POLL_SECONDS = 30
+    topics = [f"slow start {number}" for number in range(3)]
+    for topic in topics:
+        scripted_llm.script(topic, slow(5, reply("late report")))
+    pool = AgentPool(max_active=4).start()
+    try:
+        with transaction.atomic():  # their announcements go out together, at the commit
+            roots = [services.run_start(owner=alice, topic=topic) for topic in topics]
+        wait_for(
+            lambda: len(scripted_llm.requests) == len(topics),
+            timeout=3,
+            message="a queued root waited for a wake that never came",
+        )
+        claimed = Run.objects.filter(pk__in=[root.pk for root in roots], status="working")
+        assert claimed.count() == len(topics)
+    finally:
+        pool.shutdown()

@@ -287,14 +287,12 @@ class AgentPool(WorkerLoops):
         take a slot: it stops counting as starting, so the claim loop may take roots."""
         in_family = agent is not None and agent.family is not None
         if in_family:
-            with self._lock:
-                self._starting -= 1
+            self._started()
         try:
             return self._acquire(token, agent, cancellable=True)
         finally:
             if not in_family:
-                with self._lock:
-                    self._starting -= 1
+                self._started()
 
     def _acquire(self, token: CancelToken, agent: _Agent | None, *, cancellable: bool) -> bool:
         """Its parent's place first (a child waiting for one holds no slot), then a slot."""

@@ -115,6 +115,16 @@ class WorkerLoops:
                     log.info("worker %s: research %s resumes", self.worker_id, run_id)
                     self.submit(run_id)
 
+    def _started(self) -> None:
+        """An agent submitted no longer starts (it took its first slot, or gave up). A claim
+        loop that stopped for it claims again now: roots queued meanwhile may each have
+        announced themselves while it was claiming, and no other wake may come for them."""
+        with self._lock:
+            self._starting -= 1
+            wake = self._short_of_slots
+        if wake:
+            self._wake.set()
+
     def _free_slot_or_woken_by_one(self) -> bool:
         """Whether a slot is free; if not, the next agent's end wakes the claim loop. One
         lock for both: an end between them would find the flag unset and wake nobody."""

@@ -4,6 +4,7 @@ sends it, up to its answer.
     .venv/bin/python bench/start_cost.py                      # PostgreSQL, 200 starts, 5 rounds
     .venv/bin/python bench/start_cost.py --database sqlite
     .venv/bin/python bench/start_cost.py --statements         # the statements of one start
+    .venv/bin/python bench/start_cost.py --profile            # where 200 starts spend, by function
 
 Every research pays this once, on its critical path: the root cannot be claimed before the
 start commits (bench/tree_timeline.py's "root start, of which to its claim"). This runs the
@@ -16,7 +17,9 @@ median of the rounds, and the statements of one start.
 """
 
 import argparse
+import cProfile
 import os
+import pstats
 import statistics
 import sys
 import tempfile
@@ -36,6 +39,7 @@ def main() -> None:
     parser.add_argument("--starts", type=int, default=200, help="starts per round (200)")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--statements", action="store_true", help="list one start's statements")
+    parser.add_argument("--profile", action="store_true", help="cProfile 200 starts")
     options = parser.parse_args()
     with tempfile.TemporaryDirectory() as folder:
         shape = argparse.Namespace(database=options.database, turns=1, agents=1)
@@ -100,6 +104,12 @@ def measure(options: argparse.Namespace) -> None:
     if options.statements:
         for query in queries.captured_queries:
             print("  ", query["sql"][:150])
+    if options.profile:
+        profile = cProfile.Profile()
+        profile.runcall(lambda: [started() for _ in range(200)])
+        stats = pstats.Stats(profile)
+        stats.sort_stats("cumulative").print_stats(45)
+        stats.sort_stats("tottime").print_stats(25)
 
 
 if __name__ == "__main__":

@@ -59,10 +59,12 @@ def validate_topic(topic: str, *, field: str = "topic") -> str:
     return topic
 
 
-def working_roots_check(*, owner: AbstractBaseUser) -> None:
+def working_roots_check(*, owner: AbstractBaseUser, starting: int = 0) -> None:
     """Refuse a root that would put the owner over RESEARCH_MAX_WORKING_ROOTS (a start, or a
     resume by the analyst); call it inside the transaction that queues the root. Every start
-    runs it: its two statements are built once."""
+    runs it: its two statements are built once. A start calls it last, the root `starting`
+    already inserted (and left out of the count): the owner's lock is then held for the
+    count and the commit only, and the starts of one owner wait on one another that much."""
     # Lock the owner's row so two starts at once cannot both pass the limit. NO KEY UPDATE
     # still lets the owner's agents insert sub-agents (which reference the row) meanwhile.
     # The count is a statement of its own, after the lock: on PostgreSQL a statement's
@@ -71,7 +73,8 @@ def working_roots_check(*, owner: AbstractBaseUser) -> None:
     one(_owner_lock_sql(), [owner.pk])
     # A root paused for the analyst's review holds no slot and no thread: it does not count.
     limit = settings.RESEARCH_MAX_WORKING_ROOTS
-    (working,) = one(_working_roots_sql(), [owner.pk, Status.QUEUED, Status.WORKING])
+    params = [owner.pk, Status.QUEUED, Status.WORKING, starting]
+    (working,) = one(_working_roots_sql(), params)
     if working >= limit:
         raise TooManyRuns(
             f"You already have {working} researches working; the limit is {limit}. "
@@ -93,7 +96,7 @@ def _owner_lock_sql() -> str:
 def _working_roots_sql() -> str:
     return (
         f"SELECT COUNT(*) FROM {Run._meta.db_table} "
-        "WHERE owner_id = %s AND parent_id IS NULL AND status IN (%s, %s)"
+        "WHERE owner_id = %s AND parent_id IS NULL AND status IN (%s, %s) AND id <> %s"
     )
 
 

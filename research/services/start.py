@@ -84,7 +84,6 @@ def run_start(
         if follows is not None and dataset_id is None:
             dataset_id = follows.dataset_id
         dataset = _dataset_of(owner=owner, dataset_id=dataset_id, model=model)
-        working_roots_check(owner=owner)
         run = Run(
             owner=owner,
             topic=topic,
@@ -106,6 +105,8 @@ def run_start(
             if callback_url:
                 callback_register(run_id=run.pk, url=callback_url)
             publish(root_id=run.root_id, run_id=run.pk, payload=RunCreated.of(run))
+        # Last: the owner's row stays locked until the commit (see working_roots_check).
+        working_roots_check(owner=owner, starting=run.pk)
         roots_queued.announce(run.pk)
     return run
 

@@ -6,6 +6,7 @@ import threading
 from datetime import timedelta
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 
 from research import services
@@ -140,9 +141,9 @@ def test_an_end_behind_its_own_unwritten_records_counts_them_and_nothing_follows
     writer,  # noqa: F811
     agents,  # noqa: F811
 ):
-    """An end in the same batch as its run's tool step (whose row the batch has not yet
-    inserted when the end counts its tool steps), and a state handed over after it: the
-    batch goes record by record, so the step is counted and the late state not recorded."""
+    """An end in the same batch as its run's tool step, and a state handed over after it:
+    the batch goes record by record for the state that follows the end. The step is counted
+    (its row written before the end), and the late state is not recorded."""
     facts, other = agents[1], agents[2]
     retried = writer.retried
     gate = threading.Event()
@@ -251,4 +252,45 @@ def test_an_end_after_a_record_that_failed_is_not_written(writer, agents, where)
     assert (run.status, run.report) == ("working", "")
     assert not Event.objects.filter(payload__run=facts.run_id, type="run.finished").exists()
     assert Step.objects.filter(run_id=other.run_id, kind="tool").count() == 1
+    _numbers_gapless(agents)
+
+
+def test_an_end_handed_over_while_the_writer_stops_is_written_after_its_records(agents):  # noqa: F811
+    """The writer stops with a record still queued; an end handed over behind that record
+    meanwhile is written inline (the writer's thread is gone from the queue's view), but only
+    once the stopping writer has written the record: its tool step is counted, and the run's
+    last event is its finish."""
+    facts = agents[1]
+    owner = object()
+    services.step_writer.start(owner)
+    release = _held(services.step_writer)
+    record = _tool_call(facts, wait=False)
+    stopping = threading.Thread(target=services.step_writer.stop, args=(owner,))
+    stopping.start()
+    wait_for(lambda: services.step_writer.thread is None, message="the writer never stopped")
+    ended = {}
+
+    def end() -> None:
+        try:
+            ended["pending"] = services.run_end_record(
+                facts=facts, report=REPORT, wait=False, after=(record,)
+            )
+        finally:
+            connection.close()
+
+    ending = threading.Thread(target=end)
+    ending.start()
+    ending.join(0.5)
+    try:
+        assert ending.is_alive()  # it waits for the record the stopping writer holds
+    finally:
+        release()
+        ending.join(20)
+        stopping.join(20)
+
+    assert ended["pending"].wait() is True
+    events = list(Event.objects.filter(root_id=facts.root_id).order_by("seq"))
+    mine = [event.payload for event in events if event.payload["run"] == facts.run_id]
+    assert [payload["type"] for payload in mine][-3:] == ["run.state", "run.report", "run.finished"]
+    assert mine[-1]["tool_calls"] == 1
     _numbers_gapless(agents)

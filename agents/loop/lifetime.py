@@ -43,11 +43,9 @@ def run_agent(*, run_id: int, token: CancelToken, pool, run: Run | None = None) 
     except LLMError as failure:
         error = str(failure)
     except Exception as failure:
-        if not resilience.run_exists(run_id):
-            log.info("run %s was deleted while its agent worked", run_id)
+        error = _failure(run_id, failure)
+        if error is None:
             return
-        log.exception("agent of run %s failed", run_id)
-        error = endings.internal_error(failure)
     finally:
         # Cleanup that fails (Redis down, a lost connection) is logged: it never replaces
         # the outcome, and a report written is a report kept.
@@ -90,8 +88,10 @@ def _record_end(
         except Exception as failure:
             # A last record failed, and so has the agent, as when it waited for them before
             # its end: the end, behind that record, was not written.
-            log.exception("agent of run %s failed", ctx.run_id)
-            ending.update(report="", error=endings.internal_error(failure))
+            error = _failure(ctx.run_id, failure)
+            if error is None:
+                return
+            ending.update(report="", error=error)
             citations = []
     try:
         if ended is None or not _written(ended):
@@ -104,6 +104,16 @@ def _record_end(
         resilience.record_end(run_id=ctx.run_id, citations=[], **ending)
 
 
+def _failure(run_id: int, failure: Exception) -> str | None:
+    """The error of an agent that raised `failure` (logged); None when its run was deleted
+    meanwhile, which is what failed (logged as that, not as an error)."""
+    if not resilience.run_exists(run_id):
+        log.info("run %s was deleted while its agent worked", run_id)
+        return None
+    log.exception("agent of run %s failed", run_id)
+    return endings.internal_error(failure)
+
+
 def _written(ended: Pending) -> bool:
     """Whether the end handed over was written; False when it was lost with its connection,
     to be written again on a fresh one."""
@@ -112,6 +122,7 @@ def _written(ended: Pending) -> bool:
     except DatabaseError as failure:
         if not resilience.lost_connection(failure):
             raise
+        log.warning("the end of a run was lost with its connection; written again: %s", failure)
         return False
     return True
 

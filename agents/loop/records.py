@@ -19,7 +19,7 @@ from contextlib import AbstractContextManager, contextmanager
 from django.db import DatabaseError, connection
 
 from agents.runtime import resilience
-from research.services.writer import Pending
+from research.services.writer import Pending, first_error
 
 
 class Records:
@@ -51,10 +51,14 @@ class Records:
             for _, pending, _ in self._unwritten
             if not pending.done.is_set() or pending.error is not None
         )
-        try:
-            ending = write(wait=False, after=after)
-        except Exception as error:  # written inline (no writer runs): its wait raises it
-            ending = Pending.failed(error)
+        failed = first_error(after)
+        if failed is not None:  # not handed over: its wait raises that record's error
+            ending = Pending.failed(failed)
+        else:
+            try:
+                ending = write(wait=False, after=after)
+            except Exception as error:  # written inline (no writer runs): its wait raises it
+                ending = Pending.failed(error)
         self.written()
         return ending
 

@@ -71,7 +71,7 @@ class AgentPool(WorkerLoops):
         self._waiting_for_slot = 0
         self._working = 0
         # The claim loop last stopped for want of a slot, not of a queued root: an agent's
-        # end wakes it (agents.runtime.worker._claim_loop).
+        # end, or a start's first slot, wakes it (agents.runtime.worker._claim_loop).
         self._short_of_slots = True
         # Roots this pool claimed from the queue, for the one log line when each ends.
         self._claimed: set[int] = set()

@@ -52,8 +52,9 @@ class WorkerLoops:
 
     def _claim_loop(self) -> None:
         """Claim queued roots while a slot is free. Woken at once by a root queued (here, or by
-        another process's NOTIFY), and by an agent's end only when a root may be waiting for
-        its slot: each wake costs a claim statement, and most ends leave nothing queued."""
+        another process's NOTIFY), and by an agent's end or start (`_started`) only when a
+        root may be waiting for its slot: each wake costs a claim statement, and most ends
+        leave nothing queued."""
         self._wake.wait(settings.RESEARCH_CLAIM_POLL_SECONDS)
         self._wake.clear()
         if not self.claim_roots:

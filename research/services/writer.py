@@ -197,7 +197,10 @@ class Writer:
                 if len(self._queue) == 1 or len(self._queue) >= BATCH_MAX:
                     self._ready.notify()
         if inline:
-            # Those it follows were written inline too, or by a writer that has stopped.
+            # Those it follows first: a writer that is stopping (its thread already gone from
+            # here) may still be writing them. Never called on the writer's own thread.
+            for record in after:
+                record.settle()
             failed = first_error(after)
             if failed is not None:
                 raise failed
@@ -256,10 +259,13 @@ class Writer:
         self.records += len(batch)
         self.largest = max(self.largest, len(batch))
         try:
-            # A record whose predecessor failed in an earlier batch fails alone, unwritten.
-            alone = any(record.part is None or record.failed_before() for record in batch)
-            if alone or not self._together(batch):
-                self._one_by_one(batch)
+            # A record whose predecessor failed in an earlier batch fails, unwritten.
+            for record in batch:
+                record.error = record.failed_before()
+            rest = [record for record in batch if record.error is None]
+            alone = any(record.part is None for record in rest)
+            if rest and (alone or not self._together(rest)):
+                self._one_by_one(rest)
         except BaseException as error:  # never leave an agent waiting
             log.exception("the step writer failed a batch")
             for record in batch:

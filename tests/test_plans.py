@@ -18,7 +18,7 @@ from agents.llm.scripted import call, calls, fail, reply
 from agents.loop.review import COVERAGE_HEADING, Verdict, coverage_section, parse_verdict
 from frontend.rendering import render_report
 from research import services
-from research.models import Event, Message, Plan, Run
+from research.models import Event, Message, Plan, Run, RunState
 from tests.conftest import start_daphne, wait_finished, wait_for
 from tests.helpers import results, start
 
@@ -259,6 +259,23 @@ def test_the_verifier_flags_a_claim_whose_source_no_agent_read_and_the_report_li
             "why": "the cited page was never read.",
         }
     ]
+    # The lead waits for its verifier from the verifier's spawn on: its state and the
+    # verifier's creation are one commit, one publish (the same time), the state first.
+    events = [event.payload for event in Event.objects.filter(root_id=root.pk).order_by("seq")]
+    created = next(
+        index
+        for index, event in enumerate(events)
+        if event["type"] == "run.created" and event["run"] == verifier.pk
+    )
+    waiting = events[created - 1]
+    assert (waiting["type"], waiting["run"], waiting["state"], waiting["detail"]) == (
+        "run.state",
+        root.pk,
+        "waiting",
+        "verifier checks the draft",
+    )
+    assert waiting["at"] == events[created]["at"]
+    assert RunState.objects.filter(run=root, state="waiting", detail=waiting["detail"]).count() == 1
 
 
 @pytest.mark.parametrize(

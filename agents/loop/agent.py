@@ -119,7 +119,7 @@ class Agent:
     def _verdict(self, draft: str) -> "review.Verdict":
         """The verifier's findings on the draft, and the draft revised once after them."""
         try:
-            verdict = review.verify(self.ctx, draft, self.facts)
+            verdict = review.verify(self.ctx, draft)
             if verdict.report and not verdict.error:
                 findings = review.REVISE_NOTE.format(findings=verdict.report)
                 self.messages.append({"role": "user", "content": findings})

@@ -25,7 +25,7 @@ from research.clean import cut
 from research.models import Plan, Run, Source, State, Status
 from research.selectors import plans as plan_reads
 from research.selectors import team as team_reads
-from research.selectors.runs import RunFacts
+from research.services import NextState
 from research.services.citations import CitedUrl
 
 log = logging.getLogger(__name__)
@@ -116,9 +116,8 @@ def out_of_time(ctx: AgentContext) -> bool:
     return deadline is not None and time.monotonic() >= deadline
 
 
-def verify(ctx: AgentContext, draft: str, facts: RunFacts) -> Verdict:
-    """Start the verifier on the draft and wait for it (the root's slot given back). `facts`
-    are the root's, as its agent read them once."""
+def verify(ctx: AgentContext, draft: str) -> Verdict:
+    """Start the verifier on the draft and wait for it (the root's slot given back)."""
     cap = settings.RESEARCH_TREE_COST_CAP_USD
     if cap and resilience.retrying("reading the tree's cost", lambda: tree.tree_cost(ctx)) >= cap:
         return Verdict(error=f"the research reached its cost cap of ${cap} before verification")
@@ -127,7 +126,6 @@ def verify(ctx: AgentContext, draft: str, facts: RunFacts) -> Verdict:
     if kind is None:
         return Verdict(error="no verifier kind is defined")
     tier, model = catalog.model_for(kind=kind, tier=None, parent_model=ctx.model)
-    services.state_record(facts=facts, state=State.WAITING, detail="verifier checks the draft")
     # Read once: every agent of the tree has ended, so what it stored no longer changes.
     cited = services.cited_sources(root_id=ctx.root_id, report=draft)
     # At most half of the lead's time left: the other half is for its revision.
@@ -146,6 +144,8 @@ def verify(ctx: AgentContext, draft: str, facts: RunFacts) -> Verdict:
             max_steps=kind.clip_steps(None),
             seated=seat.count == 1,
             worker_id=ctx.pool.worker_id,
+            # The lead waits for it from its spawn on: its state goes in the same commit.
+            parent_state=NextState(State.WAITING, "verifier checks the draft"),
         )
         seat.used = int(tree.is_seated(child))
     ctx.spawned.add(child.pk)

@@ -15,6 +15,7 @@ from research import endings
 from research.clean import strip_controls
 from research.errors import InvalidInput, TooManyRuns
 from research.events import (
+    Payload,
     RunCreated,
     RunStateChanged,
     tree_lock,
@@ -113,14 +114,21 @@ def subagent_create(*, parent_id: int, launch: Launch) -> Run:
 
 @inserts_deferred()
 def subagents_record(
-    *, parent: Run, launches: Sequence[Launch], seat: int = 0, worker_id: int | None = None
+    *,
+    parent: Run,
+    launches: Sequence[Launch],
+    seat: int = 0,
+    worker_id: int | None = None,
+    before: Sequence[tuple[int, Payload]] = (),
 ) -> list[Run]:
     """The rows of checked launches under `parent`, read and locked by the caller, in the
     caller's transaction: the runs in one INSERT, then their first states and their
     `run.created` events in one round trip (inserts_deferred), numbered in one statement.
     The first `seat` are claimed for `worker_id` with them (subagents_announce)."""
     runs = subagents_insert(parent=parent, launches=launches)
-    return subagents_announce(parent=parent, runs=runs, seat=seat, worker_id=worker_id)
+    return subagents_announce(
+        parent=parent, runs=runs, seat=seat, worker_id=worker_id, before=before
+    )
 
 
 def subagents_insert(*, parent: Run, launches: Sequence[Launch]) -> list[Run]:
@@ -165,10 +173,16 @@ def _run_insert() -> Insert:
 
 
 def subagents_announce(
-    *, parent: Run, runs: Sequence[Run], seat: int = 0, worker_id: int | None = None
+    *,
+    parent: Run,
+    runs: Sequence[Run],
+    seat: int = 0,
+    worker_id: int | None = None,
+    before: Sequence[tuple[int, Payload]] = (),
 ) -> list[Run]:
     """The first state (queued) of new sub-agents of `parent` and their `run.created`
     events, numbered in one statement; in the caller's transaction, with its tree lock.
+    Events of the caller's (run id, payload) come `before` them, numbered with them.
 
     The first `seat` of them are also claimed, thinking, for `worker_id`: its pool had a
     place and a slot for each (AgentPool.seat), so their threads start working at once
@@ -188,13 +202,13 @@ def subagents_announce(
         [(run.pk, State.QUEUED, "", run.created_at) for run in runs]
         + [(run.pk, run.state, "", now) for run in claimed]
     )
-    first = allocate_seqs(root_id=parent.root_id, count=len(runs) + len(claimed))
-    publish_all(
-        root_id=parent.root_id,
-        events=[(run.pk, RunCreated.of(run)) for run in runs]
-        + [(run.pk, _claimed(run)) for run in claimed],
-        first_seq=first,
-    )
+    events = [
+        *before,
+        *[(run.pk, RunCreated.of(run)) for run in runs],
+        *[(run.pk, _claimed(run)) for run in claimed],
+    ]
+    first = allocate_seqs(root_id=parent.root_id, count=len(events))
+    publish_all(root_id=parent.root_id, events=events, first_seq=first)
     rows = {run.pk: run for run in claimed}
     return [rows.get(run.pk, run) for run in runs]
 

@@ -93,21 +93,29 @@ def _insert_checkpoint(run_id: int, checkpoint: dict[str, Any] | None) -> None:
 
 
 def _set_state(facts: RunFacts, next_state: NextState) -> Payload:
+    payload = state_moved(run_id=facts.run_id, next_state=next_state)
+    if payload is None:
+        raise _RunEnded
+    return payload
+
+
+def state_moved(*, run_id: int, next_state: NextState) -> Payload | None:
+    """Move a working run to `next_state` in the caller's transaction (its timeline row with
+    the caller's rows): its event, for the caller to number and publish; None when the run
+    has ended."""
     row = one(
         f"UPDATE {_RUNS} SET state = %s WHERE id = %s AND status IN ({_ACTIVE}) RETURNING status",
-        [next_state.state, facts.run_id, *ACTIVE_STATUSES],
+        [next_state.state, run_id, *ACTIVE_STATUSES],
     )
-    if row is None:
-        raise _RunEnded
-    return _state_row(facts, next_state, status=row[0])
+    return None if row is None else _state_row(run_id, next_state, status=row[0])
 
 
-def _state_row(facts: RunFacts, next_state: NextState, *, status: str) -> Payload:
+def _state_row(run_id: int, next_state: NextState, *, status: str) -> Payload:
     """The timeline row of a state the run's row already has, and its event."""
     # A detail often echoes what the model wrote (a query, a name): no escape reaches a
     # terminal or the admin from it.
     detail = strip_controls(next_state.detail)[:500]
-    step_inserts()["state"].row(facts.run_id, next_state.state, detail, timezone.now())
+    step_inserts()["state"].row(run_id, next_state.state, detail, timezone.now())
     return RunStateChanged(status=status, state=next_state.state, detail=detail)
 
 
@@ -131,7 +139,7 @@ def state_record(*, facts: RunFacts, state: str, detail: str = "", wait: bool | 
         return alone()
 
     def events(counters: dict[str, Any]) -> list[Payload]:
-        return [_state_row(facts, next_state, status=counters["own"]["status"])]
+        return [_state_row(facts.run_id, next_state, status=counters["own"]["status"])]
 
     part = Part(facts, None, state, 1, lambda: None, events)
     return step_writer.record(part, alone, wait=wait)
@@ -195,7 +203,7 @@ def _add_usage(
             "tree_output_tokens": root_out,
         },
     }
-    moved = None if next_state is None else _state_row(facts, next_state, status=status)
+    moved = None if next_state is None else _state_row(facts.run_id, next_state, status=status)
     return usage_event(counters, moved)
 
 
@@ -266,7 +274,7 @@ def model_call_record(
     def events(counters: dict[str, Any]) -> list[Payload]:
         if next_state is None:
             return [usage_event(counters)]
-        moved = _state_row(facts, next_state, status=counters["own"]["status"])
+        moved = _state_row(facts.run_id, next_state, status=counters["own"]["status"])
         return [usage_event(counters, moved)]
 
     state = None if next_state is None else next_state.state
@@ -324,7 +332,7 @@ def tool_call_record(
         _insert_checkpoint(facts.run_id, checkpoint)
 
     def events(counters: dict[str, Any]) -> list[Payload]:
-        return [_state_row(facts, next_state, status=counters["own"]["status"])]
+        return [_state_row(facts.run_id, next_state, status=counters["own"]["status"])]
 
     state = None if next_state is None else next_state.state
     part = Part(facts, None, state, int(next_state is not None), rows, events, tool_steps=1)

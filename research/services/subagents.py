@@ -26,6 +26,7 @@ from research.services.runs import (
     validate_max_steps,
     validate_topic,
 )
+from research.services.steps import NextState, state_moved
 from research.sql import inserts_deferred
 from research.text import content_words
 
@@ -232,20 +233,30 @@ def _check(launch: Launch, parent: Run, taken: dict[str, int | None], in_tree: i
 
 
 @transaction.atomic
+@inserts_deferred()
 def verifier_spawn(
-    *, parent_id: int, name: str, seated: bool = False, worker_id: int | None = None, **fields
+    *,
+    parent_id: int,
+    name: str,
+    seated: bool = False,
+    worker_id: int | None = None,
+    parent_state: NextState | None = None,
+    **fields,
 ) -> Run:
     """Record the verifier the runtime starts on a root's draft (issue 14). The runtime, not
     the model, asks for it: seed 000's limits and the task's length do not apply, and the
     name gets a number if the model already used it. `seated`: claimed for `worker_id` with
-    its spawn (subagents_announce)."""
+    its spawn (subagents_announce). The root goes on to `parent_state` (waiting for it) in
+    the same transaction, its event before the verifier's: one commit, not two in a row."""
     parent = parent_for_spawn(parent_id)
+    moved = None if parent_state is None else state_moved(run_id=parent_id, next_state=parent_state)
     taken = {child.name for child in team_reads.children_named(run_id=parent_id)}
     unique, number = name, 1
     while unique in taken:
         number += 1
         unique = f"{name}-{number}"
     launches = [Launch(name=unique, **fields)]
+    before = [] if moved is None else [(parent_id, moved)]
     return subagents_record(
-        parent=parent, launches=launches, seat=int(seated), worker_id=worker_id
+        parent=parent, launches=launches, seat=int(seated), worker_id=worker_id, before=before
     )[0]

@@ -230,7 +230,10 @@ def test_an_end_after_its_last_records_is_written_in_their_batch_counting_them(w
 
 @pytest.mark.parametrize("where", ["in its batch", "in an earlier batch"])
 def test_an_end_after_a_record_that_failed_is_not_written(writer, agents, where):  # noqa: F811
-    facts, other = agents[1], agents[2]
+    """The end fails with its record's error, unwritten, and the batch's other records are
+    written: together when the record failed in an earlier batch (one publish for their
+    tree, at one time), record by record when it fails in theirs."""
+    facts, others = agents[1], (agents[2], agents[0])  # one tree
     if where == "in an earlier batch":
         refused = _tool_call(facts, wait=False, query=object())  # not JSON: it fails alone
         with pytest.raises(TypeError):
@@ -240,18 +243,25 @@ def test_an_end_after_a_record_that_failed_is_not_written(writer, agents, where)
         if where == "in its batch":
             refused = _tool_call(facts, wait=False, query=object())
         ended = services.run_end_record(facts=facts, report=REPORT, wait=False, after=(refused,))
-        written = _tool_call(other, wait=False)
+        written = [_tool_call(other, wait=False) for other in others]
     finally:
         release()
 
     with pytest.raises(TypeError) as failed:
         ended.wait()
     assert failed.value is refused.error
-    written.wait()  # the batch's other agents are written
+    for pending in written:  # the batch's other agents are written
+        pending.wait()
     run = Run.objects.get(pk=facts.run_id)
     assert (run.status, run.report) == ("working", "")
     assert not Event.objects.filter(payload__run=facts.run_id, type="run.finished").exists()
-    assert Step.objects.filter(run_id=other.run_id, kind="tool").count() == 1
+    for other in others:
+        assert Step.objects.filter(run_id=other.run_id, kind="tool").count() == 1
+    times = {
+        Event.objects.filter(payload__run=other.run_id).order_by("seq").last().payload["at"]
+        for other in others
+    }
+    assert len(times) == (1 if where == "in an earlier batch" else 2)
     _numbers_gapless(agents)
 
 

@@ -2,19 +2,25 @@
 model call while its records wait for the database, and waits for them where it must."""
 
 import threading
+import time
+from contextlib import nullcontext
+from functools import partial
 
 import pytest
 from django.db import connection
 
 from agents.llm.scripted import call, reply
 from agents.loop.lifetime import run_agent
+from agents.loop.records import Records
 from agents.runtime.context import CancelToken
-from research import services
+from research import selectors, services
 from research.models import Event, Plan, Run, Step
 from research.services import step_writer
 from tests.conftest import wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
+
+LIFETIME = "agents.loop.lifetime"
 
 
 @pytest.fixture
@@ -207,3 +213,55 @@ def test_an_end_behind_a_record_the_database_refuses_is_not_written(
     )
     assert types.count("run.finished") == 1 and "run.report" not in types
     assert types[-1] == "run.finished"
+
+
+def test_an_end_behind_a_record_already_failed_is_not_handed_over(run_factory, subagent_factory):
+    """A record that failed before the agent's end: the end is not handed over at all (the
+    writer would only fail it), and the record's error is the agent's."""
+    owner = object()
+    step_writer.start(owner)
+    try:
+        child = _sub_agent(run_factory, subagent_factory, "an end after a failure")
+        services.run_claim(run_id=child.pk)
+        facts = selectors.run_facts(run=Run.objects.get(pk=child.pk))
+        records = Records(nullcontext)
+        step = {"kind": "tool", "tool": "web_search", "input": {"q": object()}, "output": ""}
+        records.hand_over(
+            "recording a tool call", partial(services.tool_call_record, facts=facts, step=step)
+        )
+        wait_for(lambda: step_writer.queued() == 0 and records._unwritten[0][1].done.is_set())
+        handed = step_writer.records
+
+        with pytest.raises(TypeError):
+            records.end(partial(services.run_end_record, facts=facts, report="The report."))
+
+        # Nothing more reaches the writer (which lingers at most a few milliseconds).
+        time.sleep(0.2)
+        assert (step_writer.queued(), step_writer.records) == (0, handed)
+    finally:
+        step_writer.stop(owner)
+    assert Run.objects.get(pk=child.pk).status == "working"
+
+
+def test_an_agent_whose_run_is_deleted_meanwhile_ends_without_an_error(
+    held_writer, scripted_llm, run_factory, subagent_factory, caplog
+):
+    """Its run deleted while its last records wait: they fail, and so does its end behind
+    them, and the agent says the run was deleted (as when it waited for them), not that it
+    failed."""
+    child = _sub_agent(run_factory, subagent_factory, "a deleted run")
+    scripted_llm.script("a deleted run", call("web_search", query="one"), reply("The report."))
+
+    agent = _agent_in_thread(child)
+    wait_for(lambda: step_writer.queued() == 4, message="the end never queued")
+    Run.objects.filter(pk=child.pk).delete()
+    with caplog.at_level("INFO", logger=LIFETIME):
+        held_writer()
+        agent.join(20)
+
+    lines = [
+        (r.levelname, r.getMessage()) for r in caplog.records if r.name == "agents.loop.lifetime"
+    ]
+    assert ("INFO", f"run {child.pk} was deleted while its agent worked") in lines
+    assert not [line for line in lines if line[0] == "ERROR"]
+    assert not Run.objects.filter(pk=child.pk).exists()

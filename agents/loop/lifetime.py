@@ -122,7 +122,7 @@ def _written(ended: Pending) -> bool:
     except DatabaseError as failure:
         if not resilience.lost_connection(failure):
             raise
-        log.warning("the end of a run was lost with its connection; written again: %s", failure)
+        log.warning("the end, or a record before it, was lost with its connection: %s", failure)
         return False
     return True
 

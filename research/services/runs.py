@@ -123,8 +123,9 @@ def subagents_record(
 ) -> list[Run]:
     """The rows of checked launches under `parent`, read and locked by the caller, in the
     caller's transaction: the runs in one INSERT, then their first states and their
-    `run.created` events in one round trip (inserts_deferred), numbered in one statement.
-    The first `seat` are claimed for `worker_id` with them (subagents_announce)."""
+    `run.created` events in one round trip (inserts_deferred), numbered in one statement,
+    after the caller's events `before` them. The first `seat` are claimed for `worker_id`
+    with them (subagents_announce)."""
     runs = subagents_insert(parent=parent, launches=launches)
     return subagents_announce(
         parent=parent, runs=runs, seat=seat, worker_id=worker_id, before=before

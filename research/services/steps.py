@@ -100,9 +100,9 @@ def _set_state(facts: RunFacts, next_state: NextState) -> Payload:
 
 
 def state_moved(*, run_id: int, next_state: NextState) -> Payload | None:
-    """Move a working run to `next_state` in the caller's transaction (its timeline row with
-    the caller's rows): its event, for the caller to number and publish; None when the run
-    has ended."""
+    """Move an active run (queued or working) to `next_state` in the caller's transaction (its
+    timeline row with the caller's rows): its event, for the caller to number and publish;
+    None when the run has ended."""
     row = one(
         f"UPDATE {_RUNS} SET state = %s WHERE id = %s AND status IN ({_ACTIVE}) RETURNING status",
         [next_state.state, run_id, *ACTIVE_STATUSES],

@@ -25,7 +25,8 @@ again. A record is one transaction's worth: a crash loses the records not yet co
 never half of one.
 
 Where the caller is already inside an atomic block (a test's transaction, a spawn), or no
-writer runs (the CLI, a test without a pool), the record is written inline as before. The pool
+writer runs (the CLI, a test without a pool, a writer stopping), the record is written inline
+as before; an end inline waits first for the records it follows. The pool
 starts the writer and stops it (agents.runtime.pool); the thread closes its connection on its
 way out, and starts again with the next pool.
 """
@@ -198,8 +199,12 @@ class Writer:
                     self._ready.notify()
         if inline:
             # Those it follows first: a writer that is stopping (its thread already gone from
-            # here) may still be writing them. Never called on the writer's own thread.
-            for record in after:
+            # here) may still be writing them. Never called on the writer's own thread, nor
+            # inside a transaction, which may hold a lock their batch needs.
+            unwritten = [record for record in after if not record.done.is_set()]
+            if unwritten and connection.in_atomic_block:
+                raise RuntimeError("a record behind unwritten ones goes outside a transaction")
+            for record in unwritten:
                 record.settle()
             failed = first_error(after)
             if failed is not None:
@@ -269,7 +274,7 @@ class Writer:
         except BaseException as error:  # never leave an agent waiting
             log.exception("the step writer failed a batch")
             for record in batch:
-                if not record.done.is_set():
+                if not record.done.is_set() and record.error is None:
                     record.error = error
             if not isinstance(error, Exception):
                 raise

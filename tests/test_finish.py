@@ -18,6 +18,7 @@ from tests.test_writer import (  # noqa: F401 (the fixtures agents and writer)
     _together,
     _tool_call,
     agents,
+    held,
     writer,
 )
 
@@ -146,10 +147,7 @@ def test_an_end_behind_its_own_unwritten_records_counts_them_and_nothing_follows
     (its row written before the end), and the late state is not recorded."""
     facts, other = agents[1], agents[2]
     retried = writer.retried
-    gate = threading.Event()
-    busy = threading.Thread(target=writer.write, args=(None, gate.wait))  # written alone
-    busy.start()
-    wait_for(lambda: writer.queued() == 0, message="the writer never took the busy record")
+    release = held(writer)
     try:
         handed = [
             _tool_call(facts, wait=False),
@@ -159,8 +157,7 @@ def test_an_end_behind_its_own_unwritten_records_counts_them_and_nothing_follows
         ]
         assert writer.queued() == len(handed)
     finally:
-        gate.set()
-        busy.join(20)
+        release()
     results = [pending.wait() for pending in handed]
 
     assert results[1] is True
@@ -187,26 +184,11 @@ def test_without_a_writer_an_end_is_written_at_once(agents):  # noqa: F811
     assert (run.status, run.report, run.error) == ("done", REPORT, "")
 
 
-def _held(writer):  # noqa: F811
-    """Hold the writer busy with a record written alone: what comes meanwhile queues. Call
-    what it returns to let it go."""
-    gate = threading.Event()
-    busy = threading.Thread(target=writer.write, args=(None, gate.wait))
-    busy.start()
-    wait_for(lambda: writer.queued() == 0, message="the writer never took the busy record")
-
-    def release() -> None:
-        gate.set()
-        busy.join(20)
-
-    return release
-
-
 def test_an_end_after_its_last_records_is_written_in_their_batch_counting_them(writer, agents):  # noqa: F811
     facts = agents[1]
     _one_step(facts)  # a tool step written before
     retried = writer.retried
-    release = _held(writer)
+    release = held(writer)
     try:
         records = (_tool_call(facts, wait=False), _model_call(facts, wait=False))
         ended = services.run_end_record(facts=facts, report=REPORT, wait=False, after=records)
@@ -238,7 +220,7 @@ def test_an_end_after_a_record_that_failed_is_not_written(writer, agents, where)
         refused = _tool_call(facts, wait=False, query=object())  # not JSON: it fails alone
         with pytest.raises(TypeError):
             refused.wait()
-    release = _held(writer)
+    release = held(writer)
     try:
         if where == "in its batch":
             refused = _tool_call(facts, wait=False, query=object())
@@ -273,7 +255,7 @@ def test_an_end_handed_over_while_the_writer_stops_is_written_after_its_records(
     facts = agents[1]
     owner = object()
     services.step_writer.start(owner)
-    release = _held(services.step_writer)
+    release = held(services.step_writer)
     record = _tool_call(facts, wait=False)
     stopping = threading.Thread(target=services.step_writer.stop, args=(owner,))
     stopping.start()

@@ -17,6 +17,7 @@ from research import selectors, services
 from research.models import Event, Plan, Run, Step
 from research.services import step_writer
 from tests.conftest import wait_for
+from tests.test_writer import held
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -30,13 +31,9 @@ def held_writer(settings):
     settings.SEARCH_PROVIDER = ""  # web_search answers at once, without a query
     owner = object()
     step_writer.start(owner)
-    gate = threading.Event()
-    busy = threading.Thread(target=step_writer.write, args=(None, gate.wait))
-    busy.start()
-    wait_for(lambda: step_writer.queued() == 0, message="the writer never took the record")
-    yield gate.set
-    gate.set()
-    busy.join(10)
+    release = held(step_writer)
+    yield release
+    release()
     step_writer.stop(owner)
 
 

@@ -2,6 +2,7 @@
 the same rows and events as one by one, and a bad record failing only its own agent."""
 
 import threading
+from collections.abc import Callable
 
 import pytest
 from django.db import connection, transaction
@@ -62,13 +63,25 @@ def _one_step(facts, output: object = "results") -> None:
     _tool_call(facts, query=output)
 
 
+def held(writer) -> Callable[[], None]:
+    """Hold the writer busy with a record written alone: what comes meanwhile queues. Call
+    what it returns to let it go."""
+    gate = threading.Event()
+    busy = threading.Thread(target=writer.write, args=(None, gate.wait))
+    busy.start()
+    wait_for(lambda: writer.queued() == 0, message="the writer never took the busy record")
+
+    def release() -> None:
+        gate.set()
+        busy.join(20)
+
+    return release
+
+
 def _together(writer, calls) -> dict[int, BaseException]:
     """Run each call in its own thread while the writer is held busy, so that all their first
     records queue up and go in one batch; the errors they raised, by index."""
-    gate = threading.Event()
-    busy = threading.Thread(target=writer.write, args=(None, gate.wait))  # written alone
-    busy.start()
-    wait_for(lambda: writer.queued() == 0, message="the writer never took the busy record")
+    release = held(writer)
     errors: dict[int, BaseException] = {}
 
     def run(index, call) -> None:
@@ -84,8 +97,8 @@ def _together(writer, calls) -> dict[int, BaseException]:
         thread.start()
     wait_for(lambda: writer.queued() == len(calls), message="the records never queued")
     writer.largest = 0  # forget the batches of earlier tests
-    gate.set()
-    for thread in [busy, *threads]:
+    release()
+    for thread in threads:
         thread.join(20)
     # The first records went together: the next batch took every record queued meanwhile.
     # (Not a count of batches: how the later records group depends on the machine's load.)

@@ -158,12 +158,12 @@ class Writer:
         with self._lock:
             return len(self._queue)
 
-    def write(self, part: Any, alone: Callable[[], Any]) -> Any:
+    def write(self, part: Any, alone: Callable[[], Any], *, after: tuple[Pending, ...] = ()) -> Any:
         """Write a record and return what it returns. `part` is what the writer's `together`
         takes (research.services.step_batch.Part): the batch's parts in its transaction, which
         raises to have the batch written record by record; `alone` writes the record in a
         transaction of its own, as before group commit."""
-        return self.hand_over(part, alone).wait()
+        return self.hand_over(part, alone, after=after).wait()
 
     def record(
         self,
@@ -175,7 +175,7 @@ class Writer:
     ) -> Any:
         """`write` with `wait`, else `hand_over`: what a record's service returns."""
         if wait:
-            return self.hand_over(part, alone, after=after).wait()
+            return self.write(part, alone, after=after)
         return self.hand_over(part, alone, after=after)
 
     def hand_over(

@@ -67,9 +67,16 @@ def held(writer) -> Callable[[], None]:
     """Hold the writer busy with a record written alone: what comes meanwhile queues. Call
     what it returns to let it go."""
     gate = threading.Event()
-    busy = threading.Thread(target=writer.write, args=(None, gate.wait))
+    writing = threading.Event()
+
+    def busy_record() -> None:
+        writing.set()
+        gate.wait()
+
+    busy = threading.Thread(target=writer.write, args=(None, busy_record))
     busy.start()
-    wait_for(lambda: writer.queued() == 0, message="the writer never took the busy record")
+    # Not "the queue is empty": it is before the busy record is handed over, too.
+    assert writing.wait(20), "the writer never took the busy record"
 
     def release() -> None:
         gate.set()

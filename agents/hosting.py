@@ -17,10 +17,12 @@ from django.conf import settings
 
 from agents.runtime.pool import AgentPool
 from research import selectors, services
+from research.ops import heap
 
 
 def warm_up() -> None:
-    """Import what every agent needs before this process claims anything.
+    """Import what every agent needs before this process claims anything, then freeze the
+    process's heap (research.ops.heap).
 
     The tools and the model client take two to three seconds to import (trafilatura, the
     openai package and its lazily loaded resources): without this the first run a fresh
@@ -35,6 +37,8 @@ def warm_up() -> None:
 
     if settings.RESEARCH_MODEL != DEMO_MODEL:
         chat_model_for(settings.RESEARCH_MODEL)  # builds the client and its chat resource
+    # What was imported lives as long as the process: out of the collector's walk.
+    heap.freeze_startup_heap()
 
 
 _web_pool: AgentPool | None = None

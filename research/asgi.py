@@ -44,3 +44,12 @@ if settings.RESEARCH_AGENTS_IN_WEB:
     from agents import hosting  # noqa: E402
 
     hosting.serve_in_web_process()
+
+from django.urls import get_resolver  # noqa: E402
+
+from research.ops import heap  # noqa: E402
+
+# The URLconf and its views (the API, the pages, their exports) load on the first request
+# otherwise: loaded now, they are frozen with the rest of startup.
+get_resolver().url_patterns  # noqa: B018
+heap.freeze_startup_heap()

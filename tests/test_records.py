@@ -14,7 +14,7 @@ from agents.loop.lifetime import run_agent
 from agents.loop.records import Records
 from agents.runtime.context import CancelToken
 from research import selectors, services
-from research.models import Event, Plan, Run, Step
+from research.models import Event, Plan, Run, RunState, Step
 from research.services import step_writer
 from tests.conftest import wait_for
 from tests.test_writer import held
@@ -73,13 +73,18 @@ def test_an_agent_goes_on_to_its_next_model_call_while_its_records_wait(
     assert [event.seq for event in events] == list(range(1, len(events) + 1))
     assert events[-1].type == "run.finished"  # its end follows every record
     assert events[-2].type == "run.report"
-    # The state a model call moves the agent to rides on its usage event.
-    moves = ("run.state", "run.usage")
-    states = [event.payload.get("state") for event in events if event.type in moves]
-    states = [state for state in states if state]
+    # Each search finished before its call's record was written: they went in one batch, and
+    # each call's usage event shows the state its search moved the agent to (thinking, its
+    # next call), with no run.state of its own. The timeline keeps every state.
+    moves = [(event.type, event.payload.get("state")) for event in events]
+    moves = [(kind, state) for kind, state in moves if kind in ("run.state", "run.usage")]
+    assert moves == [("run.state", "thinking")] + [("run.usage", "thinking")] * 3 + [
+        ("run.usage", None)
+    ]
+    timeline = list(RunState.objects.filter(run=run).values_list("state", flat=True))
     # Claimed thinking (its first act is a model call), never recorded twice in a row; its
     # report and its checked citations come with its finish, with no state between.
-    assert states == [*["thinking", "searching"] * 3, "thinking"]
+    assert timeline == ["queued", *["thinking", "searching"] * 3, "thinking", "ended"]
 
 
 def test_a_tool_that_acts_writes_after_the_agents_records(held_writer, scripted_llm, run_factory):

@@ -245,6 +245,63 @@ def test_a_state_handed_over_follows_its_agents_records_and_skips_a_run_ended_me
             )
 
 
+def test_a_tools_state_rides_on_its_calls_usage_event_in_their_batch(writer, agents):
+    """In one batch: a model call and its two tools (the first moving the agent on to a
+    second group, the second to its next call) send one run.usage, carrying the last state;
+    a tool whose call went in an earlier batch sends its own run.state, and so does one
+    after a state recorded between it and its call. The timeline keeps every state."""
+    rides, earlier, between = agents[0], agents[1], agents[2]
+    claimed = {facts.run_id: Run.objects.get(pk=facts.root_id).event_seq for facts in agents}
+    _model_call(earlier)  # committed before the batch
+    release = held(writer)
+    handed = [
+        _model_call(rides, wait=False),
+        services.tool_call_record(
+            facts=rides,
+            step={"kind": "tool", "tool": "web_search", "input": {}, "output": "results"},
+            next_state=NextState("reading", "a page"),
+            wait=False,
+        ),
+        _tool_call(rides, wait=False),
+        _tool_call(earlier, wait=False),
+        _model_call(between, wait=False),
+        services.state_record(facts=between, state="writing", detail="a draft", wait=False),
+        _tool_call(between, wait=False),
+    ]
+    release()
+    for record in handed:
+        record.wait()
+    assert writer.queued() == 0
+
+    def moves(facts) -> list[tuple[str, str | None, str | None]]:
+        events = Event.objects.filter(root_id=facts.root_id, payload__run=facts.run_id)
+        events = events.filter(seq__gt=claimed[facts.run_id])  # after their claims' states
+        payloads = [event.payload for event in events.order_by("seq")]
+        return [
+            (payload["type"], payload.get("state"), payload.get("detail"))
+            for payload in payloads
+            if payload["type"] in ("run.state", "run.usage")
+        ]
+
+    def timeline(facts) -> list[str]:
+        states = RunState.objects.filter(run_id=facts.run_id).order_by("id")
+        return list(states.values_list("state", flat=True))[-3:]
+
+    assert moves(rides) == [("run.usage", "thinking", "")]
+    assert timeline(rides) == ["searching", "reading", "thinking"]
+    assert moves(earlier) == [("run.usage", "searching", "a query"), ("run.state", "thinking", "")]
+    assert moves(between) == [
+        ("run.usage", "searching", "a query"),
+        ("run.state", "writing", "a draft"),
+        ("run.state", "thinking", ""),
+    ]
+    assert {Run.objects.get(pk=facts.run_id).state for facts in agents[:3]} == {"thinking"}
+    for root_id in {facts.root_id for facts in agents}:
+        seqs = Event.objects.filter(root_id=root_id).order_by("seq").values_list("seq", flat=True)
+        assert list(seqs) == list(range(1, len(seqs) + 1))
+        assert Run.objects.get(pk=root_id).event_seq == len(seqs)
+
+
 @pytest.mark.skipif("connection.vendor != 'postgresql'")
 def test_a_lost_connection_is_written_again_through_a_fresh_one(writer, agents):
     from tests.test_resilience import terminate_backends

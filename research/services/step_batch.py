@@ -15,11 +15,13 @@ one INSERT per table (research.sql.inserts_deferred).
 A record whose run ended meanwhile raises steps' _RunEnded, which has the writer write the
 batch again record by record; so does a batch holding an agent's end
 (research.services.finish) followed by another record of the same run. An end after its
-run's last records counts their tool steps with those already written.
+run's last records counts their tool steps with those already written. A tool call that
+follows its run's model call in the batch has its state carried by the call's usage event
+(_carriers): the tools finished before the call was written.
 """
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from functools import cache
 from typing import Any
@@ -64,6 +66,9 @@ class Part:
     result: Any = None
     ends: bool = False  # the run's end (research.services.finish.run_end_record)
     tool_steps: int = 0  # the tool steps its rows add (steps.tool_call_record)
+    # Its one event is the state a tool call moves its run to: it may ride on the usage
+    # event of its run's model call before it in the batch (_riders).
+    rides: bool = False
     # An end's: the tool steps of its run's records before it in the batch, not yet in the
     # table when it counts the run's tool steps there (write_parts sets it).
     tool_steps_before: int = 0
@@ -76,9 +81,11 @@ class RunEnded(Exception):
 def write_parts(parts: Sequence[Part]) -> list[Any]:
     """Write the records of a batch, in the writer's transaction; what each returns."""
     _ends_last(parts)
+    carrier_of = _carriers(parts)
+    counts = [0 if id(part) in carrier_of else part.event_count for part in parts]
     deltas: dict[int, list[Any]] = {}
-    for part in parts:
-        for pk, change in _changes(part):
+    for part, count in zip(parts, counts, strict=True):
+        for pk, change in _changes(part, count):
             row = deltas.setdefault(pk, [0, 0, 0, Decimal(0), 0, 0, Decimal(0), 0, None])
             for index, value in enumerate(change[:8]):
                 row[index] += value
@@ -99,27 +106,65 @@ def write_parts(parts: Sequence[Part]) -> list[Any]:
     # Counters after each record: from the last record's back to the first.
     current = {pk: dict(row) for pk, row in after.items()}
     states: list[tuple[dict[str, Any], dict[str, Any]]] = []
-    for part in reversed(parts):
+    for part, count in zip(reversed(parts), reversed(counts), strict=True):
         states.append((dict(current[part.facts.run_id]), dict(current[part.facts.root_id])))
-        for pk, change in _changes(part):
+        for pk, change in _changes(part, count):
             for name, value in zip(_COUNTERS, change[:8], strict=True):
                 current[pk][name] -= value
     # A tree's records in a batch have numbers one after another (counted back from its
     # counter above, in the records' order): their events go as one publish (one push after
     # the commit, one sequencer call), not one per record.
     trees: dict[int, tuple[int, list[tuple[int, Payload]]]] = {}
-    for part, (own, root) in zip(parts, reversed(states), strict=True):
+    usages: dict[int, int] = {}  # a carrier's usage event: its index among its tree's events
+    for part, count, (own, root) in zip(parts, counts, reversed(states), strict=True):
         part.rows()
-        if not part.event_count:
+        carrier = carrier_of.get(id(part))
+        if carrier is not None:
+            # Its state (and its timeline row) is made as alone; the usage event shows it.
+            (moved,) = part.events({"own": own, "root": root})
+            events = trees[part.facts.root_id][1]
+            index = usages[id(carrier)]
+            run_id, usage = events[index]
+            events[index] = (run_id, carried(usage, moved))
             continue
-        first = root["event_seq"] - part.event_count + 1
+        if not count:
+            continue
+        first = root["event_seq"] - count + 1
         _, events = trees.setdefault(part.facts.root_id, (first, []))
         payloads = part.events({"own": own, "root": root})
         events += [(part.facts.run_id, payload) for payload in payloads]
+        if part.usage is not None:
+            usages[id(part)] = len(events) - 1
     for root_id, (first, events) in trees.items():
         expect(root_id, first, len(events))
         publish_all(root_id=root_id, events=events, first_seq=first)
     return [part.result for part in parts]
+
+
+def _carriers(parts: Sequence[Part]) -> dict[int, Part]:
+    """The model call whose usage event carries a tool call's state, by the tool call's id:
+    for the tool calls that follow their run's model call in the batch, with nothing of that
+    run between them but other tool calls. The call's tools finished before its record was
+    written (within the writer's linger, a few milliseconds): the state the call moved the
+    agent to lasted no longer, and its usage event says where the agent is now, one event
+    instead of one more per tool. The timeline (research_state rows) keeps every state."""
+    last_call: dict[int, Part] = {}  # by run
+    carrier_of: dict[int, Part] = {}
+    for part in parts:
+        run_id = part.facts.run_id
+        if part.usage is not None:
+            last_call[run_id] = part
+        elif part.rides and run_id in last_call:
+            if part.event_count:
+                carrier_of[id(part)] = last_call[run_id]
+        else:
+            last_call.pop(run_id, None)
+    return carrier_of
+
+
+def carried(usage: RunUsage, moved: RunStateChanged) -> RunUsage:
+    """A usage event that shows the state `moved` (a tool's run.state) instead of its own."""
+    return replace(usage, status=moved.status, state=moved.state, detail=moved.detail)
 
 
 def _ends_last(parts: Sequence[Part]) -> None:
@@ -158,8 +203,9 @@ def usage_event(counters: dict[str, Any], moved: RunStateChanged | None = None) 
     )
 
 
-def _changes(part: Part) -> list[tuple[int, tuple[Any, ...]]]:
-    """(run id, deltas of _COUNTERS and the new state) of every row the record changes."""
+def _changes(part: Part, event_count: int) -> list[tuple[int, tuple[Any, ...]]]:
+    """(run id, deltas of _COUNTERS and the new state) of every row the record changes, with
+    `event_count` numbers taken for its events."""
     facts = part.facts
     changes: dict[int, list[Any]] = {}
 
@@ -173,7 +219,7 @@ def _changes(part: Part) -> list[tuple[int, tuple[Any, ...]]]:
         for pk in facts.lineage:
             row(pk)[4:7] = [input_tokens, output_tokens, cost]
     row(facts.run_id)[8] = part.next_state
-    row(facts.root_id)[7] = part.event_count
+    row(facts.root_id)[7] = event_count
     return [(pk, tuple(values)) for pk, values in changes.items()]
 
 

@@ -335,7 +335,8 @@ def tool_call_record(
         return [_state_row(facts.run_id, next_state, status=counters["own"]["status"])]
 
     state = None if next_state is None else next_state.state
-    part = Part(facts, None, state, int(next_state is not None), rows, events, tool_steps=1)
+    count = int(next_state is not None)
+    part = Part(facts, None, state, count, rows, events, tool_steps=1, rides=True)
     return step_writer.record(part, alone, wait=wait)
 
 

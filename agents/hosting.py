@@ -21,8 +21,7 @@ from research.ops import heap
 
 
 def warm_up() -> None:
-    """Import what every agent needs before this process claims anything, then freeze the
-    process's heap (research.ops.heap).
+    """Import what every agent needs before this process claims anything.
 
     The tools and the model client take two to three seconds to import (trafilatura, the
     openai package and its lazily loaded resources): without this the first run a fresh
@@ -37,7 +36,12 @@ def warm_up() -> None:
 
     if settings.RESEARCH_MODEL != DEMO_MODEL:
         chat_model_for(settings.RESEARCH_MODEL)  # builds the client and its chat resource
-    # What was imported lives as long as the process: out of the collector's walk.
+
+
+def prepare_process() -> None:
+    """An agent process's start: warm_up, then what it imported, which lives as long as the
+    process, is frozen out of the collector's walk (research.ops.heap)."""
+    warm_up()
     heap.freeze_startup_heap()
 
 
@@ -53,8 +57,9 @@ def serve_in_web_process() -> AgentPool:
     global _web_pool
     if _web_pool is None:
         # Beside the server's start, not before it: pages are served meanwhile, and the first
-        # research no longer waits for imports (see warm_up).
-        threading.Thread(target=warm_up, name="agents-warm-up", daemon=True).start()
+        # research no longer waits for imports (see warm_up). Frozen then, with what
+        # meanwhile is alive of the first requests: a bounded few objects.
+        threading.Thread(target=prepare_process, name="agents-warm-up", daemon=True).start()
         _web_pool = AgentPool().start()
         atexit.register(_web_pool.shutdown)
     return _web_pool
@@ -62,7 +67,7 @@ def serve_in_web_process() -> AgentPool:
 
 def serve_as_worker(*, max_agents: int | None = None) -> AgentPool:
     """A `runagents` worker's pool: it claims queued roots; the command stops it."""
-    warm_up()
+    prepare_process()
     return AgentPool(max_active=max_agents, claim_roots=True).start()
 
 
@@ -99,4 +104,4 @@ class LocalAgents:
             self.pool.shutdown(reason=reason or self.reason, timeout=3.0)
 
 
-__all__ = ["LocalAgents", "serve_as_worker", "serve_in_web_process", "warm_up"]
+__all__ = ["LocalAgents", "prepare_process", "serve_as_worker", "serve_in_web_process", "warm_up"]

@@ -210,6 +210,33 @@ def test_an_end_after_its_last_records_is_written_in_their_batch_counting_them(w
     _numbers_gapless(agents)
 
 
+def test_an_end_after_a_call_and_its_tool_in_its_batch_follows_their_one_event(writer, agents):  # noqa: F811
+    """The call's usage event carries its tool's state (step_batch._carriers); the end that
+    follows them in the batch counts the tool and comes right after that one event."""
+    facts = agents[1]
+    _one_step(facts)  # a tool step written before
+    release = held(writer)
+    try:
+        records = (_model_call(facts, wait=False), _tool_call(facts, wait=False))
+        ended = services.run_end_record(facts=facts, report=REPORT, wait=False, after=records)
+    finally:
+        release()
+
+    assert ended.wait() is True
+    events = [event.payload for event in Event.objects.filter(payload__run=facts.run_id)]
+    events.sort(key=lambda payload: payload["seq"])
+    assert [(payload["type"], payload.get("state")) for payload in events[-4:]] == [
+        ("run.state", "thinking"),  # the tool written before
+        ("run.usage", "thinking"),  # the call, carrying its tool's state
+        ("run.report", None),
+        ("run.finished", "ended"),
+    ]
+    assert events[-1]["tool_calls"] == 2
+    timeline = RunState.objects.filter(run_id=facts.run_id).order_by("id")
+    assert list(timeline.values_list("state", flat=True))[-3:] == ["searching", "thinking", "ended"]
+    _numbers_gapless(agents)
+
+
 @pytest.mark.parametrize("where", ["in its batch", "in an earlier batch"])
 def test_an_end_after_a_record_that_failed_is_not_written(writer, agents, where):  # noqa: F811
     """The end fails with its record's error, unwritten, and the batch's other records are

@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import PROJECT, process_env
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db  # the processes need the test database to exist
 
 # An object is frozen when the collector tracks it but none of its generations holds it.
 FROZEN = """
@@ -53,6 +53,7 @@ def test_the_web_process_freezes_its_startup_with_the_urlconf_loaded(settings):
 
 
 def test_an_agent_process_freezes_what_its_warm_up_imported(settings):
+    """As a worker starts (serve_as_worker) and the web process's warm-up thread runs."""
     count, client_frozen, agent_frozen = _run(
         settings,
         """
@@ -62,7 +63,7 @@ def test_an_agent_process_freezes_what_its_warm_up_imported(settings):
         from agents import hosting
 
         before = gc.get_freeze_count()
-        hosting.warm_up()
+        hosting.prepare_process()
         import openai
         from agents.loop.agent import Agent
 

@@ -76,7 +76,9 @@ def held(writer) -> Callable[[], None]:
     busy = threading.Thread(target=writer.write, args=(None, busy_record))
     busy.start()
     # Not "the queue is empty": it is before the busy record is handed over, too.
-    assert writing.wait(20), "the writer never took the busy record"
+    if not writing.wait(20):
+        gate.set()  # the writer must not stay held for the tests that follow
+        raise AssertionError("the writer never took the busy record")
 
     def release() -> None:
         gate.set()

@@ -94,7 +94,8 @@ class TreeModel:
         agent = self.agents.get(run_id)
         if agent is None:
             return
-        # A run.usage carries the state the call moved the agent to, if it moved it.
+        # A run.usage carries the state the call moved the agent to, if it moved it (or,
+        # when its tools finished in its commit, the state they left it in).
         if kind in ("run.state", "run.finished") or (kind == "run.usage" and "state" in payload):
             agent.status = payload.get("status", agent.status)
             agent.state = payload.get("state", agent.state)

@@ -197,7 +197,9 @@ class RunStateChanged(Payload):
 class RunUsage(Payload):
     """Steps, tokens and cost after a model call: the run's own, its subtree's, the tree's.
     When the call moved the agent on (to its first tool's state: searching, spawning), the
-    event says so as a `run.state` would (`status`, `state`, `detail`): one event, not two."""
+    event says so as a `run.state` would (`status`, `state`, `detail`): one event, not two.
+    When its tools finished before it was written, in its commit, it says the state they
+    left the agent in instead, and they send no `run.state` (research.services.step_batch)."""
 
     type: ClassVar[str] = "run.usage"
     optional: ClassVar[frozenset[str]] = frozenset({"status", "state", "detail"})

@@ -67,7 +67,7 @@ class Part:
     ends: bool = False  # the run's end (research.services.finish.run_end_record)
     tool_steps: int = 0  # the tool steps its rows add (steps.tool_call_record)
     # Its one event is the state a tool call moves its run to: it may ride on the usage
-    # event of its run's model call before it in the batch (_riders).
+    # event of its run's model call before it in the batch (_carriers).
     rides: bool = False
     # An end's: the tool steps of its run's records before it in the batch, not yet in the
     # table when it counts the run's tool steps there (write_parts sets it).
@@ -153,7 +153,7 @@ def _carriers(parts: Sequence[Part]) -> dict[int, Part]:
     for part in parts:
         run_id = part.facts.run_id
         if part.usage is not None:
-            last_call[run_id] = part
+            last_call[run_id] = part  # its one event, a usage event (steps.model_call_record)
         elif part.rides and run_id in last_call:
             if part.event_count:
                 carrier_of[id(part)] = last_call[run_id]

@@ -6,7 +6,8 @@
 const GAP_FILL_MS = 1500;
 
 /** Whether an event moves its agent to a new state: a run.state, or a run.usage that carries
- * the state its model call moved the agent to (research/events/payloads.py, RunUsage). */
+ * the state its model call (or its tools, when they finished in its commit) moved the agent to
+ * (research/events/payloads.py, RunUsage). */
 export function movesOn(event) {
   return event.type === "run.state" || (event.type === "run.usage" && event.state !== undefined);
 }

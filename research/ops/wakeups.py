@@ -2,9 +2,13 @@
 look when a run is cancelled or given a note anywhere, instead of polling.
 
 What a commit announces (research.services.announce: a root queued, a run flagged) is told
-to every other process with PostgreSQL's `NOTIFY <channel>, '<run id>'`, sent after the
-commit; every agent process LISTENs on a connection of its own and wakes its pools at once:
-their claim loops for a root, their cancel watches for a flag. The pools still look every
+to every other process with PostgreSQL's `NOTIFY <channel>, '<run id>:<origin>'`, sent after
+the commit; every agent process LISTENs on a connection of its own and wakes its pools at
+once: their claim loops for a root, their cancel watches for a flag. The notification comes
+back to the process that sent it too, whose pools the announcement woke already: it drops
+those of its own origin, which would cost a claim statement, or a read of every agent's
+flags, for nothing. (A pool of this process that subscribes between an announcement and
+its commit is not woken by it: its poll finds the root.) The pools still look every
 RESEARCH_CLAIM_POLL_SECONDS and RESEARCH_CANCEL_WATCH_SECONDS for what no notification
 announced (a root handed back by a dead worker, a notification lost while a listener
 reconnected).
@@ -16,9 +20,11 @@ SQLite runs everything in one process, where the announcements wake the pool dir
 
 import functools
 import logging
+import os
 import select
 import threading
 import time
+import uuid
 
 from django.db import connection, connections
 
@@ -38,13 +44,21 @@ def _postgresql() -> bool:
     return connections["default"].vendor == "postgresql"
 
 
+# This process among all that listen: a forked child (a new pid) is another origin.
+_BOOT = uuid.uuid4().hex[:12]
+
+
+def _origin() -> str:
+    return f"{_BOOT}.{os.getpid()}"
+
+
 def _tell(channel: str, run_id: int) -> None:
     """Tell every agent process (called after the commit)."""
     if not _postgresql():
         return
     try:
         with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_notify(%s, %s)", [channel, str(run_id)])
+            cursor.execute("SELECT pg_notify(%s, %s)", [channel, f"{run_id}:{_origin()}"])
     except Exception:  # the pools' polls still find it: a lost wake-up only delays it
         log.warning("could not tell the agent processes of run %s (%s)", run_id, channel)
 
@@ -104,9 +118,12 @@ def _listen_forever() -> None:
                     readable, _, _ = select.select([listener.fileno()], [], [], CHECK_SECONDS)
                     if not readable:
                         continue
+                    origin = _origin()
                     for notify in listener.notifies(timeout=0):  # what came, no waiting
-                        run_id = int(notify.payload) if notify.payload.isdigit() else 0
-                        wake_local(ANNOUNCEMENTS[notify.channel], run_id)
+                        run, _, told_by = notify.payload.partition(":")
+                        if told_by == origin:
+                            continue  # announced here: the pools were woken then
+                        wake_local(ANNOUNCEMENTS[notify.channel], int(run) if run.isdigit() else 0)
         except Exception as error:
             log.warning("wake-up listener: %s; reconnecting", type(error).__name__)
             time.sleep(RECONNECT_SECONDS)

@@ -57,8 +57,8 @@ def serve_in_web_process() -> AgentPool:
     global _web_pool
     if _web_pool is None:
         # Beside the server's start, not before it: pages are served meanwhile, and the first
-        # research no longer waits for imports (see warm_up). Frozen then, with what
-        # meanwhile is alive of the first requests: a bounded few objects.
+        # research no longer waits for imports (see warm_up). Frozen then, with what is
+        # alive meanwhile of the first requests and agents: bounded, and once.
         threading.Thread(target=prepare_process, name="agents-warm-up", daemon=True).start()
         _web_pool = AgentPool().start()
         atexit.register(_web_pool.shutdown)

@@ -219,10 +219,12 @@ def test_an_end_after_a_call_and_its_tool_in_its_batch_follows_their_one_event(w
     try:
         records = (_model_call(facts, wait=False), _tool_call(facts, wait=False))
         ended = services.run_end_record(facts=facts, report=REPORT, wait=False, after=records)
+        writer.largest, retried = 0, writer.retried
     finally:
         release()
 
     assert ended.wait() is True
+    assert (writer.largest, writer.retried) == (3, retried)  # the three in one transaction
     events = [event.payload for event in Event.objects.filter(payload__run=facts.run_id)]
     events.sort(key=lambda payload: payload["seq"])
     assert [(payload["type"], payload.get("state")) for payload in events[-4:]] == [

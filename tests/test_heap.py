@@ -1,6 +1,6 @@
 """The startup heap is frozen out of the cyclic collector's walk (research.ops.heap): in the
-web process once its URLconf is loaded, and in a process that runs agents once warm_up has
-imported the tools and the model client. Each check starts a Python process of its own, as
+web process once its URLconf is loaded, and in a process that runs agents once
+prepare_process has imported the tools and the model client. Each check starts a Python process of its own, as
 daphne and `runagents` start."""
 
 import subprocess
@@ -72,3 +72,25 @@ def test_an_agent_process_freezes_what_its_warm_up_imported(settings):
     )
     assert int(count) > 100_000
     assert (client_frozen, agent_frozen) == ("True", "True")
+
+
+@pytest.mark.django_db(transaction=True)  # the web process's pool registers its worker row
+def test_the_web_process_running_agents_freezes_its_warm_up_too(settings):
+    count, client_frozen = _run(
+        settings,
+        """
+        import threading
+
+        import research.asgi
+
+        for thread in threading.enumerate():
+            if thread.name == "agents-warm-up":
+                thread.join(60)
+        import openai
+
+        print(gc.get_freeze_count(), frozen(openai.OpenAI))
+        """,
+        RESEARCH_AGENTS_IN_WEB="true",
+    )
+    assert int(count) > 100_000
+    assert client_frozen == "True"

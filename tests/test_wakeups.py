@@ -20,8 +20,8 @@ pytestmark = [
 
 @pytest.fixture
 def woken():
-    """The run ids this process's roots_queued wakes, as a pool's claim loop hears them;
-    with the listener connected (it wakes its pools once, with 0, when it is)."""
+    """The run ids this process's roots_queued wakes, as a pool's claim loop hears them,
+    once the listener hears notifications (a probe from another origin came through)."""
     heard: list[int] = []
     lock = threading.Lock()
 
@@ -29,34 +29,37 @@ def woken():
         with lock:
             heard.append(run_id)
 
-    _listener_gone()  # one left by an earlier pool would not wake this one on connecting
     unsubscribe = roots_queued.subscribe(hear)
     wakeups.listen()
     try:
-        wait_for(lambda: 0 in heard, message="the listener never connected")
+        _heard_from_elsewhere(heard, 9001)
         yield heard
     finally:
         unsubscribe()  # the listener ends with the last pool to wake
-        _listener_gone()
 
 
-def _listener_gone() -> None:
-    listener = wakeups._listener
-    if listener is not None:
-        listener.join(wakeups.CHECK_SECONDS + 5)
-        assert not listener.is_alive(), "the listener outlived its pools"
+def _heard_from_elsewhere(heard: list[int], run_id: int) -> None:
+    """NOTIFY `run_id` from another connection, under another origin, until this process's
+    listener wakes the pools with it (the first ones may come before it listens). PostgreSQL
+    delivers notifications in the order their transactions committed: one sent after an
+    announcement's commit comes after that announcement's own."""
+    params = connections["default"].get_connection_params()
+    with psycopg.connect(**params, autocommit=True) as other:
 
+        def came() -> bool:
+            if run_id not in heard:
+                payload = f"{run_id}:elsewhere.1"
+                other.execute("SELECT pg_notify('canopy_root_queued', %s)", [payload])
+            return run_id in heard
 
-def _settled(heard: list[int], run_id: int, count: int) -> None:
-    """Wait until `run_id` was heard `count` times, then long enough for a NOTIFY's echo."""
-    wait_for(lambda: heard.count(run_id) >= count, message=f"run {run_id} never woke the pool")
-    threading.Event().wait(0.5)
+        wait_for(came, message="the listener never heard another process")
 
 
 def test_a_root_queued_here_wakes_the_pools_once(woken):
     with transaction.atomic():
         roots_queued.announce(4242)
-    _settled(woken, 4242, 1)
+    # Its own NOTIFY, had it come back, would come before this one.
+    _heard_from_elsewhere(woken, 4243)
     assert woken.count(4242) == 1
 
 
@@ -65,5 +68,5 @@ def test_a_root_queued_by_another_process_wakes_the_pools(woken):
     with psycopg.connect(**params, autocommit=True) as other:
         other.execute("SELECT pg_notify('canopy_root_queued', '4343:another-process.1')")
         other.execute("SELECT pg_notify('canopy_root_queued', '4444')")  # an older process's
-    _settled(woken, 4444, 1)
+    _heard_from_elsewhere(woken, 4445)
     assert (woken.count(4343), woken.count(4444)) == (1, 1)

@@ -1,7 +1,7 @@
 """The startup heap is frozen out of the cyclic collector's walk (research.ops.heap): in the
 web process once its URLconf is loaded, and in a process that runs agents once
-prepare_process has imported the tools and the model client. Each check starts a Python process of its own, as
-daphne and `runagents` start."""
+prepare_process has imported the tools and the model client. Each check starts a Python
+process of its own, as daphne and `runagents` start."""
 
 import subprocess
 import sys

@@ -125,7 +125,7 @@ def write_parts(parts: Sequence[Part]) -> list[Any]:
             events = trees[part.facts.root_id][1]
             index = usages[id(carrier)]
             run_id, usage = events[index]
-            events[index] = (run_id, carried(usage, moved))
+            events[index] = (run_id, _carried(usage, moved))
             continue
         if not count:
             continue
@@ -162,7 +162,7 @@ def _carriers(parts: Sequence[Part]) -> dict[int, Part]:
     return carrier_of
 
 
-def carried(usage: RunUsage, moved: RunStateChanged) -> RunUsage:
+def _carried(usage: RunUsage, moved: RunStateChanged) -> RunUsage:
     """A usage event that shows the state `moved` (a tool's run.state) instead of its own."""
     return replace(usage, status=moved.status, state=moved.state, detail=moved.detail)
 

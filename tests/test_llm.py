@@ -183,7 +183,7 @@ def test_tool_results_return_what_the_agent_sent_back_once_each(llm):
     assert llm.tool_results("another task") == []
 
 
-# The first try goes over the agent thread's kept connection, the others through the openai
+# The first try goes over one of the process's kept connections, the others through the openai
 # client (agents.llm.openai_client): a 429 is retried after the client's wait, as a 5xx is.
 @pytest.mark.parametrize("status", [500, 429])
 def test_server_error_then_success_is_retried_by_the_client(llm, status):

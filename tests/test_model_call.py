@@ -1,7 +1,7 @@
 """The lean model call (agents.llm.openai_client, research.outbound.kept, agents.llm.encoding):
-one kept connection per agent thread, each message serialised once, and the first try's
-failures going on as the openai client's own would (tests/test_llm.py has their texts and
-their tries, 429 included)."""
+kept connections the process's calls take and give back, each message serialised once, and
+the first try's failures going on as the openai client's own would (tests/test_llm.py has
+their texts and their tries, 429 included)."""
 
 import datetime
 import ipaddress
@@ -22,7 +22,7 @@ from cryptography.x509.oid import NameOID
 from agents.llm import LLMError
 from agents.llm.encoding import EncodedRequests
 from agents.llm.openai_client import OpenAIChat
-from agents.llm.scripted import ScriptedLLM, call, reply
+from agents.llm.scripted import ScriptedLLM, call, reply, slow
 from tests.test_llm import TOOLS, ask, chat_client, host_of
 
 
@@ -40,19 +40,31 @@ def test_an_agents_calls_share_one_kept_connection():
         assert llm.connections == 1
 
 
-def test_each_thread_keeps_its_own_connection():
+def test_calls_at_the_same_time_each_have_a_connection_and_later_agents_reuse_them():
     with ScriptedLLM(keep_alive=True) as llm:
-        llm.default(*[reply("ok")] * 4)
+        llm.default(*[slow(0.3, reply("ok"))] * 2, *[reply("ok")] * 4)
         client = chat_client(llm.base_url)
-        threads = [
-            threading.Thread(target=lambda: [ask(client, "t") for _ in range(2)]) for _ in "ab"
-        ]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(10)
+        together = threading.Barrier(2)
 
-        assert len(llm.requests) == 4
+        def agent(wait: bool) -> None:
+            if wait:
+                together.wait(10)
+            ask(client, "t")
+
+        def run(*targets) -> None:
+            threads = [threading.Thread(target=target) for target in targets]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(10)
+
+        run(lambda: agent(True), lambda: agent(True))  # both in flight at once: two
+        assert llm.connections == 2
+        # Agents whose threads start after those ended go over the connections left open.
+        run(lambda: agent(False))
+        run(lambda: agent(False), lambda: agent(False))
+
+        assert len(llm.requests) == 5
         assert llm.connections == 2
 
 

@@ -4,8 +4,8 @@ Retries and timeouts are the client's own (exponential backoff on connection err
 429 and 5xx; 4xx such as 401 are not retried). What the client finally raises is turned into an
 LLMError whose message an analyst can act on, e.g. "llm: 503 from api.example.com after 3 tries".
 
-The lean call (issue 25). The first try of every call goes over the agent thread's own kept
-connection (research.outbound.kept): the body as bytes serialised once, the answer parsed once.
+The lean call (issue 25). The first try of every call goes over one of the process's kept
+connections (research.outbound.kept): the body as bytes serialised once, the answer parsed once.
 A model call is most of an agent's CPU per step, and the client's request building, retry
 loop and HTTP stack were most of that. A first try that fails goes on as the client would: a
 status it does not retry is described from the answer at once (the same words); one it

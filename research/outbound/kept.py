@@ -1,14 +1,18 @@
-"""A kept-alive HTTP/1.1 connection per thread to one endpoint the operator configured (the
-model's): one POST of bytes already serialised, the answer's status, headers and bytes.
+"""Kept-alive HTTP/1.1 connections to one endpoint the operator configured (the model's): one
+POST of bytes already serialised, the answer's status, headers and bytes.
 
-The model call is an agent's hottest outbound request, and each agent makes its calls one
-after another from its own thread, so each thread keeps its own connection: no pool to take
-it from, no URL objects, no request model built per call. The request's head (its line and
-headers) is written once per path, so a call sends that head, the body's length and the body
-in one write; the answer is read by httptools' parser (llhttp, in C: chunked bodies, interim
-1xx answers, keep-alive), its headers left as bytes unless an error needs them. The standard
-library's http.client formatted and checked every header, and parsed the answer's with the
-email package, at every call: most of the call's own CPU (issue 25, round seventeen).
+The model call is an agent's hottest outbound request. A call takes an idle connection of the
+process (the one most recently given back) or opens one, and gives it back after its answer:
+an agent's calls, and the next agent's after it ends, go over connections already open. (A
+connection per thread had every new agent open its own on the way to its first call: a TCP
+connect, and against a real endpoint a TLS handshake; and left it for the collector to close
+when its thread ended.) No URL objects, no request model built per call: the
+request's head (its line and headers) is written once per path, so a call sends that head,
+the body's length and the body in one write; the answer is read by httptools' parser (llhttp,
+in C: chunked bodies, interim 1xx answers, keep-alive), its headers left as bytes unless an
+error needs them. The standard library's http.client formatted and checked every header, and
+parsed the answer's with the email package, at every call: most of the call's own CPU (issue
+25, round seventeen).
 
 A connection the server closed while it sat idle fails at its first use; the request then goes
 once more on a new connection. (A server that died while answering looks the same and gets
@@ -23,7 +27,6 @@ openai client it stands in front of (the operator chose the endpoint).
 import re
 import socket
 import ssl
-import threading
 import urllib.request
 from dataclasses import dataclass
 from functools import cache, cached_property
@@ -35,6 +38,8 @@ import httpx2
 from research.outbound.errors import ConnectFailed, TimedOut, TransferFailed
 
 _READ_BYTES = 64 * 1024
+# Idle connections kept beyond this many (after a burst of agents) are closed.
+_MOST_IDLE = 256
 # A header's name (RFC 9110's token), and what its value may not hold: it would end the
 # header, or the head.
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
@@ -47,6 +52,12 @@ class _ClosedUnanswered(ConnectionError):
 
 # A server that closed a kept connection: the request never reached it, it may go again.
 _CLOSED_WHILE_KEPT = (_ClosedUnanswered, ConnectionResetError, BrokenPipeError)
+
+
+@dataclass
+class _Connection:
+    sock: socket.socket
+    buffer: bytearray  # what an answer is read into
 
 
 @dataclass(frozen=True)
@@ -64,7 +75,8 @@ class Answer:
 
 
 class KeptEndpoint:
-    """POSTs to one base URL over a connection per thread, kept between requests."""
+    """POSTs to one base URL over the process's kept connections, one request on each at a
+    time. Thread-safe."""
 
     def __init__(self, base_url: str, *, timeout: float, headers: dict[str, str]) -> None:
         parts = urlsplit(base_url)
@@ -93,7 +105,9 @@ class KeptEndpoint:
                     "(a line break, or a letter outside Latin-1)"
                 )
         self._heads: dict[str, bytes] = {}
-        self._local = threading.local()
+        # Connections given back after their answer, the most recent last. A list's append
+        # and pop are atomic: no lock is needed to take or give one back.
+        self._idle: list[_Connection] = []
 
     @staticmethod
     def usable(base_url: str) -> bool:
@@ -107,16 +121,16 @@ class KeptEndpoint:
 
     def post(self, path: str, body: bytes) -> Answer:
         request = b"".join([self._head(path), str(len(body)).encode(), b"\r\n\r\n", body])
-        sock, kept = self._socket()
+        connection, kept = self._take()
         while True:
             try:
-                return self._exchange(sock, request)
+                return self._exchange(connection, request)
             except _CLOSED_WHILE_KEPT as error:
-                self._close()
+                connection.sock.close()
                 if not kept:
                     raise TransferFailed(type(error).__name__, str(error)) from None
             # Closed while kept: once more, on a new connection (which is not kept).
-            sock, kept = self._socket()
+            connection, kept = self._connect(), False
 
     def _head(self, path: str) -> bytes:
         """The request's line and headers, up to the body's length, written once per path."""
@@ -128,9 +142,11 @@ class KeptEndpoint:
             head = self._heads[path] = text.encode("latin-1")  # as http.client encodes it
         return head
 
-    def _exchange(self, sock: socket.socket, request: bytes) -> Answer:
+    def _exchange(self, connection: _Connection, request: bytes) -> Answer:
+        """The request and its answer; the connection is given back after an answer that
+        keeps it alive, closed otherwise (a connection closed while kept is the caller's)."""
+        sock, buffer = connection.sock, connection.buffer
         reading = _Reading()
-        buffer = self._local.buffer
         try:
             sock.sendall(request)
             while not reading.complete:
@@ -142,39 +158,41 @@ class KeptEndpoint:
         except _CLOSED_WHILE_KEPT:
             raise
         except TimeoutError as error:  # socket.timeout is TimeoutError
-            self._close()
+            sock.close()
             raise TimedOut(type(error).__name__, str(error) or "timed out") from None
         except (OSError, httptools.HttpParserError, httptools.HttpParserUpgrade) as error:
-            self._close()
+            sock.close()
             if reading.complete:  # what the server sent after its answer is dropped
                 return reading.answer()
             raise TransferFailed(type(error).__name__, str(error)) from None
         except BaseException:  # the connection is in the middle of an answer: never reused
-            self._close()
+            sock.close()
             raise
         finally:
             del reading.parser  # the parser and its reader refer to each other
-        if not reading.keep_alive:
-            self._close()
+        if reading.keep_alive and len(self._idle) < _MOST_IDLE:
+            self._idle.append(connection)
+        else:
+            sock.close()
         return reading.answer()
 
-    def _socket(self) -> tuple[socket.socket, bool]:
-        """This thread's connection, and whether it is kept from an earlier request."""
-        sock = getattr(self._local, "socket", None)
-        if sock is not None:
-            return sock, True
+    def _take(self) -> tuple[_Connection, bool]:
+        """An idle connection (the most recently given back), or a new one; and whether it
+        was kept from an earlier request."""
         try:
-            sock = self._connect()
+            return self._idle.pop(), True
+        except IndexError:
+            return self._connect(), False
+
+    def _connect(self) -> _Connection:
+        try:
+            return _Connection(self._open(), bytearray(_READ_BYTES))
         except TimeoutError as error:
             raise TimedOut(type(error).__name__, str(error) or "timed out") from None
         except OSError as error:  # refused, unreachable, no such host, a TLS handshake
             raise ConnectFailed(self.host, self.port, str(error), type(error).__name__) from None
-        self._local.socket = sock
-        if getattr(self._local, "buffer", None) is None:
-            self._local.buffer = bytearray(_READ_BYTES)
-        return sock, False
 
-    def _connect(self) -> socket.socket:
+    def _open(self) -> socket.socket:
         sock = socket.create_connection((self.host, self.port), timeout=self.timeout)
         try:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # the body goes at once
@@ -184,12 +202,6 @@ class KeptEndpoint:
         except BaseException:
             sock.close()
             raise
-
-    def _close(self) -> None:
-        sock = getattr(self._local, "socket", None)
-        self._local.socket = None
-        if sock is not None:
-            sock.close()
 
 
 class _Reading:

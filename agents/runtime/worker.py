@@ -130,11 +130,8 @@ class WorkerLoops:
         """Whether a slot is free; if not, the next agent's end wakes the claim loop. One
         lock for both: an end between them would find the flag unset and wake nobody."""
         with self._lock:
-            free = (
-                self._starting == 0
-                and self._waiting_for_slot == 0
-                and self._working < self.max_active
-            )
+            # An agent submitted and not yet started will take a slot: it counts as working.
+            free = self._waiting_for_slot == 0 and self._working + self._starting < self.max_active
             if not free:
                 self._short_of_slots = True
             return free

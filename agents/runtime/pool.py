@@ -144,8 +144,9 @@ class AgentPool(WorkerLoops):
         sub-agent, one of its parent's places). `deadline` is on the monotonic clock; a root
         gets RESEARCH_ROOT_TIMEOUT_SECONDS from now. The end of it is kept for writing.
 
-        A sub-agent `seated` at its spawn (see seat) was claimed with it: its row, as
-        claimed, is given, and its thread holds the seat's place and slot from the start."""
+        A run `seated` was claimed with its spawn (see seat) or its start (seat_root): its
+        row, as claimed, is given, and its thread holds the seat's place and slot from the
+        start."""
         token = CancelToken(run_id, watched=True)
         if parent_id is None and not self.claim_roots:
             with self._lock:
@@ -166,7 +167,9 @@ class AgentPool(WorkerLoops):
         )
         with self._lock:
             family = None if parent_id is None else self._family(parent_id)
-            agent = _Agent(run_id, token, thread, family, in_family=seated is not None)
+            agent = _Agent(
+                run_id, token, thread, family, in_family=seated is not None and family is not None
+            )
             self._agents[run_id] = agent
             self._agent_came.set()
             if seated is None:
@@ -178,8 +181,10 @@ class AgentPool(WorkerLoops):
                 self._agents.pop(run_id, None)
                 if seated is None:
                     self._starting -= 1
-            if seated is not None:
+            if seated is not None and family is not None:
                 self._release_seats(parent_id, 1)
+            elif seated is not None:  # a root seated at its start: its slot alone
+                self._free_slots(1)
             raise
 
     def seat(self, parent_id: int, count: int) -> int:

@@ -28,6 +28,8 @@ class WorkerLoops:
             services.roots_queued.subscribe(lambda run_id: self._wake.set()),
             services.runs_flagged.subscribe(lambda run_id: self._flagged.set()),
         ]
+        if self.claim_roots:  # roots started in this process may be seated here at once
+            unsubscribe.append(services.root_seats.offer(self))
         self._unsubscribe = lambda: [stop() for stop in unsubscribe]
         wakeups.listen()
         for target in (self._claim_loop, self._heartbeat_loop, self._cancel_watch):
@@ -76,6 +78,36 @@ class WorkerLoops:
                     self._claimed.add(run_id)
                 log.info("worker %s: claimed research %s", self.worker_id, run_id)
                 self.submit(run_id)
+
+    # --- roots seated at their start (research.services.seats) ------------------------------
+
+    def seat_root(self) -> int | None:
+        """A slot for a root about to be started in this process, taken now without waiting:
+        this pool's worker id, for its start to claim the root for. None while the pool stops,
+        while any agent waits for a slot or starts (they came first), while roots may wait in
+        the queue (the claim loop last stopped for want of a slot), or with no slot free."""
+        with self._lock:
+            if (
+                self._stopping.is_set()
+                or self._starting
+                or self._waiting_for_slot
+                or self._short_of_slots
+                or not self._slots.acquire(blocking=False)
+            ):
+                return None
+            self._working += 1  # the claim loop sees it taken at once
+            return self.worker_id
+
+    def unseat_root(self) -> None:
+        """Give back a seat_root's slot: its start did not commit."""
+        self._free_slots(1)
+
+    def run_seated(self, run) -> None:
+        """The agent of a root its start claimed for this pool, from the row as claimed."""
+        with self._lock:
+            self._claimed.add(run.pk)
+        log.info("worker %s: research %s seated at its start", self.worker_id, run.pk)
+        self.submit(run.pk, seated=run)
 
     def _log_end(self, run_id: int) -> None:
         """The one log line when a root this pool claimed ends."""

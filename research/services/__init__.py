@@ -47,6 +47,7 @@ from research.services.runs import (
     runs_fail,
     subagent_create,
 )
+from research.services.seats import root_seats
 from research.services.sources import source_record, sources_record_search
 from research.services.start import run_start
 from research.services.steps import (
@@ -107,6 +108,7 @@ __all__ = [
     "message_withdraw",
     "messages_mark_read",
     "roots_queued",
+    "root_seats",
     "runs_flagged",
     "remote_catalog_store",
     "research_resume",

@@ -206,7 +206,7 @@ def subagents_announce(
     events = [
         *before,
         *[(run.pk, RunCreated.of(run)) for run in runs],
-        *[(run.pk, _claimed(run)) for run in claimed],
+        *[(run.pk, claimed_payload(run)) for run in claimed],
     ]
     first = allocate_seqs(root_id=parent.root_id, count=len(events))
     publish_all(root_id=parent.root_id, events=events, first_seq=first)
@@ -233,11 +233,11 @@ def run_claim(*, run_id: int, worker_id: int | None = None) -> Run | None:
     root_id, seq = reserved
     expect(root_id, seq, 1)
     step_inserts()["state"].row(run.pk, run.state, "", now)
-    publish_all(root_id=root_id, events=[(run.pk, _claimed(run))], first_seq=seq)
+    publish_all(root_id=root_id, events=[(run.pk, claimed_payload(run))], first_seq=seq)
     return run
 
 
-def _claimed(run: Run) -> RunStateChanged:
+def claimed_payload(run: Run) -> RunStateChanged:
     """The event of a run just claimed: working, and its clock starts (or resumes)."""
     return RunStateChanged(
         status=run.status,

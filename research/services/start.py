@@ -7,22 +7,26 @@ from functools import cache
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
+from django.utils import timezone
 
 from research import pricing
 from research.errors import InvalidInput
-from research.events import RunCreated, publish
-from research.models import Dataset, Run, State
+from research.events import RunCreated
+from research.events.store import allocate_seqs, publish_all
+from research.models import Dataset, Run, State, Status
 from research.ops.throttles import ResearchStartThrottle, throttle_check
 from research.pricing import DEMO_MODEL
 from research.services.announce import roots_queued
 from research.services.callbacks import callback_register, callback_url_check
 from research.services.followups import followed_research, followup_sources_carry
 from research.services.runs import (
+    claimed_payload,
     runs_create,
     validate_max_steps,
     validate_topic,
     working_roots_check,
 )
+from research.services.seats import root_seats
 from research.services.starter import starter_dataset_load
 from research.services.steps import step_inserts
 from research.sql import Update, inserts_deferred
@@ -59,22 +63,26 @@ def run_start(
     follows_id: int | None = None,
     throttle: bool = True,
 ) -> Run:
-    """Create a root run, queued; the agent runtime picks it up after commit. With
-    `review_plan`, it pauses after its first plan until the analyst approves it; with `clarify`,
-    its lead may first ask the analyst questions (research.services.clarify); with a
-    `callback_url`, its end is posted there (research.services.callbacks); with `follows_id`,
-    it follows up that done research (research.services.followups), on its dataset by default.
+    """Create a root run: claimed for this process's agent pool when it has a slot free
+    (research.services.seats), its agent starting after commit; queued otherwise, for a pool
+    to claim. With `review_plan`, it pauses after its first plan until the analyst approves
+    it; with `clarify`, its lead may first ask the analyst questions (research.services.
+    clarify); with a `callback_url`, its end is posted there (research.services.callbacks);
+    with `follows_id`, it follows up that done research (research.services.followups), on its
+    dataset by default.
 
     Every edge starts a research here: the checks, the working limit and the callback are one
-    transaction, so a research is queued (its agents may start) only with everything it was
-    started with. Each start is counted against the owner's THROTTLE_RESEARCH_START first,
-    valid or not, as DRF counted a POST before reading it: over the rate it raises Throttled
-    and nothing is checked or stored. `throttle=False` is for the operator's own tools on the
-    machine (the CLI, benches), which the rate never bound. The count is a cache round trip,
-    made before the transaction opens so that a slow or absent Redis holds no connection."""
+    transaction, so a research is queued or claimed (its agents may start) only with
+    everything it was started with. Each start is counted against the owner's
+    THROTTLE_RESEARCH_START first, valid or not, as DRF counted a POST before reading it: over
+    the rate it raises Throttled and nothing is checked or stored. `throttle=False` is for the
+    operator's own tools on the machine (the CLI, benches), which the rate never bound. The
+    count is a cache round trip, made before the transaction opens so that a slow or absent
+    Redis holds no connection."""
     if throttle:
         throttle_check(ResearchStartThrottle, owner)
-    with transaction.atomic():
+    # A root this process's agent pool can run now is claimed here (research.services.seats).
+    with root_seats.seat() as seat, transaction.atomic():
         topic = validate_topic(topic)
         if callback_url:
             callback_url = callback_url_check(callback_url)
@@ -95,25 +103,45 @@ def run_start(
             follows=follows,
         )
         # Every start runs these: statements built once, not the ORM's, and its first state
-        # and its event in one round trip (inserts_deferred).
+        # and its events in one round trip (inserts_deferred).
         runs_create([run])
         run.root = run
-        _root_update().row(run.pk, run.pk)
+        events = [(run.pk, RunCreated.of(run))]
+        states = [(run.pk, State.QUEUED, "", run.created_at)]
+        if seat.worker_id is None:
+            _root_update().row(run.pk, run.pk)
+        else:  # claimed in the same statement, thinking: its agent's first act is a call
+            run.status, run.state = Status.WORKING, State.THINKING
+            run.worker_id, run.started_at = seat.worker_id, timezone.now()
+            _seated_update().row(
+                run.pk, run.pk, run.status, run.state, run.worker_id, run.started_at
+            )
+            events.append((run.pk, claimed_payload(run)))
+            states.append((run.pk, run.state, "", run.started_at))
         with inserts_deferred():
-            step_inserts()["state"].row(run.pk, State.QUEUED, "", run.created_at)
+            step_inserts()["state"].rows(states)
             followup_sources_carry(run=run, follows=follows)
             if callback_url:
                 callback_register(run_id=run.pk, url=callback_url)
-            publish(root_id=run.root_id, run_id=run.pk, payload=RunCreated.of(run))
+            first = allocate_seqs(root_id=run.pk, count=len(events))
+            publish_all(root_id=run.pk, events=events, first_seq=first)
         # Last: the owner's row stays locked until the commit (see working_roots_check).
         working_roots_check(owner=owner, starting=run.pk)
-        roots_queued.announce(run.pk)
+        if seat.worker_id is None:
+            roots_queued.announce(run.pk)
+        else:
+            seat.taken(run)
     return run
 
 
 @cache
 def _root_update() -> Update:
     return Update(Run, ["root"])
+
+
+@cache
+def _seated_update() -> Update:
+    return Update(Run, ["root", "status", "state", "worker", "started_at"])
 
 
 def _dataset_of(*, owner: AbstractBaseUser, dataset_id: int | None, model: str) -> Dataset | None:

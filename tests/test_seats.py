@@ -7,7 +7,7 @@ from django.db import transaction
 
 from agents.llm.scripted import reply, slow
 from agents.runtime.pool import AgentPool
-from research import services
+from research import endings, services
 from research.errors import TooManyRuns
 from research.models import Event, Run, RunState
 from tests.conftest import wait_finished, wait_for
@@ -31,13 +31,16 @@ def settled(pool: AgentPool, scripted_llm, alice) -> None:
     scripted_llm.script("a first research", reply("first report"))
     first = services.run_start(owner=alice, topic="a first research")
     assert wait_finished(first, timeout=10).status == "done"
+    # Its run reads done a moment before its thread gives its slot back.
+    wait_for(lambda: pool.active == 0, timeout=5, message="the first agent kept its slot")
 
 
 def test_a_root_started_where_a_pool_has_a_slot_is_working_from_its_start(
     pool, scripted_llm, alice
 ):
     settled(pool, scripted_llm, alice)
-    scripted_llm.script("seated research", reply("the seated report"))
+    # Its first call is slow: the test reads the run while its agent is in that call.
+    scripted_llm.script("seated research", slow(1, reply("the seated report")))
 
     run = services.run_start(owner=alice, topic="seated research")
 
@@ -105,3 +108,54 @@ def test_a_start_inside_a_callers_transaction_waits_in_the_queue(pool, scripted_
 
     done = wait_finished(run, timeout=10)
     assert (done.status, done.report) == ("done", "queued report")
+
+
+def claimed_root(alice, worker_id: int, topic: str, model: str) -> Run:
+    """The row a start committed for a seat: a root claimed for `worker_id` (written here:
+    no start announces it, so no claim loop takes it)."""
+    run = Run.objects.create(
+        owner=alice,
+        topic=topic,
+        model=model,
+        status="working",
+        state="thinking",
+        worker_id=worker_id,
+    )
+    Run.objects.filter(pk=run.pk).update(root_id=run.pk)
+    return Run.objects.get(pk=run.pk)
+
+
+def test_a_seat_whose_pool_went_on_under_a_new_id_ends_its_root_unrun(
+    pool, scripted_llm, alice, settings
+):
+    """The process was declared dead and went on under a new worker id (_start_over) while
+    a start it had seated committed under the old one: nobody sweeps that id any more, so
+    the root ends at once, failed, and no agent runs it; its slot goes back."""
+    settled(pool, scripted_llm, alice)
+    assert pool.seat_root() == pool.worker_id
+    run = claimed_root(alice, pool.worker_id, "seated under the old id", settings.RESEARCH_MODEL)
+    pool.worker_id = services.worker_register(claims_roots=True).pk  # as _start_over does
+
+    pool.run_seated(run)
+
+    ended = Run.objects.get(pk=run.pk)
+    assert (ended.status, ended.error) == ("failed", endings.WORKER_LOST)
+    assert pool.active == 0
+    assert scripted_llm.requests_for("seated under the old id") == []
+
+
+def test_a_seat_whose_pool_stopped_before_its_start_committed_ends_its_root(
+    pool, scripted_llm, alice, settings
+):
+    """The process began to stop before the start's commit handed its root over: the root
+    ends at once with the stop's reason, its slot given back."""
+    settled(pool, scripted_llm, alice)
+    assert pool.seat_root() == pool.worker_id
+    run = claimed_root(alice, pool.worker_id, "seated while stopping", settings.RESEARCH_MODEL)
+    pool.shutdown(timeout=5)
+
+    pool.run_seated(run)
+
+    ended = Run.objects.get(pk=run.pk)
+    assert (ended.status, ended.error) == ("failed", endings.SERVER_STOPPED)
+    assert pool.active == 0

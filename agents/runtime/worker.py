@@ -12,6 +12,7 @@ import threading
 from django.conf import settings
 from django.db import close_old_connections, connections
 
+from agents.runtime import resilience
 from research import endings, services
 from research.ops import wakeups
 from research.selectors import team as team_reads
@@ -20,6 +21,10 @@ log = logging.getLogger(__name__)
 
 
 class WorkerLoops:
+    # The claim loop found a slot free and is claiming a root: no seat until it has submitted
+    # it (seat_root), or a root started now could take the slot of an older one it claims.
+    _claiming = False
+
     def _start_loops(self) -> None:
         """Start claiming, heartbeating and watching cancels, each in a thread; what is
         announced (research.services.announce), here or by another process's NOTIFY
@@ -64,31 +69,44 @@ class WorkerLoops:
         while self.claim_roots:
             if not self._free_slot_or_woken_by_one():
                 return
-            with self._claim_lock:
-                if self._stopping.is_set():
+            try:
+                if not self._claim_one():
                     return
-                run_id = services.root_claim_next(worker_id=self.worker_id)
-                if run_id is None:
-                    # Nothing queued: a root queued from now on wakes this loop (its start,
-                    # its plan's approval or its resume announce it), not an agent's end.
-                    with self._lock:
-                        self._short_of_slots = False
-                    return
+            finally:
                 with self._lock:
-                    self._claimed.add(run_id)
-                log.info("worker %s: claimed research %s", self.worker_id, run_id)
-                self.submit(run_id)
+                    self._claiming = False
+
+    def _claim_one(self) -> bool:
+        """Claim the oldest queued root and start its agent; False when none is queued (or
+        the pool stops)."""
+        with self._claim_lock:
+            if self._stopping.is_set():
+                return False
+            run_id = services.root_claim_next(worker_id=self.worker_id)
+            if run_id is None:
+                # Nothing queued: a root queued from now on wakes this loop (its start, its
+                # plan's approval or its resume announce it), not an agent's end.
+                with self._lock:
+                    self._short_of_slots = False
+                return False
+            with self._lock:
+                self._claimed.add(run_id)
+            log.info("worker %s: claimed research %s", self.worker_id, run_id)
+            self.submit(run_id)
+            return True
 
     # --- roots seated at their start (research.services.seats) ------------------------------
 
     def seat_root(self) -> int | None:
         """A slot for a root about to be started in this process, taken now without waiting:
         this pool's worker id, for its start to claim the root for. None while the pool stops,
-        while any agent waits for a slot or starts (they came first), while roots may wait in
-        the queue (the claim loop last stopped for want of a slot), or with no slot free."""
+        while any agent waits for a slot or starts, or the claim loop claims one (they came
+        first), while roots may wait in the queue (the claim loop last stopped for want of a
+        slot), or with no slot free."""
         with self._lock:
             if (
                 self._stopping.is_set()
+                or self._claiming
                 or self._starting
                 or self._waiting_for_slot
                 or self._short_of_slots
@@ -103,11 +121,25 @@ class WorkerLoops:
         self._free_slots(1)
 
     def run_seated(self, run) -> None:
-        """The agent of a root its start claimed for this pool, from the row as claimed."""
-        with self._lock:
-            self._claimed.add(run.pk)
-        log.info("worker %s: research %s seated at its start", self.worker_id, run.pk)
-        self.submit(run.pk, seated=run)
+        """The agent of a root its start claimed for this pool, from the row as claimed. Under
+        the claim lock, as a claim: a pool that stopped, or went on under a new worker id
+        (_start_over) while the start committed, ends the root at once rather than leave it
+        working under an id nobody sweeps any more."""
+        with self._claim_lock:
+            stopped = self._stopping.is_set() or run.worker_id != self.worker_id
+            if not stopped:
+                with self._lock:
+                    self._claimed.add(run.pk)
+                log.info("worker %s: research %s seated at its start", self.worker_id, run.pk)
+                try:
+                    self.submit(run.pk, seated=run)  # its slot goes back if no thread starts
+                    return
+                except Exception:
+                    log.exception("worker %s: research %s could not start", self.worker_id, run.pk)
+            else:
+                self._free_slots(1)
+        error = self._stop_reason if self._stopping.is_set() else endings.WORKER_LOST
+        resilience.record_end(run_id=run.pk, error=error)
 
     def _log_end(self, run_id: int) -> None:
         """The one log line when a root this pool claimed ends."""
@@ -166,6 +198,7 @@ class WorkerLoops:
             free = self._waiting_for_slot == 0 and self._working + self._starting < self.max_active
             if not free:
                 self._short_of_slots = True
+            self._claiming = free
             return free
 
     def _heartbeat_loop(self) -> None:

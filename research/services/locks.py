@@ -47,6 +47,22 @@ def _claim_sql(with_worker: bool, count: int) -> str:
     )
 
 
+def claim_new_root(*, run_id: int, worker_id: int, now, state: str) -> Run:
+    """A root just inserted by its start, claimed for `worker_id` as its start sets its root
+    id, in one statement that returns its row (research.services.seats)."""
+    started = connection.ops.adapt_datetimefield_value(now)
+    params = [Status.WORKING.value, state, started, worker_id, run_id]
+    return whole(Run).get(_claim_new_sql(), params)
+
+
+@cache
+def _claim_new_sql() -> str:
+    return (
+        f"UPDATE {_RUNS} SET root_id = id, status = %s, state = %s, started_at = %s, "
+        f"worker_id = %s WHERE id = %s RETURNING {whole(Run).columns}"
+    )
+
+
 def claim_next_root(*, worker_id: int) -> int | None:
     """Take the oldest unclaimed queued root for this worker in one statement. SKIP LOCKED
     lets many workers claim at once without waiting on each other or taking the same run

@@ -17,7 +17,6 @@ a step, the dead-worker sweep fails it, as it fails any working run (a queued ro
 a dead process is handed back to the queue instead).
 """
 
-import copy
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Protocol
@@ -56,34 +55,41 @@ class RootSeats:
 
     @contextmanager
     def seat(self) -> Iterator["Seat"]:
-        """Around a start's transaction: a seat taken now, if this process's pool has one
-        free and the start is not inside a caller's transaction; given back if the start
-        fails. The start claims its root for `seat.worker_id` (None: it queues it) and hands
-        the claimed row to `seat.taken`, which runs its agent once the start commits."""
-        pool = None if connection.in_atomic_block else self._pool
-        seat = Seat(pool, None if pool is None else pool.seat_root())
+        """Around a start's transaction: the start may `take` a seat just before it writes
+        its root, from this process's pool, unless it runs inside a caller's transaction; the
+        seat goes back if the start fails. The start claims its root for `seat.worker_id`
+        (None: it queues it) and hands the claimed row to `seat.taken`, which runs its agent
+        once the start commits."""
+        seat = Seat(None if connection.in_atomic_block else self._pool)
         try:
             yield seat
         except BaseException:
-            seat.give_back()
+            seat.give_back()  # rolled back: its agent will never run
             raise
-        if seat.worker_id is not None and not seat.used:
-            seat.give_back()  # the start did not claim it (it queued its root after all)
+        if not seat.used:
+            seat.give_back()  # the start did not claim its root after all
 
 
 class Seat:
-    def __init__(self, pool: Seats | None, worker_id: int | None) -> None:
+    def __init__(self, pool: Seats | None) -> None:
         self._pool = pool
-        self.worker_id = worker_id
+        self.worker_id: int | None = None
         self.used = False
 
+    def take(self) -> int | None:
+        """A slot of the pool for the root about to be written: the pool's worker id, or
+        None (queue it)."""
+        if self._pool is not None and self.worker_id is None:
+            self.worker_id = self._pool.seat_root()
+        return self.worker_id
+
     def taken(self, run: Run) -> None:
-        """The root claimed for this seat: its agent starts once the transaction commits.
-        (Robust: a pool that fails to start it cleans up and logs; the start has committed.)"""
+        """The root claimed for this seat, its row as the claim returned it: its agent starts
+        once the transaction commits. (Robust: a pool that cannot start it ends the root and
+        logs; the start has committed.)"""
         self.used = True
         pool = self._pool
-        # A copy: the caller goes on with its own (the API serialises it).
-        transaction.on_commit(lambda: pool.run_seated(copy.copy(run)), robust=True)
+        transaction.on_commit(lambda: pool.run_seated(run), robust=True)
 
     def give_back(self) -> None:
         """The slot goes back to the pool: the start rolled back, or did not use it."""

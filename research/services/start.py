@@ -13,12 +13,13 @@ from research import pricing
 from research.errors import InvalidInput
 from research.events import RunCreated
 from research.events.store import allocate_seqs, publish_all
-from research.models import Dataset, Run, State, Status
+from research.models import Dataset, Run, State
 from research.ops.throttles import ResearchStartThrottle, throttle_check
 from research.pricing import DEMO_MODEL
 from research.services.announce import roots_queued
 from research.services.callbacks import callback_register, callback_url_check
 from research.services.followups import followed_research, followup_sources_carry
+from research.services.locks import claim_new_root
 from research.services.runs import (
     claimed_payload,
     runs_create,
@@ -92,6 +93,7 @@ def run_start(
         if follows is not None and dataset_id is None:
             dataset_id = follows.dataset_id
         dataset = _dataset_of(owner=owner, dataset_id=dataset_id, model=model)
+        seat.take()  # taken last: a first demo run loads its starter dataset first (seconds)
         run = Run(
             owner=owner,
             topic=topic,
@@ -108,16 +110,17 @@ def run_start(
         run.root = run
         events = [(run.pk, RunCreated.of(run))]
         states = [(run.pk, State.QUEUED, "", run.created_at)]
+        claimed = None
         if seat.worker_id is None:
             _root_update().row(run.pk, run.pk)
-        else:  # claimed in the same statement, thinking: its agent's first act is a call
-            run.status, run.state = Status.WORKING, State.THINKING
-            run.worker_id, run.started_at = seat.worker_id, timezone.now()
-            _seated_update().row(
-                run.pk, run.pk, run.status, run.state, run.worker_id, run.started_at
+        else:  # claimed as its root id is set, thinking: its agent's first act is a call
+            claimed = claim_new_root(
+                run_id=run.pk, worker_id=seat.worker_id, now=timezone.now(), state=State.THINKING
             )
-            events.append((run.pk, claimed_payload(run)))
-            states.append((run.pk, run.state, "", run.started_at))
+            run.status, run.state = claimed.status, claimed.state
+            run.worker_id, run.started_at = claimed.worker_id, claimed.started_at
+            events.append((run.pk, claimed_payload(claimed)))
+            states.append((run.pk, claimed.state, "", claimed.started_at))
         with inserts_deferred():
             step_inserts()["state"].rows(states)
             followup_sources_carry(run=run, follows=follows)
@@ -127,21 +130,16 @@ def run_start(
             publish_all(root_id=run.pk, events=events, first_seq=first)
         # Last: the owner's row stays locked until the commit (see working_roots_check).
         working_roots_check(owner=owner, starting=run.pk)
-        if seat.worker_id is None:
+        if claimed is None:
             roots_queued.announce(run.pk)
         else:
-            seat.taken(run)
+            seat.taken(claimed)  # the agent's own row, as the claim returned it
     return run
 
 
 @cache
 def _root_update() -> Update:
     return Update(Run, ["root"])
-
-
-@cache
-def _seated_update() -> Update:
-    return Update(Run, ["root", "status", "state", "worker", "started_at"])
 
 
 def _dataset_of(*, owner: AbstractBaseUser, dataset_id: int | None, model: str) -> Dataset | None:

@@ -9,6 +9,7 @@ import json
 import socket
 import ssl
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -22,7 +23,7 @@ from cryptography.x509.oid import NameOID
 from agents.llm import LLMError
 from agents.llm.encoding import EncodedRequests
 from agents.llm.openai_client import OpenAIChat
-from agents.llm.scripted import ScriptedLLM, call, reply, slow
+from agents.llm.scripted import ScriptedLLM, call, reply
 from tests.test_llm import TOOLS, ask, chat_client, host_of
 
 
@@ -42,7 +43,14 @@ def test_an_agents_calls_share_one_kept_connection():
 
 def test_calls_at_the_same_time_each_have_a_connection_and_later_agents_reuse_them():
     with ScriptedLLM(keep_alive=True) as llm:
-        llm.default(*[slow(0.3, reply("ok"))] * 2, *[reply("ok")] * 4)
+        # The server holds the first two answers until both requests are in: both in flight.
+        both_in = threading.Barrier(2, timeout=10)
+
+        def held(messages):
+            both_in.wait()
+            return reply("ok")
+
+        llm.default(held, held, *[reply("ok")] * 4)
         client = chat_client(llm.base_url)
         together = threading.Barrier(2)
 
@@ -257,10 +265,13 @@ def raw_server(answer: Callable[[socket.socket, int], bool]) -> Iterator[dict]:
 
     def serve(connection: socket.socket) -> None:
         with connection:
-            while _read_request(connection):
-                seen["requests"] = seen.get("requests", 0) + 1
-                if not answer(connection, seen["requests"]):
-                    return
+            try:
+                while _read_request(connection):
+                    seen["requests"] = seen.get("requests", 0) + 1
+                    if not answer(connection, seen["requests"]):
+                        return
+            except ConnectionResetError:  # the client closed it with bytes unread
+                return
 
     def accept() -> None:
         while True:
@@ -295,6 +306,47 @@ def test_a_chunked_answer_is_read_whole_and_its_connection_kept():
 
     assert answers == ["in three chunks"] * 2
     assert server["connections"] == 1
+
+
+def test_bytes_a_server_sends_late_on_an_idle_connection_are_never_read_as_an_answer():
+    """An answer arrives whole, and later the server writes a stray one on the idle
+    connection: the next call must not take it for its own."""
+    stray_sent = threading.Event()
+
+    def then_stray(connection: socket.socket, number: int) -> bool:
+        body = _completion(f"answer {number}")
+        connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+        if number == 1:
+            time.sleep(0.2)  # after the client has read the answer
+            stale = _completion("a stale answer")
+            connection.sendall(
+                b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(stale), stale)
+            )
+            stray_sent.set()
+        return True
+
+    with raw_server(then_stray) as server:
+        client = chat_client(server["url"])
+        first = ask(client, "task").content
+        assert stray_sent.wait(10)
+        second = ask(client, "task").content
+
+    assert (first, second) == ("answer 1", "answer 2")
+    assert server["connections"] == 2  # the first, with its stray bytes, was not used again
+
+
+def test_a_connection_idle_past_its_age_is_closed_not_used(monkeypatch):
+    """A NAT or a proxy may drop an idle connection without a word: one idle longer than
+    the age (a minute; no time at all here) is closed, and the call opens another."""
+    monkeypatch.setattr("research.outbound.kept._IDLE_SECONDS", 0.0)
+    with ScriptedLLM(keep_alive=True) as llm:
+        llm.default(reply("one"), reply("two"))
+        client = chat_client(llm.base_url)
+
+        answers = [ask(client, "task").content for _ in range(2)]
+
+        assert answers == ["one", "two"]
+        assert llm.connections == 2
 
 
 def test_an_interim_answer_is_passed_over_for_the_final_one():

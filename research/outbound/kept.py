@@ -14,8 +14,10 @@ error needs them. The standard library's http.client formatted and checked every
 parsed the answer's with the email package, at every call: most of the call's own CPU (issue
 25, round seventeen).
 
-A connection the server closed while it sat idle fails at its first use; the request then goes
-once more on a new connection. (A server that died while answering looks the same and gets
+An idle connection is checked as it is taken (one poll, no wait): one the server closed, or
+that has bytes nobody asked for, or that sat idle over a minute, is closed and the next taken.
+A connection the server closes as the request goes fails at its first use; the request then
+goes once more on a new connection. (A server that died while answering looks the same and gets
 the request twice; the openai client retries a lost connection too.) Anything else is raised
 in this package's neutral words (ConnectFailed, TimedOut, TransferFailed), once: the caller
 (agents.llm.openai_client) decides about retries.
@@ -25,8 +27,10 @@ openai client it stands in front of (the operator chose the endpoint).
 """
 
 import re
+import select
 import socket
 import ssl
+import time
 import urllib.request
 from dataclasses import dataclass
 from functools import cache, cached_property
@@ -40,6 +44,9 @@ from research.outbound.errors import ConnectFailed, TimedOut, TransferFailed
 _READ_BYTES = 64 * 1024
 # Idle connections kept beyond this many (after a burst of agents) are closed.
 _MOST_IDLE = 256
+# One idle longer than this is not used again: a NAT or a proxy between may have dropped it
+# without a word, and the call would wait its whole timeout.
+_IDLE_SECONDS = 60.0
 # A header's name (RFC 9110's token), and what its value may not hold: it would end the
 # header, or the head.
 _TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
@@ -58,6 +65,7 @@ _CLOSED_WHILE_KEPT = (_ClosedUnanswered, ConnectionResetError, BrokenPipeError)
 class _Connection:
     sock: socket.socket
     buffer: bytearray  # what an answer is read into
+    idle_since: float = 0.0  # time.monotonic() when it was given back
 
 
 @dataclass(frozen=True)
@@ -171,6 +179,7 @@ class KeptEndpoint:
         finally:
             del reading.parser  # the parser and its reader refer to each other
         if reading.keep_alive and len(self._idle) < _MOST_IDLE:
+            connection.idle_since = time.monotonic()
             self._idle.append(connection)
         else:
             sock.close()
@@ -178,11 +187,18 @@ class KeptEndpoint:
 
     def _take(self) -> tuple[_Connection, bool]:
         """An idle connection (the most recently given back), or a new one; and whether it
-        was kept from an earlier request."""
-        try:
-            return self._idle.pop(), True
-        except IndexError:
-            return self._connect(), False
+        was kept from an earlier request. An idle connection with something to read is not
+        used: the server closed it meanwhile, or sent bytes nobody asked for, which would
+        be read as this request's answer. Nor is one idle too long."""
+        while True:
+            try:
+                connection = self._idle.pop()
+            except IndexError:
+                return self._connect(), False
+            fresh = time.monotonic() - connection.idle_since < _IDLE_SECONDS
+            if fresh and not _readable(connection.sock):
+                return connection, True
+            connection.sock.close()
 
     def _connect(self) -> _Connection:
         try:
@@ -278,6 +294,13 @@ class _Reading:
             return
         self._complete()
         self.keep_alive = self.parser.should_keep_alive()
+
+
+def _readable(sock: socket.socket) -> bool:
+    """Whether the socket has something to read (or has been closed), without waiting."""
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    return bool(poller.poll(0))
 
 
 def _sendable(text: str, encoding: str = "latin-1") -> bool:

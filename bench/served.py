@@ -275,7 +275,8 @@ def script_tree(llm: ScriptedLLM, topic: str, delay: float) -> None:
         topic,
         slow(delay, calls(*spawns)),
         slow(delay, call("wait_subagents")),
-        slow(delay, reply("root report")),
+        # The draft names its topic: the verifier's task, which quotes it, tells its tree.
+        slow(delay, reply(f"root report on {topic}")),
     )
     for task in tasks:
         # A turn whose tool refuses at once. Since round eighteen of issue 25 it reads

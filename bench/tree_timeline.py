@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/tree_timeline.py                 # 5 trees at 50 ms a call
     .venv/bin/python bench/tree_timeline.py --delay 0 --trees 10
+    .venv/bin/python bench/tree_timeline.py --together 20 --delay 0.2   # 20 trees at once
 
 The tree of bench/served.py (a root spawns 5 children in one turn, waits and answers; each
 child makes 6 cheap tool calls and answers; the verifier checks the draft) runs in daphne
@@ -23,6 +24,11 @@ over the trees, after one that warms the process up:
 - verifier spawn, start, end: the draft answered to the verifier created, to its call, to
   its run finished;
 - root end: the verifier finished to the root's run finished (the coverage, the finish).
+
+With `--together N`, N trees start at once, as bench/gil.py's load does (20 trees are 120
+agents), and the segments are each tree's, the medians over the N trees of one load: where
+a tree's time goes when its starts, spawns and ends fall in the same instants as the
+others'.
 """
 
 import argparse
@@ -68,10 +74,15 @@ def main() -> None:
         arrivals = note_arrivals(llm)
         with Server(llm, layer="memory") as server:
             client = Client(server, "bench")
-            trees = [
-                one_tree(llm, client, arrivals, options.delay) for _ in range(options.trees + 1)
-            ]
-    report(options, trees[1:])
+            warm = one_tree(llm, client, arrivals, options.delay)
+            if options.together:
+                trees = together(llm, client, server, arrivals, options)
+            else:
+                trees = [warm] + [
+                    one_tree(llm, client, arrivals, options.delay) for _ in range(options.trees)
+                ]
+                trees = trees[1:]
+    report(options, trees)
 
 
 def parse_args() -> argparse.Namespace:
@@ -79,6 +90,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--delay", type=float, default=0.05, help="seconds a call (0.05)")
     parser.add_argument("--trees", type=int, default=5, help="trees measured, one at a time (5)")
     parser.add_argument("--verbose", action="store_true", help="print every tree's segments")
+    parser.add_argument("--together", type=int, default=0, help="N trees started at once")
     return parser.parse_args()
 
 
@@ -111,6 +123,21 @@ def one_tree(llm, client: Client, arrivals: list, delay: float) -> dict[str, flo
 
     root_id = asyncio.run(run())
     return segments(root_id, arrivals[first:], delay)
+
+
+def together(llm, client: Client, server: Server, arrivals: list, options) -> list[dict]:
+    """The segments of each of `options.together` trees started at once."""
+    from research.models import Run
+
+    first = len(arrivals)
+    asyncio.run(served.many_trees(llm, client, server, options.together, options.delay, "at once"))
+    roots = Run.objects.filter(parent=None, topic__startswith="at once tree").order_by("-id")
+    trees = []
+    for root in roots[: options.together]:
+        topics = list(Run.objects.filter(root_id=root.pk).values_list("topic", flat=True))
+        own = [(at, task) for at, task in arrivals[first:] if any(t in task for t in topics)]
+        trees.append(segments(root.pk, own, options.delay))
+    return trees
 
 
 def segments(root_id: int, arrivals: list[tuple[float, str]], delay: float) -> dict[str, float]:
@@ -169,8 +196,9 @@ def segments(root_id: int, arrivals: list[tuple[float, str]], delay: float) -> d
 def report(options: argparse.Namespace, trees: list[dict[str, float]]) -> None:
     ideal = CRITICAL_PATH_CALLS * options.delay * 1000
     wall = statistics.median(tree["wall"] for tree in trees)
+    what = f"{len(trees)} trees at once" if options.together else "one tree"
     print(
-        f"one tree at {options.delay * 1000:.0f} ms a call, {len(trees)} trees: wall "
+        f"{what} at {options.delay * 1000:.0f} ms a call, {len(trees)} trees: wall "
         f"{wall:.0f} ms, ideal {ideal:.0f} ms, over {wall / ideal - 1:+.0%}"
         if ideal
         else f"one tree at 0 ms a call, {len(trees)} trees: wall {wall:.0f} ms"

@@ -7,9 +7,10 @@ transaction before its first step: two commits and three thread hand-offs on eve
 critical path, and with many starts at once the claims went one after another (issue 25).
 Sub-agents are seated at their spawn in the same way (AgentPool.seat).
 
-The pool of this process offers its seats here (agents.runtime.pool); a process without one
-(web processes whose agents run in `runagents` workers, the MCP server, the CLI) has none to
-give, and its roots go through the queue as before. A start inside a caller's transaction is
+The pool of this process offers its seats here (agents.runtime.pool) when it claims roots; a
+process without one (a web process whose agents run in `runagents` workers) or whose pool
+only runs the roots it is given (`manage.py mcp`, `research start --wait`) has none to give,
+and its roots go through the queue as before. A start inside a caller's transaction is
 queued too: its seat could not be given back if the caller rolled back.
 
 A seated root is working from its start's commit. If its process dies before its agent takes

@@ -194,7 +194,7 @@ class AgentPool(WorkerLoops):
         rather than claiming its run. None while any agent waits for a slot or starts: they
         came first. Returns how many were taken; those no child uses go back (unseat)."""
         with self._lock:
-            if self._stopping.is_set() or self._starting or self._waiting_for_slot:
+            if self._others_first():
                 return 0
             family = self._family(parent_id)
             seated = 0

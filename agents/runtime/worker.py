@@ -105,16 +105,20 @@ class WorkerLoops:
         slot), or with no slot free."""
         with self._lock:
             if (
-                self._stopping.is_set()
+                self._others_first()
                 or self._claiming
-                or self._starting
-                or self._waiting_for_slot
                 or self._short_of_slots
                 or not self._slots.acquire(blocking=False)
             ):
                 return None
             self._working += 1  # the claim loop sees it taken at once
             return self.worker_id
+
+    def _others_first(self) -> bool:
+        """Whether a seat, a child's at its spawn or a root's at its start, must wait its
+        turn: the pool stops, or agents wait for a slot or start, which came first. Under
+        self._lock."""
+        return self._stopping.is_set() or bool(self._starting) or bool(self._waiting_for_slot)
 
     def unseat_root(self) -> None:
         """Give back a seat_root's slot: its start did not commit."""
@@ -192,7 +196,9 @@ class WorkerLoops:
 
     def _free_slot_or_woken_by_one(self) -> bool:
         """Whether a slot is free; if not, the next agent's end wakes the claim loop. One
-        lock for both: an end between them would find the flag unset and wake nobody."""
+        lock for both: an end between them would find the flag unset and wake nobody. A free
+        slot marks a claim in flight (`_claiming`, cleared by the loop once it has submitted
+        the root or found none), so that no root seated meanwhile takes that slot."""
         with self._lock:
             # An agent submitted and not yet started will take a slot: it counts as working.
             free = self._waiting_for_slot == 0 and self._working + self._starting < self.max_active

@@ -22,7 +22,7 @@ from research.models import ACTIVE_STATUSES, Citation, Run, State, Status
 from research.selectors.runs import RunFacts
 from research.services.citations import citations_store
 from research.services.locks import run_ended, run_for_finish
-from research.services.step_batch import Part, RunEnded
+from research.services.step_batch import Ending, Part
 from research.services.steps import step_inserts
 from research.services.writer import Pending, step_writer
 from research.sql import Update, inserts_deferred
@@ -124,21 +124,18 @@ def run_end_record(
         )
 
     def rows() -> None:
-        now = timezone.now()
-        run = run_ended(
-            facts.run_id, status=status, state=State.ENDED, report=report, error=error, now=now
-        )
-        if run is None:
-            raise RunEnded
+        # Ended with the batch's other ends (step_batch._end_runs), before the rows.
+        run = ending.run
         run.tool_calls += part.tool_steps_before
         ended[:] = _ended_rows(
-            run, now, report=report, error=error, citations=citations, replacing=replacing
+            run, ending.now, report=report, error=error, citations=citations, replacing=replacing
         )
 
     def events(counters: dict[str, Any]) -> list[Payload]:
         return [payload for _, payload in ended]
 
-    part = Part(facts, None, None, 2 if report else 1, rows, events, result=True, ends=True)
+    ending = Ending(facts.run_id, status, report, error)
+    part = Part(facts, None, None, 2 if report else 1, rows, events, result=True, ending=ending)
     return step_writer.record(part, alone, wait=wait, after=after)
 
 

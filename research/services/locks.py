@@ -63,6 +63,7 @@ def _claim_new_sql() -> str:
     )
 
 
+
 def claim_next_root(*, worker_id: int) -> int | None:
     """Take the oldest unclaimed queued root for this worker in one statement. SKIP LOCKED
     lets many workers claim at once without waiting on each other or taking the same run
@@ -112,10 +113,6 @@ def _finishing() -> Instances:
     return Instances(Run, FINISH_FIELDS, alias="r", extra=["tool_calls"])
 
 
-# What run_ended sets, in its statement's order.
-_ENDED = ("status", "state", "report", "error", "finished_at")
-
-
 def run_ended(
     run_id: int, *, status: str, state: str, report: str, error: str, now: datetime
 ) -> Run | None:
@@ -124,13 +121,29 @@ def run_ended(
     the tool steps run_for_finish reads: one round trip under the tree lock where there were
     two. None for any other run (ended, gone, or paused: a pause's time is counted from what
     run_for_finish reads). Take the tree lock first."""
-    values = [status, state, report, error, now]
-    fields = [Run._meta.get_field(name) for name in _ENDED]
-    params = [
-        field.get_db_prep_save(value, connection)
-        for field, value in zip(fields, values, strict=True)
+    ended = runs_ended([(run_id, status, report, error)], state=state, now=now)
+    return ended.get(run_id)
+
+
+def runs_ended(
+    ends: Sequence[tuple[int, str, str, str]], *, state: str, now: datetime
+) -> dict[int, Run]:
+    """run_ended for several runs in one statement (the ends in one batch of the step
+    writer: research.services.step_batch): each (run id, status, report, error) ended in
+    `state` at `now`. The rows of those it ended, by id; a run it did not end is missing."""
+    db = connection
+    prepared = [
+        [pk, _STATUS.get_db_prep_save(status, db), report, error]
+        for pk, status, report, error in ends
     ]
-    return _ending().first(_ended_sql(), [*params, run_id, *ACTIVE_STATUSES, Step.Kind.TOOL.value])
+    finished = _FINISHED_AT.get_db_prep_save(now, db)
+    params = [state, finished, *(value for row in prepared for value in row)]
+    params += [*ACTIVE_STATUSES, Step.Kind.TOOL.value]
+    return {run.pk: run for run in _ending().all(_ended_sql(len(ends)), params)}
+
+
+_STATUS = Run._meta.get_field("status")
+_FINISHED_AT = Run._meta.get_field("finished_at")
 
 
 @cache
@@ -140,13 +153,21 @@ def _ending() -> Instances:
 
 
 @cache
-def _ended_sql() -> str:
-    quote = connection.ops.quote_name
-    sets = ", ".join(f"{quote(Run._meta.get_field(name).column)} = %s" for name in _ENDED)
+def _ended_sql(count: int) -> str:
+    """The ends of `count` runs: their values (id, status, report, error) as VALUES rows,
+    typed on PostgreSQL, whose parameters in VALUES are otherwise text."""
+    postgres = connection.vendor == "postgresql"
+    bigint, text = ("::bigint", "::text") if postgres else ("", "")
     steps = Step._meta.db_table
+    values = ", ".join(["(%s, %s, %s, %s)"] * count)
     return (
-        f"UPDATE {_RUNS} SET {sets} "
-        f"WHERE id = %s AND status IN ({placeholders(len(ACTIVE_STATUSES))}) AND paused_at IS NULL "
+        f"UPDATE {_RUNS} SET status = v.c2{text}, state = %s, report = v.c3{text}, "
+        f"error = v.c4{text}, finished_at = %s "
+        f"FROM (SELECT column1 AS c1, column2 AS c2, column3 AS c3, column4 AS c4 "
+        f"FROM (VALUES {values}) AS vals) AS v "
+        f"WHERE {_RUNS}.id = v.c1{bigint} "
+        f"AND {_RUNS}.status IN ({placeholders(len(ACTIVE_STATUSES))}) "
+        f"AND {_RUNS}.paused_at IS NULL "
         f"RETURNING {_ending().columns}, "
         f"(SELECT COUNT(*) FROM {steps} s WHERE s.run_id = {_RUNS}.id AND s.kind = %s)"
     )

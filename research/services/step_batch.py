@@ -22,18 +22,21 @@ follows its run's model call in the batch has its state carried by the call's us
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from datetime import datetime
 from decimal import Decimal
 from functools import cache
 from typing import Any
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections
+from django.utils import timezone
 
 from research.events import Payload, RunStateChanged, RunUsage
 from research.events.delivery import expect
 from research.events.payloads import money
 from research.events.store import publish_all
-from research.models import ACTIVE_STATUSES, Run
+from research.models import ACTIVE_STATUSES, Run, State
 from research.selectors.runs import RunFacts
+from research.services.locks import runs_ended
 from research.sql import as_arrays, as_decimal, by_column, placeholders, unnest
 
 _RUNS = Run._meta.db_table
@@ -52,6 +55,20 @@ _MONEY = {"cost_usd", "tree_cost_usd"}
 
 
 @dataclass
+class Ending:
+    """An agent's end in a batch (research.services.finish.run_end_record): its run ended
+    with `status`, `report` and `error`, in one statement with the batch's other ends, which
+    sets `now` and `run` (its row as written) before the part's rows are made."""
+
+    run_id: int
+    status: str
+    report: str
+    error: str
+    now: datetime | None = None
+    run: Run | None = None
+
+
+@dataclass
 class Part:
     """What one record changes: `usage` (cost, input, output tokens) for a model call, the
     state it goes on to, its rows (written by `rows`, deferred) and how its events are
@@ -64,7 +81,7 @@ class Part:
     rows: Callable[[], None]
     events: Callable[[dict[str, Any]], list[Payload]]
     result: Any = None
-    ends: bool = False  # the run's end (research.services.finish.run_end_record)
+    ending: Ending | None = None  # the run's end (research.services.finish.run_end_record)
     tool_steps: int = 0  # the tool steps its rows add (steps.tool_call_record)
     # Its one event is the state a tool call moves its run to: it may ride on the usage
     # event of its run's model call before it in the batch (_carriers).
@@ -103,6 +120,7 @@ def write_parts(parts: Sequence[Part]) -> list[Any]:
             and after[part.facts.run_id]["status"] not in ACTIVE_STATUSES
         ):
             raise RunEnded
+    _end_runs([part.ending for part in parts if part.ending is not None])
     # Counters after each record: from the last record's back to the first.
     current = {pk: dict(row) for pk, row in after.items()}
     states: list[tuple[dict[str, Any], dict[str, Any]]] = []
@@ -177,10 +195,25 @@ def _ends_last(parts: Sequence[Part]) -> None:
         run_id = part.facts.run_id
         if run_id in ended:
             raise RunEnded
-        if part.ends:
+        if part.ending is not None:
             part.tool_steps_before = tool_steps.get(run_id, 0)
             ended.add(run_id)
         tool_steps[run_id] = tool_steps.get(run_id, 0) + part.tool_steps
+
+
+def _end_runs(endings: list[Ending]) -> None:
+    """The batch's ends in one statement (locks.runs_ended), not one a run: sub-agents ending
+    together come in the same batch. A run it could not end (ended by a sweep, paused,
+    gone) has the batch written again record by record, its end through run_finish."""
+    if not endings:
+        return
+    now = timezone.now()
+    ends = [(ending.run_id, ending.status, ending.report, ending.error) for ending in endings]
+    ended = runs_ended(ends, state=State.ENDED, now=now)
+    if len(ended) < len(endings):
+        raise RunEnded
+    for ending in endings:
+        ending.now, ending.run = now, ended[ending.run_id]
 
 
 def usage_event(counters: dict[str, Any], moved: RunStateChanged | None = None) -> RunUsage:

@@ -527,6 +527,28 @@ def test_subagents_can_be_turned_off_for_the_server_and_for_a_user(
     assert "spawn_subagent" not in tool_names(scripted_llm.requests_for("bob again")[0])
 
 
+def test_a_sub_agent_gets_its_owners_switch_as_it_starts_not_as_its_parent_did(
+    agent_pool, scripted_llm, alice
+):
+    """The switch comes back with each agent's claim: turned off while the root works, the
+    child it spawns afterwards is offered no spawn tool, though its parent was."""
+
+    def spawn_after_turning_off(messages):
+        Profile.objects.update_or_create(user=alice, defaults={"subagents_enabled": False})
+        return calls(spawn("kid", "switch kid task"))
+
+    scripted_llm.script("switch research", spawn_after_turning_off, call("wait_subagents"))
+    scripted_llm.script("switch kid task", reply("kid report"))
+    Profile.objects.create(user=alice, subagents_enabled=True)
+    root = wait_finished(start(alice, "switch research"))
+
+    assert "spawn_subagent" in tool_names(scripted_llm.requests_for("switch research")[0])
+    kid = Run.objects.get(parent=root, name="kid")
+    assert kid.status == "done", kid.error
+    kid_tools = tool_names(scripted_llm.requests_for("switch kid task")[0])
+    assert "list_siblings" in kid_tools and "spawn_subagent" not in kid_tools
+
+
 def test_list_api_filters_a_runs_subagents(agent_pool, scripted_llm, alice, api):
     scripted_llm.script(
         "api research",

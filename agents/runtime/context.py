@@ -210,6 +210,9 @@ class AgentContext:
     # (`spawning`). Its team tools then refuse without reading its sub-agents: most agents
     # of a tree are its leaves. Its end reads them whatever (agents.runtime.tree).
     childless: bool = False
+    # Its owner's sub-agent switch as its claim returned it (research.services.locks);
+    # None for a run started without a claim, whose set-up reads it.
+    owner_allows_subagents: bool | None = None
 
     @classmethod
     def load(cls, run_id: int, cancel: CancelToken, pool: Runtime | None = None) -> "AgentContext":
@@ -234,6 +237,7 @@ class AgentContext:
             pool=pool,
             fresh=run.steps == 0,
             childless=run.steps == 0,
+            owner_allows_subagents=_as_bool(getattr(run, "owner_allows_subagents", None)),
         )
 
     def spawning(self) -> None:
@@ -244,3 +248,7 @@ class AgentContext:
     @property
     def is_root(self) -> bool:
         return self.parent_id is None
+
+
+def _as_bool(value: object) -> bool | None:
+    return None if value is None else bool(value)  # SQLite's booleans come back as 0 and 1

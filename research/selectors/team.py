@@ -169,8 +169,9 @@ def _cost_sql() -> str:
 
 
 def subagents_allowed_for(*, owner_id: int) -> bool:
-    """The per-user switch (admin, Profiles): on unless turned off. Every agent reads it
-    as it starts: the statement is built once."""
+    """The per-user switch (admin, Profiles): on unless turned off. An agent reads it as it
+    starts, unless its claim returned it (research.services.locks): the statement is built
+    once."""
     row = one(_profile_sql(), [owner_id])
     return row is None or bool(row[0])
 

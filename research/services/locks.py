@@ -10,8 +10,8 @@ from functools import cache
 
 from django.db import connection
 
-from research.models import ACTIVE_STATUSES, Run, Status, Step
-from research.sql import Instances, one, placeholders, row_lock, whole
+from research.models import ACTIVE_STATUSES, Profile, Run, Status, Step
+from research.sql import Instances, one, placeholders, row_lock
 
 _RUNS = Run._meta.db_table
 
@@ -32,7 +32,7 @@ def claim_queued_runs(
     started = connection.ops.adapt_datetimefield_value(now)
     worker = [worker_id] if worker_id is not None else []
     params = [Status.WORKING.value, state, started, *worker, *run_ids, Status.QUEUED.value]
-    runs = whole(Run).all(_claim_sql(worker_id is not None, len(run_ids)), params)
+    runs = _claimed().all(_claim_sql(worker_id is not None, len(run_ids)), params)
     return sorted(runs, key=lambda run: run.pk)
 
 
@@ -43,7 +43,7 @@ def _claim_sql(with_worker: bool, count: int) -> str:
     return (
         f"UPDATE {_RUNS} SET status = %s, state = %s, started_at = COALESCE(started_at, %s)"
         f"{worker} "
-        f"WHERE id IN ({ids}) AND status = %s RETURNING {whole(Run).columns}"
+        f"WHERE id IN ({ids}) AND status = %s RETURNING {_claimed_columns()}"
     )
 
 
@@ -52,16 +52,33 @@ def claim_new_root(*, run_id: int, worker_id: int, now, state: str) -> Run:
     id, in one statement that returns its row (research.services.seats)."""
     started = connection.ops.adapt_datetimefield_value(now)
     params = [Status.WORKING.value, state, started, worker_id, run_id]
-    return whole(Run).get(_claim_new_sql(), params)
+    return _claimed().get(_claim_new_sql(), params)
 
 
 @cache
 def _claim_new_sql() -> str:
     return (
         f"UPDATE {_RUNS} SET root_id = id, status = %s, state = %s, started_at = %s, "
-        f"worker_id = %s WHERE id = %s RETURNING {whole(Run).columns}"
+        f"worker_id = %s WHERE id = %s RETURNING {_claimed_columns()}"
     )
 
+
+@cache
+def _claimed() -> Instances:
+    """A claimed run's row, with its owner's sub-agent switch (Profile.subagents_enabled, on
+    without a profile) as `owner_allows_subagents`: what its agent reads as it starts
+    (agents.tools.team.may_spawn) comes back with its claim."""
+    return Instances(Run, extra=["owner_allows_subagents"])
+
+
+@cache
+def _claimed_columns() -> str:
+    profiles = Profile._meta.db_table
+    switch = (
+        f"COALESCE((SELECT p.subagents_enabled FROM {profiles} p "
+        f"WHERE p.user_id = {_RUNS}.owner_id), TRUE)"
+    )
+    return f"{_claimed().columns}, {switch}"
 
 
 def claim_next_root(*, worker_id: int) -> int | None:

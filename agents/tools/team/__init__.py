@@ -38,4 +38,6 @@ def may_spawn(ctx: AgentContext) -> bool:
         return False
     if ctx.depth >= settings.RESEARCH_MAX_SUBAGENT_DEPTH:
         return False
+    if ctx.owner_allows_subagents is not None:  # read with its claim
+        return ctx.owner_allows_subagents
     return team_reads.subagents_allowed_for(owner_id=ctx.owner_id)

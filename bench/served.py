@@ -72,7 +72,8 @@ def parse_args() -> argparse.Namespace:
 
 def environment(options: argparse.Namespace) -> None:
     os.environ.update(
-        DJANGO_SETTINGS_MODULE="research.settings",
+        # A profiler's settings for daphne (and this process), on PYTHONPATH, when asked.
+        DJANGO_SETTINGS_MODULE=os.environ.get("BENCH_SETTINGS", "research.settings"),
         DATABASE_URL=DATABASE_URL,
         SECRET_KEY=SECRET_KEY,
         RESEARCH_AGENTS_IN_WEB="false",  # this process runs no agents

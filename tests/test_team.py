@@ -3,6 +3,7 @@
 import threading
 
 import pytest
+from django.db import transaction
 
 from agents.llm.scripted import call, calls, reply, slow
 from agents.runtime.tree import CANCELLED_BY_PARENT, PARENT_ENDED
@@ -585,18 +586,16 @@ def test_deleting_a_working_root_cancels_and_deletes_its_tree(agent_pool, script
 def test_an_orphan_child_no_thread_runs_is_ended_with_its_parent_instead_of_hanging_it(
     agent_pool, scripted_llm, alice
 ):
-    """A child recorded but never started (its start failed) must not keep its parent
-    waiting for ever when the parent ends."""
-
-    def answer_once_the_orphan_exists(messages):
-        orphan_exists = Run.objects.filter(name="orphan").exists()
-        return reply("done") if orphan_exists else slow(0.1, call("web_search", query="x"))
-
-    scripted_llm.script("orphaning research", *[answer_once_the_orphan_exists] * 30)
-    root = start(alice, "orphaning research")
-    wait_for(lambda: Run.objects.get(pk=root.pk).status == "working")
+    """A child recorded but never started (its start failed, then the process died, and a
+    resume queued its parent again) must not keep its parent waiting for ever when the
+    parent ends: the parent's claim finds it, and its end ends it."""
+    scripted_llm.script(
+        "orphaning research", slow(0.1, call("web_search", query="x")), reply("done")
+    )
     launch = services.Launch(name="orphan", reason="never started", task="t", max_steps=3)
-    orphan = services.subagent_create(parent_id=root.pk, launch=launch)
+    with transaction.atomic():  # queued, not seated: the orphan is there before its claim
+        root = start(alice, "orphaning research")
+        orphan = services.subagent_create(parent_id=root.pk, launch=launch)
     root = wait_finished(root, timeout=10)
     orphan.refresh_from_db()
     assert root.status == "done"

@@ -205,11 +205,13 @@ class AgentContext:
     # A run that has recorded no step yet: it has no checkpoints and no earlier citations, so
     # neither is read.
     fresh: bool = False
-    # True while this agent has no sub-agents of its own: the run was fresh when it started
-    # (a spawn writes after the step that asked for it) and it has not tried a spawn since
-    # (`spawning`). Its team tools then refuse without reading its sub-agents: most agents
-    # of a tree are its leaves. Its end reads them whatever (agents.runtime.tree).
+    # True while this agent has no sub-agents of its own: its claim found none, or, started
+    # without a claim, the run was fresh (a spawn writes after the step that asked for it),
+    # and it has not tried a spawn since (`spawning`). Its team tools then refuse without
+    # reading its sub-agents: most agents of a tree are its leaves. Its end reads them
+    # unless its claim said so (`childless_claimed`; agents.runtime.tree.end_subagents).
     childless: bool = False
+    childless_claimed: bool = False
     # Its owner's sub-agent switch as its claim returned it (research.services.locks);
     # None for a run started without a claim, whose set-up reads it.
     owner_allows_subagents: bool | None = None
@@ -220,7 +222,9 @@ class AgentContext:
 
     @classmethod
     def of(cls, run: Run, cancel: CancelToken, pool: Runtime | None = None) -> "AgentContext":
-        """The identifiers of a run already read; the thread keeps these, not the instance."""
+        """The identifiers of a run already read; the thread keeps these, not the instance.
+        A run its claim returned (research.services.locks) says what it has."""
+        has_children = _as_bool(getattr(run, "has_children", None))
         return cls(
             run_id=run.pk,
             root_id=run.root_id,
@@ -236,14 +240,15 @@ class AgentContext:
             allowed_tools=None if run.tools is None else frozenset(run.tools),
             pool=pool,
             fresh=run.steps == 0,
-            childless=run.steps == 0,
+            childless=run.steps == 0 if has_children is None else not has_children,
+            childless_claimed=has_children is not None and not has_children,
             owner_allows_subagents=_as_bool(getattr(run, "owner_allows_subagents", None)),
         )
 
     def spawning(self) -> None:
         """Called before any attempt to record a sub-agent: from then on this run may have
         some, even when the attempt seems to fail (its commit may have gone through)."""
-        self.childless = False
+        self.childless = self.childless_claimed = False
 
     @property
     def is_root(self) -> bool:

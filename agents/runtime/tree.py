@@ -34,11 +34,14 @@ def close_inbox(ctx: AgentContext) -> None:
 
 
 def end_subagents(ctx: AgentContext, *, reason: str = PARENT_ENDED) -> None:
-    """Cancel the sub-agents still working and wait until they have finished. Read even for
-    an agent that spawned none (even ctx.childless): a spawn whose commit went through but
-    whose answer was lost leaves a child that ctx.spawned does not know, and a spawn that
+    """Cancel the sub-agents still working and wait until they have finished. Read for an
+    agent that spawned none too, unless its claim found it had none and it never tried a
+    spawn since (ctx.childless_claimed): a spawn whose commit went through but whose answer
+    was lost leaves a child that ctx.spawned does not know (it tried), and a spawn that
     committed ahead of its step's failed record, then a crash, leaves a fresh run with
-    children that a resume queued again."""
+    children that a resume queued again (its claim finds them)."""
+    if ctx.childless_claimed:
+        return
     working = team_reads.working_children_ids(run_id=ctx.run_id)
     for run_id in working:
         cancel_child(ctx, run_id, reason)

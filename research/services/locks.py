@@ -65,10 +65,12 @@ def _claim_new_sql() -> str:
 
 @cache
 def _claimed() -> Instances:
-    """A claimed run's row, with its owner's sub-agent switch (Profile.subagents_enabled, on
-    without a profile) as `owner_allows_subagents`: what its agent reads as it starts
-    (agents.tools.team.may_spawn) comes back with its claim."""
-    return Instances(Run, extra=["owner_allows_subagents"])
+    """A claimed run's row, with what its agent would otherwise read: its owner's sub-agent
+    switch (Profile.subagents_enabled, on without a profile) as `owner_allows_subagents`,
+    read as it starts (agents.tools.team.may_spawn), and whether it has sub-agents already
+    as `has_children`, read as it ends (agents.runtime.tree.end_subagents). Only its own
+    agent spawns under a run, so the second holds until that agent tries a spawn."""
+    return Instances(Run, extra=["owner_allows_subagents", "has_children"])
 
 
 @cache
@@ -78,7 +80,8 @@ def _claimed_columns() -> str:
         f"COALESCE((SELECT p.subagents_enabled FROM {profiles} p "
         f"WHERE p.user_id = {_RUNS}.owner_id), TRUE)"
     )
-    return f"{_claimed().columns}, {switch}"
+    children = f"EXISTS (SELECT 1 FROM {_RUNS} c WHERE c.parent_id = {_RUNS}.id)"
+    return f"{_claimed().columns}, {switch}, {children}"
 
 
 def claim_next_root(*, worker_id: int) -> int | None:

@@ -138,6 +138,12 @@ class Run(models.Model):
         return self.parent_id is None
 
     @property
+    def may_clarify(self) -> bool:
+        """Whether the root may still ask its clarifying questions: started with `clarify`,
+        and has not asked yet (research.services.clarify)."""
+        return self.parent_id is None and self.clarify and self.clarification is None
+
+    @property
     def is_active(self) -> bool:
         return self.status in ACTIVE_STATUSES
 

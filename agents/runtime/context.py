@@ -212,9 +212,13 @@ class AgentContext:
     # unless its claim said so (`childless_claimed`; agents.runtime.tree.end_subagents).
     childless: bool = False
     childless_claimed: bool = False
-    # Its owner's sub-agent switch as its claim returned it (research.services.locks);
-    # None for a run started without a claim, whose set-up reads it.
+    # Its owner's sub-agent switch, and whether any remote MCP server is enabled, as its
+    # claim returned them (research.services.locks); None for a run started without a
+    # claim, whose set-up reads them.
     owner_allows_subagents: bool | None = None
+    remote_servers_enabled: bool | None = None
+    # A root that may still ask its clarifying questions (Run.may_clarify), from its row.
+    may_clarify: bool = False
 
     @classmethod
     def load(cls, run_id: int, cancel: CancelToken, pool: Runtime | None = None) -> "AgentContext":
@@ -243,6 +247,8 @@ class AgentContext:
             childless=run.steps == 0 if has_children is None else not has_children,
             childless_claimed=has_children is not None and not has_children,
             owner_allows_subagents=_as_bool(getattr(run, "owner_allows_subagents", None)),
+            remote_servers_enabled=_as_bool(getattr(run, "remote_servers_enabled", None)),
+            may_clarify=run.may_clarify,
         )
 
     def spawning(self) -> None:

@@ -22,7 +22,7 @@ Question = Annotated[str, Field(max_length=QUESTION_MAX_CHARS)]
 
 def _before_the_research(ctx: AgentContext, tool: Tool) -> Tool | None:
     """Offered to a lead started with `clarify` that has not asked yet."""
-    if not ctx.is_root or not services.clarify_wanted(root_id=ctx.run_id):
+    if not ctx.may_clarify:  # from its run's row, as its claim returned it
         return None
     return tool
 

@@ -90,6 +90,8 @@ def offered_tools(ctx: "AgentContext") -> list[Offered]:
         # A sub-agent whose parent was offered no remote tool can be offered none (see the
         # end): no server to read as it starts.
         return []
+    if ctx.remote_servers_enabled is False:  # its claim found none enabled
+        return []
     offered: list[Offered] = []
     for server in selectors.remote_servers_for(kind=agent_kind(ctx), is_root=ctx.is_root):
         if not server.allowed_tools:

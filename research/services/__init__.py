@@ -6,7 +6,7 @@ Callers import from here; each name lives in the module of its entity. Domain er
 
 from research.services.announce import roots_queued, runs_flagged
 from research.services.citations import citations_checked, citations_record, cited_sources
-from research.services.clarify import clarify_answer, clarify_ask, clarify_wanted
+from research.services.clarify import clarify_answer, clarify_ask
 from research.services.datasets import (
     dataset_create,
     dataset_delete,
@@ -80,7 +80,6 @@ from research.services.writer import step_writer
 __all__ = [
     "clarify_answer",
     "clarify_ask",
-    "clarify_wanted",
     "current_plan",
     "note_send",
     "notes_take",

@@ -8,8 +8,6 @@ the answers join the root's task (agents.loop.instructions), so the whole tree w
 `{"questions": [...], "answers": null | [...], "skipped": bool}`.
 """
 
-from functools import cache
-
 from django.db import transaction
 
 from research.clean import strip_controls
@@ -18,7 +16,6 @@ from research.events import RunClarify, publish, tree_lock
 from research.models import Run, State, Status
 from research.services.plans import plan_pause, root_resume
 from research.services.texts import validate_texts
-from research.sql import one
 
 MAX_QUESTIONS = 3
 QUESTION_MAX_CHARS = 300
@@ -65,20 +62,6 @@ def validate_answers(answers: object, *, asked: int) -> list[str]:
             field="answers",
         )
     return cleaned
-
-
-def clarify_wanted(*, root_id: int) -> bool:
-    """Whether the root may still ask: started with `clarify`, and has not asked yet. Every
-    root reads it as it sets up its tools: built once."""
-    return one(_wanted_sql(), [root_id, True]) is not None
-
-
-@cache
-def _wanted_sql() -> str:
-    return (
-        f"SELECT 1 FROM {Run._meta.db_table} WHERE id = %s AND parent_id IS NULL "
-        "AND clarify = %s AND clarification IS NULL"
-    )
 
 
 LATE_QUESTIONS = (

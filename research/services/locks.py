@@ -10,7 +10,7 @@ from functools import cache
 
 from django.db import connection
 
-from research.models import ACTIVE_STATUSES, Profile, Run, Status, Step
+from research.models import ACTIVE_STATUSES, Profile, RemoteServer, Run, Status, Step
 from research.sql import Instances, one, placeholders, row_lock
 
 _RUNS = Run._meta.db_table
@@ -68,9 +68,12 @@ def _claimed() -> Instances:
     """A claimed run's row, with what its agent would otherwise read: its owner's sub-agent
     switch (Profile.subagents_enabled, on without a profile) as `owner_allows_subagents`,
     read as it starts (agents.tools.team.may_spawn), and whether it has sub-agents already
-    as `has_children`, read as it ends (agents.runtime.tree.end_subagents). Only its own
-    agent spawns under a run, so the second holds until that agent tries a spawn."""
-    return Instances(Run, extra=["owner_allows_subagents", "has_children"])
+    as `has_children`, read as it ends (agents.runtime.tree.end_subagents), and whether any
+    remote MCP server is enabled as `remote_servers_enabled`, read as it starts when one is
+    (agents.tools.remote). Only its own agent spawns under a run, so the second holds until
+    that agent tries a spawn."""
+    extra = ["owner_allows_subagents", "has_children", "remote_servers_enabled"]
+    return Instances(Run, extra=extra)
 
 
 @cache
@@ -81,7 +84,8 @@ def _claimed_columns() -> str:
         f"WHERE p.user_id = {_RUNS}.owner_id), TRUE)"
     )
     children = f"EXISTS (SELECT 1 FROM {_RUNS} c WHERE c.parent_id = {_RUNS}.id)"
-    return f"{_claimed().columns}, {switch}, {children}"
+    servers = f"EXISTS (SELECT 1 FROM {RemoteServer._meta.db_table} s WHERE s.enabled)"
+    return f"{_claimed().columns}, {switch}, {children}, {servers}"
 
 
 def claim_next_root(*, worker_id: int) -> int | None:

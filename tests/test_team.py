@@ -1,6 +1,7 @@
 """Sub-agents and messages (seed 000) through the real loop, pool and database."""
 
 import threading
+import time
 
 import pytest
 from django.db import transaction
@@ -581,6 +582,37 @@ def test_deleting_a_working_root_cancels_and_deletes_its_tree(agent_pool, script
     assert api.delete(f"/v1/gb/research/{root.pk}").status_code == 204
     assert not Run.objects.filter(root_id=root.pk).exists()
     wait_for(lambda: not agent_pool.is_running(root.pk), timeout=5)
+
+
+def test_a_wait_for_a_child_no_thread_runs_here_reads_it_and_waits_out_its_slice(
+    agent_pool, scripted_llm, alice, settings
+):
+    """A wait learns that a child this pool runs has ended from the pool; one it does not
+    run (recorded before its parent's claim, never started) is read, found working, and
+    waited for until the slice ends, not taken for ended."""
+    settings.RESEARCH_WAIT_SLICE_SECONDS = 0.5
+    asked = []
+
+    def timed(turn):
+        def answer(messages):
+            asked.append(time.monotonic())
+            return turn
+
+        return answer
+
+    scripted_llm.script(
+        "unstarted research", timed(call("wait_subagents")), timed(reply("done")), reply("done")
+    )
+    launch = services.Launch(name="unstarted", reason="never started", task="u", max_steps=3)
+    with transaction.atomic():  # queued, not seated: the child is there before its claim
+        root = start(alice, "unstarted research")
+        services.subagent_create(parent_id=root.pk, launch=launch)
+    root = wait_finished(root, timeout=10)
+
+    (wait,) = results(scripted_llm, "unstarted research", "wait_subagents")
+    assert wait.startswith("## unstarted (run ") and ": still working" in wait
+    assert asked[1] - asked[0] >= 0.5  # the whole slice, not an early return
+    assert Run.objects.get(parent=root, name="unstarted").error == PARENT_ENDED
 
 
 def test_an_orphan_child_no_thread_runs_is_ended_with_its_parent_instead_of_hanging_it(

@@ -162,10 +162,11 @@ def verify(ctx: AgentContext, draft: str) -> Verdict:
         seated=child if tree.is_seated(child) else None,
     )
     with yielded(ctx):
-        while team_reads.working_children_ids(run_id=ctx.run_id, among=[child.pk]):
+        # Its row is read once it no longer runs here (tree.working_among).
+        while (found := tree.working_among(ctx, [child.pk]))[0]:
             # A note does not end this wait: the lead reads it with the findings.
             tree.wait_for_change(ctx, run_ids=[child.pk], notes=False)
-    child = team_reads.run_by_id(run_id=child.pk)
+    (child,) = found[1]
     if child.status != Status.DONE:
         return Verdict(error=child.error or "the verifier did not finish")
     verdict = parse_verdict(child.report)

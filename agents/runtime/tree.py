@@ -239,6 +239,20 @@ def yielded(ctx: AgentContext) -> AbstractContextManager[None]:
     return ctx.pool.yielded(ctx.cancel) if ctx.pool is not None else nullcontext()
 
 
+def working_among(ctx: AgentContext, run_ids: list[int]) -> tuple[list[int], list[Run] | None]:
+    """Which of the agent's children `run_ids` still work, and their rows when they were read.
+    One that this pool runs works until its thread leaves the pool, after its end is
+    written: while any does, nothing is read. When none does, their rows are read and say
+    (a child never started here, or one whose end could not be written, is read, not
+    assumed ended)."""
+    if ctx.pool is not None:
+        running = [run_id for run_id in run_ids if ctx.pool.is_running(run_id)]
+        if running:
+            return running, None
+    runs = team_reads.runs_by_ids(run_ids=run_ids)
+    return [run.pk for run in runs if run.status in ACTIVE_STATUSES], runs
+
+
 # How often a waiting agent reads its children's rows when no agent of its pool has ended:
 # its children end in its own process (a tree runs in one), which wakes it at once.
 RECHECK_SECONDS = 2.0

@@ -16,6 +16,7 @@ from agents.runtime.tree import (
     note_waiting,
     wait_for_change,
     wait_result,
+    working_among,
     yielded,
 )
 from agents.tools.base import ToolError
@@ -59,7 +60,8 @@ def wait_subagents(
     deadline = time.monotonic() + settings.RESEARCH_WAIT_SLICE_SECONDS
     noted = False
     with yielded(ctx):
-        while working := team_reads.working_children_ids(run_id=ctx.run_id, among=targets):
+        # Their rows are read once none of them runs here any more (working_among).
+        while (found := working_among(ctx, targets))[0]:
             # A note from the analyst ends the wait at once: it is read first (seed 001).
             noted = note_waiting(ctx)
             if noted or time.monotonic() >= deadline:
@@ -67,8 +69,9 @@ def wait_subagents(
             # Woken when one of those still working leaves the pool, not by every agent of
             # the pool that ends.
             left = max(0.0, deadline - time.monotonic())
-            wait_for_change(ctx, min(RECHECK_SECONDS, left), run_ids=working)
-    return wait_result(ctx, team_reads.runs_by_ids(run_ids=targets), noted=noted)
+            wait_for_change(ctx, min(RECHECK_SECONDS, left), run_ids=found[0])
+    runs = found[1] if found[1] is not None else team_reads.runs_by_ids(run_ids=targets)
+    return wait_result(ctx, runs, noted=noted)
 
 
 @tool(state=State.SPAWNING, detail=lambda args: f"cancel {args.get('name', '')}")

@@ -1,5 +1,6 @@
 """Sub-agents and messages (seed 000) through the real loop, pool and database."""
 
+import sys
 import threading
 import time
 
@@ -10,6 +11,7 @@ from agents.llm.scripted import call, calls, reply, slow
 from agents.runtime.tree import CANCELLED_BY_PARENT, PARENT_ENDED
 from research import services
 from research.models import Message, Profile, Run
+from research.selectors import team as team_reads
 from tests.conftest import wait_finished, wait_for
 from tests.helpers import results, start, tool_names
 
@@ -549,6 +551,43 @@ def test_a_sub_agent_gets_its_owners_switch_as_it_starts_not_as_its_parent_did(
     assert kid.status == "done", kid.error
     kid_tools = tool_names(scripted_llm.requests_for("switch kid task")[0])
     assert "list_siblings" in kid_tools and "spawn_subagent" not in kid_tools
+
+
+def test_a_root_that_saw_its_children_end_reads_none_at_its_answer_review_and_end(
+    agent_pool, scripted_llm, alice, settings, monkeypatch
+):
+    """Its claim found no sub-agents, its spawns returned theirs, and its wait read each one
+    ended: its answer's check, its review (with a verifier) and its end read none again."""
+    settings.RESEARCH_VERIFY_REPORTS = True
+    scripted_llm.script(
+        "seen research",
+        calls(spawn("one", "seen task one"), spawn("two", "seen task two")),
+        call("wait_subagents"),
+        reply("the draft"),
+    )
+    scripted_llm.script("seen task one", reply("one's report"))
+    scripted_llm.script("seen task two", reply("two's report"))
+    asked: list[tuple[str, int]] = []
+    for name in ("working_children_ids", "children_named"):
+        read = getattr(team_reads, name)
+
+        def counted(*, run_id, read=read, name=name, **more):
+            asked.append((name, run_id, sys._getframe(1).f_code.co_name))
+            return read(run_id=run_id, **more)
+
+        monkeypatch.setattr(team_reads, name, counted)
+    root = wait_finished(start(alice, "seen research"))
+
+    assert root.status == "done", root.error
+    verifier = Run.objects.get(parent=root, kind="verifier")
+    assert verifier.status == "done"
+    # Its sub-agents read by name twice: wait_subagents finding them, and the verifier's
+    # spawn choosing a name none of them has. Neither its answer nor its ends read them.
+    reads = [(name, caller) for name, run_id, caller in asked if run_id == root.pk]
+    assert reads == [
+        ("children_named", "_named_children"),
+        ("children_named", "verifier_spawn"),
+    ], reads
 
 
 def test_list_api_filters_a_runs_subagents(agent_pool, scripted_llm, alice, api):

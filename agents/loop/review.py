@@ -148,7 +148,7 @@ def verify(ctx: AgentContext, draft: str) -> Verdict:
             parent_state=NextState(State.WAITING, "verifier checks the draft"),
         )
         seat.used = int(tree.is_seated(child))
-    ctx.spawned.add(child.pk)
+    ctx.spawned_known([child.pk])
     ctx.collected.add(child.pk)  # its findings come in the revision round, not as a report
     # Redis down costs the verifier its inbox (it sends no message), not the verification.
     resilience.cleanup(

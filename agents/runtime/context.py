@@ -3,6 +3,7 @@ what it may ask of the runtime that runs it (`Runtime`)."""
 
 import threading
 import time
+from collections.abc import Iterable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -11,7 +12,7 @@ from django.conf import settings
 
 from research import endings
 from research.endings import CANCELLED_BY_USER, DELETED
-from research.models import Run
+from research.models import ACTIVE_STATUSES, Run
 from research.selectors import team as team_reads
 
 
@@ -208,10 +209,16 @@ class AgentContext:
     # True while this agent has no sub-agents of its own: its claim found none, or, started
     # without a claim, the run was fresh (a spawn writes after the step that asked for it),
     # and it has not tried a spawn since (`spawning`). Its team tools then refuse without
-    # reading its sub-agents: most agents of a tree are its leaves. Its end reads them
-    # unless its claim said so (`childless_claimed`; agents.runtime.tree.end_subagents).
+    # reading its sub-agents: most agents of a tree are its leaves.
     childless: bool = False
-    childless_claimed: bool = False
+    # Its claim found no sub-agents (only its own agent spawns under a run): `spawned` then
+    # holds every one it has, unless a spawn is open (tried, its children not known: its
+    # commit may have gone through). See `all_children_known`.
+    no_children_at_claim: bool = False
+    spawns_open: int = 0
+    # Its sub-agents it has seen ended (`saw`): an ended run stays ended while its parent
+    # works, so its end and its answer need not read them again (agents.runtime.tree).
+    ended_children: set[int] = field(default_factory=set)
     # Its owner's sub-agent switch, and whether any remote MCP server is enabled, as its
     # claim returned them (research.services.locks); None for a run started without a
     # claim, whose set-up reads them.
@@ -245,7 +252,7 @@ class AgentContext:
             pool=pool,
             fresh=run.steps == 0,
             childless=run.steps == 0 if has_children is None else not has_children,
-            childless_claimed=has_children is not None and not has_children,
+            no_children_at_claim=has_children is False,
             owner_allows_subagents=_as_bool(getattr(run, "owner_allows_subagents", None)),
             remote_servers_enabled=_as_bool(getattr(run, "remote_servers_enabled", None)),
             may_clarify=run.may_clarify,
@@ -253,8 +260,24 @@ class AgentContext:
 
     def spawning(self) -> None:
         """Called before any attempt to record a sub-agent: from then on this run may have
-        some, even when the attempt seems to fail (its commit may have gone through)."""
-        self.childless = self.childless_claimed = False
+        some, even when the attempt seems to fail (its commit may have gone through). The
+        attempt stays open until `spawned_known` gives its children."""
+        self.childless = False
+        self.spawns_open += 1
+
+    def spawned_known(self, run_ids: Iterable[int]) -> None:
+        """The children an attempt recorded (none when it was refused), once it committed."""
+        self.spawned.update(run_ids)
+        self.spawns_open -= 1
+
+    @property
+    def all_children_known(self) -> bool:
+        """Whether `spawned` holds every sub-agent this run has."""
+        return self.no_children_at_claim and self.spawns_open == 0
+
+    def saw(self, runs: Iterable[Run]) -> None:
+        """Note which of these sub-agents' rows, just read, have ended."""
+        self.ended_children.update(run.pk for run in runs if run.status not in ACTIVE_STATUSES)
 
     @property
     def is_root(self) -> bool:

@@ -35,12 +35,13 @@ def close_inbox(ctx: AgentContext) -> None:
 
 def end_subagents(ctx: AgentContext, *, reason: str = PARENT_ENDED) -> None:
     """Cancel the sub-agents still working and wait until they have finished. Read for an
-    agent that spawned none too, unless its claim found it had none and it never tried a
-    spawn since (ctx.childless_claimed): a spawn whose commit went through but whose answer
-    was lost leaves a child that ctx.spawned does not know (it tried), and a spawn that
-    committed ahead of its step's failed record, then a crash, leaves a fresh run with
-    children that a resume queued again (its claim finds them)."""
-    if ctx.childless_claimed:
+    agent that spawned none too, unless it knows all its sub-agents and has seen each end
+    (ctx.all_children_known; none, for most agents of a tree): a spawn whose commit went
+    through but whose answer was lost leaves a child that ctx.spawned does not know (that
+    spawn stays open), and a spawn that committed ahead of its step's failed record, then a
+    crash, leaves a fresh run with children that a resume queued again (its claim finds
+    them)."""
+    if ctx.all_children_known and ctx.spawned <= ctx.ended_children:
         return
     working = team_reads.working_children_ids(run_id=ctx.run_id)
     for run_id in working:
@@ -63,8 +64,8 @@ def answer_refusal(ctx: AgentContext) -> str | None:
     report it never collected (seed 001): its result would reach no one. Only the children
     this agent started count (a root resumed after its plan review had its earlier ones
     cancelled). No query when it started none."""
-    if not ctx.spawned:
-        return None
+    if not ctx.spawned or ctx.spawned <= ctx.ended_children & ctx.collected:
+        return None  # none, or each seen ended and its report read
     children = team_reads.children_named(run_id=ctx.run_id)
     pending = [
         f'"{run.name}" ({"still working" if run.status in ACTIVE_STATUSES else "report not read"})'
@@ -100,6 +101,7 @@ def delivered_reports(ctx: AgentContext) -> str | None:
     if not pending:
         return None
     ended = team_reads.ended_among(run_ids=sorted(pending))
+    ctx.saw(ended)
     if not ended:
         return None
     ctx.collected.update(run.pk for run in ended)
@@ -110,6 +112,7 @@ def wait_result(ctx: AgentContext, runs: list[Run], *, noted: bool) -> str:
     """What wait_subagents returns: each child's report once, as it ended. A report the
     parent already read (delivered at a round's head, or by an earlier wait) is named, not
     repeated: it is in the conversation above."""
+    ctx.saw(runs)
     blocks = []
     for run in runs:
         if run.status in ACTIVE_STATUSES:
@@ -250,6 +253,7 @@ def working_among(ctx: AgentContext, run_ids: list[int]) -> tuple[list[int], lis
         if running:
             return running, None
     runs = team_reads.runs_by_ids(run_ids=run_ids)
+    ctx.saw(runs)
     return [run.pk for run in runs if run.status in ACTIVE_STATUSES], runs
 
 

@@ -198,6 +198,7 @@ def _record(
         )
         children = [run for runs in recorded if isinstance(runs, list) for run in runs]
         taken.used = sum(map(is_seated, children))
+    ctx.spawned_known(child.pk for child in children)  # committed: the attempt is closed
     return recorded
 
 
@@ -227,7 +228,6 @@ def _start(ctx: AgentContext, spawned: list[_Spawned], deadline: float | None, r
     children = [child for outcome in spawned for child in outcome.children]
     if not children:
         return
-    ctx.spawned.update(child.pk for child in children)
     for child in children:
         # Redis unreachable: the child still starts, and reopens its inbox when it does; it
         # loses its messages meanwhile, not its work.

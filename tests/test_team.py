@@ -567,7 +567,7 @@ def test_a_root_that_saw_its_children_end_reads_none_at_its_answer_review_and_en
     )
     scripted_llm.script("seen task one", reply("one's report"))
     scripted_llm.script("seen task two", reply("two's report"))
-    asked: list[tuple[str, int]] = []
+    asked: list[tuple[str, int, str]] = []  # (selector, run id, its caller)
     for name in ("working_children_ids", "children_named"):
         read = getattr(team_reads, name)
 

@@ -46,6 +46,29 @@ def progress_text(progress: TreeProgress) -> str:
     return f"{agents_text(progress)} · elapsed {elapsed_text(progress.elapsed_seconds())}"
 
 
+def header_tiles(snapshot: dict) -> dict[str, str]:
+    """The run page's tokens, agents, worked and messages tiles as static/page/tiles.js draws
+    them from the same snapshot (the one the page embeds), for its first paint: before the
+    script runs they would read "–" beside a progress tile that already counts the agents."""
+    runs = snapshot["runs"]
+    root = next(run for run in runs if run["id"] == snapshot["root"])
+    paused = root["status"] == "paused"
+    working = sum(1 for run in runs if run["active"] and run["status"] != "paused")
+    agents = str(len(runs))
+    if paused:
+        agents += " · waiting for you"
+    elif working:
+        agents += f" · {working} working"
+    tokens_in = sum(run["input_tokens"] or 0 for run in runs)
+    tokens_out = sum(run["output_tokens"] or 0 for run in runs)
+    return {
+        "tokens": f"{tokens_in:,} in · {tokens_out:,} out",
+        "agents": agents,
+        "worked": duration_text(root["worked_seconds"]) + (" · paused" if paused else ""),
+        "messages": str(len(snapshot["messages"])),
+    }
+
+
 def progress_json(progress: TreeProgress) -> dict:
     return {
         "status": progress.status,

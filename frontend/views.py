@@ -11,6 +11,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from frontend import knowledge, library
 from frontend.forms import STARTER, StartResearchForm
+from frontend.progress import header_tiles
 from frontend.rendering import duration_text, sentence, step_line, steps_text
 from frontend.reports import report_parts
 from frontend.throttled import retry_message, throttled
@@ -117,6 +118,7 @@ def run_page(
         "config": config,
         "demo": run.model == DEMO_MODEL,
         "progress": tree_progress_of(run),
+        "tiles": header_tiles(snapshot),
         "thread": thread_of(run),
         "followup": followup or {},
         **_stage(run),

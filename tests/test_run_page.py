@@ -514,6 +514,63 @@ def test_a_narrow_phone_never_scrolls_sideways_on_a_finished_research(
         context.close()
 
 
+TILES = ("tree-tokens", "agent-count", "agents-done", "elapsed", "message-count")
+
+
+def tiles(page: Page) -> dict[str, str]:
+    return {tile: page.locator(f"#{tile}").inner_text() for tile in TILES}
+
+
+def test_the_tiles_read_the_same_before_the_page_script_runs(
+    browser,
+    server,
+    scripted_llm,
+    alice,
+    tmp_path,  # noqa: F811
+):
+    """The header's first paint, before the page's script has drawn it (here with no script
+    at all), shows the tokens, agents, worked time and messages that the script then shows:
+    never "–" beside a progress tile that already counts the agents. At both sizes."""
+    topic = "Herons before the script: a root and one sub-agent"
+    for size, (width, height) in SIZES.items():
+        task = f"Herons' wading, seen at {size} size"
+        scripted_llm.script(
+            f"{topic} ({size})",
+            call("spawn_subagent", name="wader", reason="one part", task=task),
+            call("wait_subagents"),
+            reply("Herons wade in shallow water."),
+        )
+        scripted_llm.script(task, reply("They wait, then strike."))
+        drawn = browser.new_context(viewport={"width": width, "height": height})
+        bare = browser.new_context(
+            viewport={"width": width, "height": height}, java_script_enabled=False
+        )
+        try:
+            page = drawn.new_page()
+            page.size_name = size
+            log_in(page, server, "alice")
+            run_id = start(page, f"{topic} ({size})")
+            expect(page.locator("#run-status")).to_have_text("done")
+            expect(page.locator("#agents-done")).to_have_text("2 of 2 agents done")
+            page.reload()
+            expect(page.locator("#agent-count")).to_have_text("2")
+            by_script = tiles(page)
+            shot(page, tmp_path, "9-tiles-by-script")
+
+            first = bare.new_page()
+            first.size_name = f"{size}-first-paint"
+            log_in(first, server, "alice")
+            first.goto(f"{server.url}/runs/{run_id}/")
+            at_first_paint = tiles(first)
+            shot(first, tmp_path, "9-tiles-first-paint")
+        finally:
+            drawn.close()
+            bare.close()
+        assert "–" not in at_first_paint.values(), at_first_paint
+        assert at_first_paint == by_script
+        assert by_script["message-count"] == "0" and by_script["tree-tokens"].endswith(" out")
+
+
 def test_a_lead_that_revises_the_approved_plan_shows_the_analyst_what_changed(
     sized,
     server,

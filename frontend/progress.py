@@ -32,9 +32,10 @@ def elapsed_text(seconds: float | None) -> str:
     return duration_text(seconds)
 
 
-def agents_done_text(done: int, total: int) -> str:
-    """`3 of 5 agents done`: the one wording, for the runs list, the page and the terminal."""
-    return f"{done} of {total} agent{'' if total == 1 else 's'} done"
+def agents_done_text(done: int, total: int, word: str = "done") -> str:
+    """`3 of 5 agents done`: the one wording, for the runs list, the page and the terminal.
+    The run page says `ended` while an agent that ended did not end well (static/page/tiles.js)."""
+    return f"{done} of {total} agent{'' if total == 1 else 's'} {word}"
 
 
 def agents_text(progress: TreeProgress) -> str:
@@ -47,13 +48,15 @@ def progress_text(progress: TreeProgress) -> str:
 
 
 def header_tiles(snapshot: dict) -> dict[str, str]:
-    """The run page's tokens, agents, worked and messages tiles as static/page/tiles.js draws
-    them from the same snapshot (the one the page embeds), for its first paint: before the
-    script runs they would read "–" beside a progress tile that already counts the agents."""
+    """The run page's header tiles but its cost as static/page/tiles.js draws them from the
+    same snapshot (the one the page embeds), for its first paint: the header agrees with
+    itself before the script runs, and with what the script then draws."""
     runs = snapshot["runs"]
     root = next(run for run in runs if run["id"] == snapshot["root"])
     paused = root["status"] == "paused"
     working = sum(1 for run in runs if run["active"] and run["status"] != "paused")
+    ended = sum(1 for run in runs if not run["active"])
+    done = sum(1 for run in runs if run["ending"] == "done")
     agents = str(len(runs))
     if paused:
         agents += " · waiting for you"
@@ -64,6 +67,7 @@ def header_tiles(snapshot: dict) -> dict[str, str]:
     return {
         "tokens": f"{tokens_in:,} in · {tokens_out:,} out",
         "agents": agents,
+        "progress": agents_done_text(ended, len(runs), "done" if ended == done else "ended"),
         "worked": duration_text(root["worked_seconds"]) + (" · paused" if paused else ""),
         "messages": str(len(snapshot["messages"])),
     }

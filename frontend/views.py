@@ -22,7 +22,6 @@ from research.events.payloads import listed_topic
 from research.models import Run
 from research.pricing import DEMO_MODEL
 from research.selectors.followups import thread_of
-from research.selectors.progress import tree_progress_of
 from research.services.starter import starter_dataset_load
 
 
@@ -117,7 +116,6 @@ def run_page(
         "run": run,
         "config": config,
         "demo": run.model == DEMO_MODEL,
-        "progress": tree_progress_of(run),
         "tiles": header_tiles(snapshot),
         "thread": thread_of(run),
         "followup": followup or {},

@@ -55,7 +55,3 @@ def trees_progress(*, owner: AbstractBaseUser, root_ids: list[int]) -> dict[int,
         )
         for root in roots
     }
-
-
-def tree_progress_of(run: Run) -> TreeProgress:
-    return trees_progress(owner=run.owner, root_ids=[run.root_id])[run.root_id]

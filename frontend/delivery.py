@@ -15,11 +15,11 @@ previous send ran) go in one channel-layer message, which the consumer unpacks.
 
 Loops. The in-memory channel layer is not thread-safe: its sends must run on the ASGI
 server's loop, which `serve_on_server_loop` registers when the server hands over its first
-connection. Any other layer (Redis), and any process without a server loop (a runagents
-worker, the CLI, tests), has the sender run a loop of its own in a daemon thread: a send to
-Redis is a few round trips, and on the server's loop they queued behind every socket and page
-it serves (bench/served.py --quick, Redis, loaded: event p99 1.06 s on the server's loop,
-0.68 and 0.93 s on the sender's own thread; the median stayed near 0.6 s, the GIL's share).
+connection. With Redis's pub/sub layer (the default with Redis) a thread of its own publishes,
+with a plain client and in one round trip what queued meanwhile (frontend.publisher). Any other
+layer (Redis's lists), and the in-memory layer in a process without a server loop (the CLI,
+tests), has the sender run a loop of its own in a daemon thread: a send to Redis is a few
+round trips, and on the server's loop they queued behind every socket and page it serves.
 
 Outages. A push that fails is sent again at once on a fresh connection, then after each of
 RESEND_SECONDS: with Redis's pub/sub layer (research/settings.py) a viewer's socket stays
@@ -34,6 +34,8 @@ import time
 from typing import Any
 
 from channels.layers import get_channel_layer
+
+from frontend.publisher import RedisPublisher, publishes_to
 
 log = logging.getLogger(__name__)
 
@@ -284,19 +286,39 @@ class _Sequencer:
 
 _lock = threading.Lock()
 _own_sender: _Sender | None = None
+_publisher: RedisPublisher | None = None
+_publishing: tuple[Any, bool] = (None, False)
 _server_sender: _Sender | None = None
 _sequencer = _Sequencer()
 _sweeper_started = False
 
 
-def _sender() -> _Sender:
-    global _own_sender
+def _sender() -> "_Sender | RedisPublisher":
+    global _own_sender, _publisher
     if _server_sender is not None and _server_sender.loop.is_running():
         return _server_sender
+    if _publishes(get_channel_layer()):
+        with _lock:
+            if _publisher is None:
+                _publisher = RedisPublisher(_envelope, resend_seconds=RESEND_SECONDS)
+            return _publisher
     with _lock:
         if _own_sender is None:
             _own_sender = _Sender()
         return _own_sender
+
+
+def _publishes(layer) -> bool:
+    """Whether the layer's pushes go through the RedisPublisher (Redis's pub/sub layer):
+    asked for every release, so the answer is kept for the layer it was given for."""
+    global _publishing
+    if _publishing[0] is not layer:
+        _publishing = (layer, publishes_to(layer))
+    return _publishing[1]
+
+
+def _envelope(root_id: int, payloads: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
+    return group_name(root_id), _message(payloads)
 
 
 def set_server_loop(loop: asyncio.AbstractEventLoop) -> None:
@@ -368,6 +390,6 @@ def flush(timeout: float = 5.0) -> None:
     while _sequencer.holding() and time.monotonic() < deadline:
         _sequencer.sweep()
         time.sleep(0.05)
-    for sender in (_own_sender, _server_sender):
+    for sender in (_own_sender, _server_sender, _publisher):
         if sender is not None:
             sender.flush(max(0.0, deadline - time.monotonic()))

@@ -230,6 +230,60 @@ def test_events_released_by_many_threads_at_once_all_arrive_once_in_release_orde
         assert sorted(share, key=position.__getitem__) == share
 
 
+def test_many_trees_released_at_once_each_arrive_once_in_order_through_redis():
+    """With Redis's pub/sub layer (the tests' layer, as production's) a publisher thread
+    sends what queued meanwhile in one round trip, each tree's releases joined into one
+    message (frontend.publisher): every tree's listener gets its own events, each once and
+    in the order released, and none of another tree's."""
+    from channels.layers import get_channel_layer
+    from channels_redis.pubsub import RedisPubSubChannelLayer
+
+    from frontend import delivery as transport
+
+    layer = get_channel_layer()
+    assert isinstance(layer, RedisPubSubChannelLayer)
+    roots = [10_000_011, 10_000_012, 10_000_013]
+    per_tree, threads_count = 120, 4
+    barrier = threading.Barrier(threads_count)
+
+    def release(thread: int) -> None:
+        barrier.wait()
+        for seq in range(thread + 1, per_tree + 1, threads_count):
+            for root_id in roots:
+                transport.broadcast(root_id, [_event(seq)])
+
+    async def listen() -> dict[int, list[int]]:
+        channels = {}
+        for root_id in roots:
+            channels[root_id] = await layer.new_channel()
+            await layer.group_add(transport.group_name(root_id), channels[root_id])
+        threads = [threading.Thread(target=release, args=(n,)) for n in range(threads_count)]
+        for thread in threads:
+            thread.start()
+        arrived: dict[int, list[int]] = {root_id: [] for root_id in roots}
+        for root_id, channel in channels.items():
+            with contextlib.suppress(TimeoutError):
+                while True:
+                    wait = 10 if len(arrived[root_id]) < per_tree else 0.5
+                    message = await asyncio.wait_for(layer.receive(channel), wait)
+                    arrived[root_id] += [event["seq"] for event in message["events"]]
+        for thread in threads:
+            thread.join(10)
+        return arrived
+
+    arrived = asyncio.run(listen())
+
+    for root_id in roots:
+        assert sorted(arrived[root_id]) == list(range(1, per_tree + 1)), root_id
+        for thread in range(threads_count):  # each thread's releases in its order
+            mine = [
+                seq
+                for seq in arrived[root_id]
+                if seq % threads_count == (thread + 1) % threads_count
+            ]
+            assert mine == sorted(mine), (root_id, thread)
+
+
 def test_a_sender_whose_loop_has_closed_refuses_every_put_not_only_the_first():
     """A server stopping closes the loop its sender wakes: each put says so, rather than
     the first failing and the later ones piling up unseen."""

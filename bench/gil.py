@@ -5,11 +5,14 @@
 
 The trees of bench/served.py (a root and 5 children, 9 model calls on the critical path)
 start at once in daphne with the agents in its process (in-memory channel layer), the
-scripted model answering after 200 ms. Meanwhile this process reads /proc every 5 ms: how
-many of daphne's threads are runnable (state R: running or waiting for a core, most of them
-for the GIL), and, over the whole run, the CPU and the context switches of the process per
-model call. `--slots` sets RESEARCH_AGENT_CPU_SLOTS, the gate on agents running Python at
-once (default 2 per core). `--threads` splits the CPU per model call by thread role, as
+scripted model answering after 200 ms. Meanwhile this process reads /proc every 20 ms
+(`--sample-ms`): how many of daphne's threads are runnable (state R: running or waiting for
+a core, most of them for the GIL), and, over the whole run, the CPU and the context switches
+of the process per model call. Beside them, the rest of the machine per model call: the
+PostgreSQL processes, this process (the scripted model, the viewers, the sampling), all of
+it, and how many of the two cores were busy on average. `--slots` sets
+RESEARCH_AGENT_CPU_SLOTS, the gate on agents running Python at once (default 2 per core).
+`--threads` splits the CPU per model call by thread role, as
 `research_cpu.py --threads` does (daphne on bench/thread_settings.py).
 """
 
@@ -19,6 +22,7 @@ import os
 import statistics
 import sys
 import threading
+import time
 from pathlib import Path
 
 PROJECT = Path(__file__).resolve().parent.parent
@@ -41,8 +45,9 @@ def main() -> None:
     if options.threads:
         research_cpu.log_threads()
     print("| agents | CPU slots | ratio to ideal | runnable threads p50 / p95 / max | "
-          "CPU ms per model call | context switches per model call |")  # fmt: skip
-    print("| --- | --- | --- | --- | --- | --- |")
+          "CPU ms per model call | context switches per model call | "
+          "machine CPU ms per call: PostgreSQL / this process / all | cores busy |")  # fmt: skip
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     with ScriptedLLM(keep_alive=True) as llm:
         for slots in options.slots:
             os.environ["RESEARCH_AGENT_CPU_SLOTS"] = str(slots)
@@ -50,11 +55,14 @@ def main() -> None:
                 client = Client(server, "bench")
                 asyncio.run(many_trees(llm, client, server, 1, 0.0, "warm"))
                 for agents in options.agents:
-                    row = measure(llm, client, server, agents, options.threads)
+                    row = measure(llm, client, server, agents, options)
                     print(
                         f"| {row['agents']} | {slots} | {row['ratio']:.0%} | "
                         f"{row['runnable'][0]} / {row['runnable'][1]} / {row['runnable'][2]} | "
-                        f"{row['cpu_ms']:.1f} | {row['switches']:.1f} |",
+                        f"{row['cpu_ms']:.1f} | {row['switches']:.1f} | "
+                        f"{row['postgres_ms']:.2f} / {row['bench_ms']:.2f} / "
+                        f"{row['machine_ms']:.2f} | "
+                        f"{row['cores_busy']:.2f} |",
                         flush=True,
                     )
                     if options.threads:
@@ -66,18 +74,25 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--agents", type=int, nargs="*", default=[120, 200])
     parser.add_argument("--slots", type=int, nargs="*", default=[2 * (os.cpu_count() or 1)])
     parser.add_argument("--threads", action="store_true", help="CPU per model call by thread role")
+    parser.add_argument(
+        "--sample-ms", type=float, default=20, help="how often the runnable threads are counted"
+    )
     parser.add_argument("--quick", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--json", help=argparse.SUPPRESS)
     return parser.parse_args()
 
 
 class Sampler(threading.Thread):
-    """Counts the runnable threads of a process every 5 ms, and every 50 ms the context
-    switches of each thread (the last count seen of each, so threads that end count too)."""
+    """Counts the runnable threads of a process every `every` seconds, and every tenth time
+    the context switches of each thread (the last count seen of each, so threads that end
+    count too). Reading the /proc files of 200 threads costs this process about a millisecond:
+    every 5 ms (rounds six to twenty-four) it took half a core of this two-core machine from
+    the load it measured, so it counts every 20 ms by default."""
 
-    def __init__(self, pid: int):
+    def __init__(self, pid: int, every: float):
         super().__init__(daemon=True)
         self.pid = pid
+        self.every = every
         self.samples: list[int] = []
         self.stopped = threading.Event()
         self.before = thread_switches(pid)
@@ -86,7 +101,7 @@ class Sampler(threading.Thread):
     def run(self) -> None:
         tasks = Path(f"/proc/{self.pid}/task")
         tick = 0
-        while not self.stopped.wait(0.005):
+        while not self.stopped.wait(self.every):
             running = 0
             for task in tasks.iterdir():
                 try:
@@ -123,18 +138,43 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def measure(llm: ScriptedLLM, client: Client, server: Server, agents: int, threads: bool) -> dict:
+def postgres_seconds() -> float:
+    """The CPU of this machine's PostgreSQL processes so far (those alive now)."""
+    total = 0.0
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if (entry / "comm").read_text().strip() == "postgres":
+                    total += cpu_seconds(int(entry.name))
+            except OSError:
+                continue  # it ended meanwhile
+    return total
+
+
+def machine_seconds() -> tuple[float, float]:
+    """The machine's CPU time so far: (busy, all), over every core, from /proc/stat."""
+    fields = [int(value) for value in Path("/proc/stat").read_text().split("\n")[0].split()[1:]]
+    tick = os.sysconf("SC_CLK_TCK")
+    return (sum(fields) - fields[3] - fields[4]) / tick, sum(fields) / tick
+
+
+def measure(llm: ScriptedLLM, client: Client, server: Server, agents: int, options) -> dict:
+    threads = options.threads
     pid = server.process.pid
     roles_before = research_cpu.thread_sums(pid) if threads else None
     trees = agents // (CHILDREN + 1)
     calls_before = len(llm.requests)
     cpu_before = cpu_seconds(pid)
-    sampler = Sampler(pid)
+    others_before = postgres_seconds(), time.process_time(), machine_seconds()
+    sampler = Sampler(pid, options.sample_ms / 1000)
     sampler.start()
     figures = asyncio.run(many_trees(llm, client, server, trees, DELAY, "gil"))
     sampler.stopped.set()
     sampler.join()
     cpu_after = cpu_seconds(pid)
+    postgres, bench = postgres_seconds() - others_before[0], time.process_time() - others_before[1]
+    busy = machine_seconds()[0] - others_before[2][0]
+    wall = machine_seconds()[1] - others_before[2][1]  # all cores' time that passed
     calls = len(llm.requests) - calls_before
     roles = {}
     if threads:
@@ -154,6 +194,12 @@ def measure(llm: ScriptedLLM, client: Client, server: Server, agents: int, threa
         ),
         "cpu_ms": (cpu_after - cpu_before) * 1000 / calls,
         "switches": sampler.switches() / calls,
+        # The whole machine: the database, this process (the scripted model, the viewers,
+        # the sampler) and all of it, and how many of its cores were busy on average.
+        "postgres_ms": postgres * 1000 / calls,
+        "bench_ms": bench * 1000 / calls,
+        "machine_ms": busy * 1000 / calls,
+        "cores_busy": busy / wall * (os.cpu_count() or 1),
         "roles": roles,
     }
 

@@ -31,6 +31,31 @@ def sized_page(
     assert errors == [], "the page raised JavaScript errors"
 
 
+def state_at_failure(page: Page, folder: Path, name: str) -> str:
+    """What a failed browser test's page showed, for its report: the address, the title, the
+    start of the text, and a screenshot in `folder`. A flake on a loaded CI machine can then be
+    told from a page that never drew (a refused or empty answer) by reading the log alone. Each
+    step is short and may fail on its own (a hung or closed page)."""
+    lines = []
+    for label, read in (
+        ("address", lambda: page.url),
+        ("title", lambda: page.title()),
+        ("text", lambda: page.inner_text("body", timeout=2000)[:1500]),
+    ):
+        try:
+            lines.append(f"{label}: {read()}")
+        except Exception as error:  # the page may be gone, or hung: say so and go on
+            lines.append(f"{label}: unreadable ({type(error).__name__}: {error})")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{name}.png"
+        page.screenshot(path=path, timeout=5000)
+        lines.append(f"screenshot: {path}")
+    except Exception as error:
+        lines.append(f"screenshot: none ({type(error).__name__}: {error})")
+    return "\n".join(lines)
+
+
 def screenshots(default: str) -> Path:
     """Where a module's screenshots go: SCREENSHOTS, else `default`."""
     return Path(os.environ.get("SCREENSHOTS", default))

@@ -315,3 +315,25 @@ def receive_until_root_finished(socket, root_id: int, timeout: float = 30) -> li
             received.append(json.loads(socket.recv(timeout=0.5)))
         except TimeoutError:
             return received
+
+
+# --- Browser tests that fail say what their page showed ----------------------------------------
+
+import re  # noqa: E402
+
+from playwright.sync_api import Page  # noqa: E402
+
+from tests.browsing import state_at_failure  # noqa: E402
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """A browser test that failed gets a section with its page's address, title, text and a
+    screenshot (/tmp/canopy-failures), read before the page fixture closes it."""
+    report = yield
+    page = getattr(item, "funcargs", {}).get("page")
+    if report.when == "call" and report.failed and isinstance(page, Page):
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "-", item.nodeid)[-150:]
+        state = state_at_failure(page, Path("/tmp/canopy-failures"), name)
+        report.sections.append(("the page when the test failed", state))
+    return report

@@ -284,6 +284,31 @@ def test_many_trees_released_at_once_each_arrive_once_in_order_through_redis():
             assert mine == sorted(mine), (root_id, thread)
 
 
+def test_a_layer_with_a_prefix_of_its_own_still_gets_the_pushes(settings):
+    """An operator who shares Redis sets the layer's prefix: the publisher writes to the
+    channels that layer listens on, not to the default ones."""
+    from channels.layers import channel_layers
+
+    config = {"hosts": [{"address": settings.REDIS_URL}], "prefix": "canopy-shared"}
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": PUBSUB, "CONFIG": config}}
+    channel_layers.backends.clear()
+    root_id = 10_000_021
+
+    assert _pushed(root_id, lambda: _broadcast(root_id, 1), expected=1)[0] == [1]
+
+
+def test_a_sentinels_layer_keeps_its_own_group_send():
+    """The publisher takes plain addresses only; hosts found through Redis Sentinel are the
+    layer's to resolve, so its own group_send pushes for them."""
+    from channels_redis.pubsub import RedisPubSubChannelLayer
+
+    from frontend.publisher import publishes_to
+
+    sentinel = {"master_name": "canopy", "sentinels": [("127.0.0.1", 26379)]}
+    assert not publishes_to(RedisPubSubChannelLayer(hosts=[sentinel]))
+    assert publishes_to(RedisPubSubChannelLayer(hosts=[{"address": "redis://127.0.0.1:6379/0"}]))
+
+
 def test_a_sender_whose_loop_has_closed_refuses_every_put_not_only_the_first():
     """A server stopping closes the loop its sender wakes: each put says so, rather than
     the first failing and the later ones piling up unseen."""

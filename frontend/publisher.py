@@ -17,7 +17,8 @@ the layer, so a channels_redis that named its channels otherwise fails there.
 Outages keep frontend.delivery's rules: a push that fails is sent again at once on a fresh
 connection, then after each of the resend pauses, at every pause (a web process subscribes
 again a moment after Redis is back, and a PUBLISH reaches only the subscribers it has then).
-`flush` waits for the queue, and until each failed push was taken once.
+`flush` waits for the queue, and until each failed push was taken once. An outage is two
+lines of the log (pushes fail; Redis takes them again), not one for every release and try.
 """
 
 import heapq
@@ -61,6 +62,10 @@ class RedisPublisher:
         self._later: list[tuple[float, int, list[tuple[str, bytes]], tuple[float, ...]]] = []
         self._ids = itertools.count()
         self._untaken: set[int] = set()
+        # Events whose push failed since Redis last took one, and why (see _report).
+        self._failed_events = 0
+        self._given_up = 0
+        self._failure: Exception | None = None
         threading.Thread(target=self._run, name="event-publisher", daemon=True).start()
 
     def put(self, root_id: int, payloads: list[dict[str, Any]]) -> None:
@@ -116,11 +121,9 @@ class RedisPublisher:
         for root_id, payloads in lines.items():
             group, message = self._envelope(root_id, payloads)
             messages.append((f"{self._prefix}__group__{group}", layer.serialize(message)))
-        if not self._send(messages, tries=2):
-            events = sum(len(payloads) for payloads in lines.values())
-            log.warning(
-                "could not push %d events of %d trees; trying again later", events, len(lines)
-            )
+        taken = self._send(messages, tries=2)
+        self._report(taken, events=sum(len(payloads) for payloads in lines.values()))
+        if not taken:
             push = next(self._ids)
             self._untaken.add(push)
             self._schedule(push, messages, self._resend)
@@ -128,13 +131,49 @@ class RedisPublisher:
     def _send_due(self) -> None:
         while self._later and self._later[0][0] <= time.monotonic():
             _, push, messages, pauses = heapq.heappop(self._later)
-            if self._send(messages, tries=1):
+            taken = self._send(messages, tries=1)
+            self._report(taken, events=0)  # counted when they first failed
+            if taken:
                 self._untaken.discard(push)
             if pauses:
                 self._schedule(push, messages, pauses)
             elif push in self._untaken:
                 self._untaken.discard(push)
-                log.error("could not push %d messages of events to Redis", len(messages))
+                self._given_up += 1
+                if self._given_up == 1:
+                    log.error(
+                        "Redis took no copy of some events in %g s; they are not pushed again "
+                        "(a page that sees a later event fetches the missing ones from the "
+                        "stored events), and further ones are not logged until Redis takes "
+                        "events again",
+                        sum(self._resend),
+                    )
+
+    def _report(self, taken: bool, *, events: int) -> None:
+        """One warning when pushes start failing and one when Redis takes them again: an
+        outage logs two lines, not one for every release and every try meanwhile (a busy
+        process releases hundreds a second)."""
+        if not taken:
+            if not self._failed_events and events:
+                log.warning(
+                    "pushing events to Redis failed (%s); they are sent again after each of "
+                    "%s s, and further failures are not logged until Redis takes them",
+                    self._failure,
+                    ", ".join(f"{pause:g}" for pause in self._resend),
+                )
+            self._failed_events += events
+        elif self._failed_events:
+            what = (
+                f"{self._given_up} pushes of them were given up, the rest are sent again"
+                if self._given_up
+                else "they are sent again"
+            )
+            log.warning(
+                "Redis takes events again: %d events had failed to push; %s",
+                self._failed_events,
+                what,
+            )
+            self._failed_events = self._given_up = 0
 
     def _schedule(self, push: int, messages: list, pauses: tuple[float, ...]) -> None:
         heapq.heappush(self._later, (time.monotonic() + pauses[0], push, messages, pauses[1:]))
@@ -169,7 +208,7 @@ class RedisPublisher:
                 except redis.RedisError as error:
                     self._drop(shard)
                     if attempt + 1 == tries:
-                        log.warning("pushing events to Redis failed: %s", error)
+                        self._failure = error
                         taken = False
         return taken
 

@@ -405,6 +405,33 @@ def test_a_worker_that_exits_waits_until_redis_has_taken_what_it_pushed_while_do
     assert transport.RESEND_SECONDS[0] * 0.9 <= took[0] < 8, took
 
 
+def test_a_redis_outage_logs_when_pushes_start_failing_and_when_they_work_again(settings, caplog):
+    """A busy process releases hundreds of events a second: while Redis is down, each
+    release and each try again would be a line of the log. The publisher says once that
+    pushes fail and once that Redis takes them again, with how many had failed."""
+    from frontend import delivery as transport
+
+    with _layer_on_own_redis(settings, PUBSUB) as server:
+        root_id = 10_000_031
+        _broadcast(root_id, 1)
+        transport.flush(timeout=5)  # connected while Redis is up
+        server.stop()
+        with caplog.at_level("WARNING", logger="frontend.publisher"):
+            for seq in range(2, 8):  # six releases, each its own failed push
+                _broadcast(root_id, seq)
+                time.sleep(0.05)
+            time.sleep(1.2)  # the first tries again fail too
+            server.start()
+            transport.flush(timeout=10)
+
+    lines = [record.getMessage() for record in caplog.records]
+    assert sum("pushing events to Redis failed" in line for line in lines) == 1, lines
+    assert [line for line in lines if "takes events again" in line] == [
+        "Redis takes events again: 6 events had failed to push; they are sent again"
+    ], lines
+    assert len(lines) == 2, lines
+
+
 PUBSUB = "channels_redis.pubsub.RedisPubSubChannelLayer"
 
 

@@ -3,15 +3,18 @@ still does its part, a request crosses from the loop to the sync thread once whe
 own handler crossed at every middleware, and static files still stream asynchronously."""
 
 import asyncio
+import threading
+import time
 import warnings
 
 import httpx
 import pytest
 from asgiref.sync import SyncToAsync
 from django.core.asgi import ASGIHandler
+from django.core.signals import request_started
 from rest_framework.authtoken.models import Token
 
-from research.ops.http import DjangoHttp
+from research.ops.http import MOST_IDLE_THREADS, DjangoHttp, RequestThreads
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -92,3 +95,93 @@ def test_behind_a_script_prefix_static_files_and_pages_still_find_their_handler(
     css = _get(app, "/canopy/static/canopy.css", root_path="/canopy")
     assert css.status_code == 200 and b"{" in css.content
     assert _get(app, "/canopy/login/", root_path="/canopy").status_code == 200
+
+
+def _threads_of_requests(app, paths: list[str], at_once: bool) -> list[str]:
+    """The thread each request's sync code started on (Django's request_started receivers
+    run there), requests one after another or all at once."""
+    seen: list[str] = []
+    # At once, each waits for the others on its thread: requests sharing a thread would
+    # never all get there.
+    together = threading.Barrier(len(paths), timeout=10) if at_once else None
+
+    def note(**kwargs) -> None:
+        seen.append(threading.current_thread().name)  # unique to its executor
+        if together is not None:
+            together.wait()
+
+    async def go() -> None:
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
+            if at_once:
+                await asyncio.gather(*(client.get(path) for path in paths))
+            else:
+                for path in paths:
+                    await client.get(path)
+
+    request_started.connect(note, dispatch_uid="test-threads-of-requests")
+    try:
+        asyncio.run(go())
+    finally:
+        request_started.disconnect(dispatch_uid="test-threads-of-requests")
+    return seen
+
+
+def test_requests_one_after_another_reuse_one_thread_and_start_none():
+    app = DjangoHttp()
+    paths = ["/login/", "/static/canopy.css"]
+    _threads_of_requests(app, paths, at_once=False)  # the first of each makes its thread
+    before = _threads()
+
+    seen = _threads_of_requests(app, paths * 5, at_once=False)
+
+    assert len(seen) == 10 and len(set(seen)) == 2  # the pages' thread, the static files'
+    assert not _threads() - before  # no thread started for a request
+
+
+def _threads() -> set[threading.Thread]:
+    """The process's threads but ServeStatic's, which it starts to read each file."""
+    return {t for t in threading.enumerate() if not t.name.startswith("ServeStatic")}
+
+
+def test_requests_at_once_still_run_side_by_side_on_threads_of_their_own():
+    """Each request's sync code on a thread of its own, as Django's handler does it: a slow
+    view does not hold up the requests beside it (each waits here until all four run)."""
+    app = DjangoHttp()
+    _threads_of_requests(app, ["/login/"] * 2, at_once=False)  # an idle thread is kept
+    seen = _threads_of_requests(app, ["/login/"] * 4, at_once=True)
+    assert len(set(seen)) == 4
+
+
+def test_a_thread_still_running_a_request_is_not_given_to_the_next_one():
+    """A view goes on after its client left (its request is cancelled): its thread waits
+    for it to return before it serves another request."""
+    threads = RequestThreads()
+    busy = threads.take()
+    release = threading.Event()
+    running = busy.submit(release.wait, 10)
+    threads.give_back(busy)
+
+    other = threads.take()
+    assert other is not busy
+    threads.give_back(other)
+    release.set()
+    running.result(timeout=10)
+    deadline = time.monotonic() + 10
+    while busy not in threads._idle and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert busy in threads._idle  # kept once its view returned
+
+
+def test_after_a_burst_only_a_few_idle_threads_are_kept():
+    threads = RequestThreads()
+    taken = [threads.take() for _ in range(MOST_IDLE_THREADS + 5)]
+    for executor in taken:
+        threads.give_back(executor)
+    deadline = time.monotonic() + 10
+    ended: list = []
+    while len(ended) < 5 and time.monotonic() < deadline:  # each given back from its thread
+        time.sleep(0.01)
+        ended = [executor for executor in taken if executor._shutdown]
+    assert len(threads._idle) == MOST_IDLE_THREADS
+    assert len(ended) == 5 and not set(ended) & set(threads._idle)

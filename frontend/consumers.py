@@ -1,16 +1,22 @@
 """The live tree over a websocket: `/ws/runs/<root id>/?after=N`.
 
-On connect: refuse anyone but the owner, join the tree's group, then send what the browser is
-missing (a snapshot, or the stored events after N), then forward live events. The group is
-joined before the database is read, so an event committed meanwhile is both read and
-forwarded: the browser drops the second copy by its sequence number, and nothing falls
-between the two.
+On connect: join the tree's group, then in one read of the database (`_open`: the user from
+the session, the run, what the browser is missing) refuse anyone but the owner, or send what
+the browser is missing (a snapshot, or the stored events after N); then forward live events.
+The group is joined before the database is read, so an event committed meanwhile is both read
+and forwarded: the browser drops the second copy by its sequence number, and nothing falls
+between the two. A socket refused leaves the group before anything is sent on it.
+
+One read, not three: the user's lookup, the run's and the snapshot's each went to a thread of
+the server's pool and back, and each took a connection out of the PostgreSQL pool and gave it
+back (issue 25, round twenty-six).
 """
 
 import logging
 from typing import Any
 from urllib.parse import parse_qs
 
+from channels.auth import get_user
 from channels.consumer import get_handler_name
 from channels.db import DatabaseSyncToAsync
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
@@ -20,7 +26,6 @@ from frontend import frames
 from frontend.delivery import EVENTS_MESSAGE, group_name
 from research import selectors
 from research.errors import NotFound
-from research.models import Run
 from research.ops.metrics import observe_push_lag
 
 
@@ -58,19 +63,28 @@ class RunTreeConsumer(AsyncJsonWebsocketConsumer):
     sent_above: set[int]
 
     async def connect(self) -> None:
-        root = await self._root()
-        if root is None:
+        self.sent_above = set()
+        group = group_name(int(self.scope["url_route"]["kwargs"]["root_id"]))
+        await self.channel_layer.group_add(group, self.channel_name)
+        opened = await self._open(self._after())
+        if isinstance(opened, int):
+            await self.channel_layer.group_discard(group, self.channel_name)
             # Accept, then close with a code: a refused handshake looks like a network error
             # to the browser, which would retry forever. Nothing about the run is sent.
             await self.accept()
-            user = self.scope.get("user")
-            await self.close(code=NOT_SIGNED_IN if not user or user.is_anonymous else NOT_FOUND)
+            await self.close(code=opened)
             return
-        self.sent_above = set()
-        self.group = group_name(root.pk)
-        await self.channel_layer.group_add(self.group, self.channel_name)
+        self.group = group
         await self.accept()
-        await self._catch_up(root)
+        after, events = opened
+        if isinstance(events, dict):  # a snapshot
+            self.sent_until = events["seq"]
+            await self.send_json(events)
+            return
+        self.sent_until = after
+        for event in events:
+            await self.send_json(event)
+            self.sent_until = event["seq"]
 
     async def dispatch(self, message: dict[str, Any]) -> None:
         """The tree's events come in EVENTS_MESSAGE messages (frontend.delivery), one or
@@ -84,6 +98,8 @@ class RunTreeConsumer(AsyncJsonWebsocketConsumer):
         would queue behind every sync view. This consumer reads only through database_read,
         whose threads close their own connections."""
         if message["type"] == EVENTS_MESSAGE:
+            if self.group is None:  # refused: events that came while it connected are dropped
+                return
             for event in message["events"]:  # each its own frame, in number order
                 await self._forward(event)
             return
@@ -105,40 +121,34 @@ class RunTreeConsumer(AsyncJsonWebsocketConsumer):
         """The browser only listens; anything it sends is ignored."""
 
     @database_read
-    def _root(self) -> Run | None:
-        user = self.scope.get("user")
-        if user is None or not user.is_authenticated:
-            return None
+    def _open(self, after: int | None) -> int | tuple[int, list[dict[str, Any]] | dict[str, Any]]:
+        """The close code of a refusal; or what the browser is missing: the stored events
+        after `after`, or a snapshot (a dict). The user is read here from the session
+        (frontend.routing leaves it to this read)."""
+        user = self.scope["user"]._wrapped = get_user.func(self.scope)
+        if not user.is_authenticated:
+            return NOT_SIGNED_IN
         try:
-            run = selectors.run_get(
+            root = selectors.run_get(
                 owner=user, run_id=int(self.scope["url_route"]["kwargs"]["root_id"])
             )
         except NotFound:
-            return None
-        return run if run.is_root else None
+            return NOT_FOUND
+        if not root.is_root:
+            return NOT_FOUND
+        # A number beyond the tree's last event comes from another database (a reset, a
+        # restore): only a snapshot can put that page right.
+        if after is not None and after <= root.event_seq:
+            events = selectors.events_after(root_id=root.pk, after=after)
+            if events is not None:
+                return after, events
+        return 0, selectors.tree_snapshot(root=root)
 
     def _after(self) -> int | None:
         values = parse_qs(self.scope.get("query_string", b"").decode()).get("after")
         if not values or not values[0].isdigit():
             return None
         return int(values[0])
-
-    async def _catch_up(self, root: Run) -> None:
-        after = self._after()
-        events = None
-        # A number beyond the tree's last event comes from another database (a reset, a
-        # restore): only a snapshot can put that page right.
-        if after is not None and after <= root.event_seq:
-            events = await database_read(selectors.events_after)(root_id=root.pk, after=after)
-        if events is None:
-            snapshot = await database_read(selectors.tree_snapshot)(root=root)
-            self.sent_until = snapshot["seq"]
-            await self.send_json(snapshot)
-            return
-        self.sent_until = after
-        for event in events:
-            await self.send_json(event)
-            self.sent_until = event["seq"]
 
     async def _forward(self, event: dict[str, Any]) -> None:
         """Send a live event unless this socket has sent it: while connecting (up to

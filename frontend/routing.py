@@ -1,29 +1,27 @@
 """Websocket routes and the auth they go through; research.asgi wraps them in the origin check.
 
-`auth_stack` is Channels' AuthMiddlewareStack with one change: the user is looked up on the
-server's pool of threads rather than on the one thread Django and Channels share for
-thread-sensitive sync code (every sync view). While that thread is busy, a handshake waiting
-behind it would be dropped by daphne's timeout; the lookup needs no thread-bound state.
+`auth_stack` is Channels' AuthMiddlewareStack with one change: the user is not looked up by
+the middleware, on a thread of its own, but by the consumer's first read of the database
+(RunTreeConsumer._open), with the run and the snapshot: one trip to a thread and one
+connection taken from the pool where there were three. Until that read `scope["user"]` is
+Channels' lazy user, which raises if anything reads it before.
 """
 
-from channels.auth import AuthMiddleware, get_user
+from channels.auth import AuthMiddleware
 from channels.sessions import CookieMiddleware, SessionMiddleware
 from django.urls import path
 
-from frontend.consumers import RunTreeConsumer, database_read
+from frontend.consumers import RunTreeConsumer
 
 websocket_urlpatterns = [
     path("ws/runs/<int:root_id>/", RunTreeConsumer.as_asgi()),
 ]
 
-# channels.auth.get_user is wrapped for the shared thread; its function is run here instead.
-_get_user = database_read(get_user.func)
 
-
-class _AuthOffTheSharedThread(AuthMiddleware):
+class _UserReadByTheConsumer(AuthMiddleware):
     async def resolve_scope(self, scope):
-        scope["user"]._wrapped = await _get_user(scope)
+        """Left to the consumer's first read."""
 
 
 def auth_stack(inner):
-    return CookieMiddleware(SessionMiddleware(_AuthOffTheSharedThread(inner)))
+    return CookieMiddleware(SessionMiddleware(_UserReadByTheConsumer(inner)))

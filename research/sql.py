@@ -103,7 +103,10 @@ class Insert:
         column past what psycopg caches (`as_arrays`)."""
         prepared = self.prepared(rows, db)
         if as_arrays(db, len(rows) * len(self.fields)):
-            return self.unnest, by_column(prepared)
+            try:
+                return self.from_json, [self.json(prepared)]
+            except NotPlain:
+                return self.unnest, by_column(prepared)
         sql = self.head + "VALUES " + ", ".join([self.group] * len(rows))
         return sql, [value for values in prepared for value in values]
 
@@ -139,6 +142,13 @@ class Insert:
 
     def prepared(self, rows: Sequence[Sequence[Any]], db: Any) -> list[list[Any]]:
         return [self._prepared.values(row, db) for row in rows]
+
+    def json(self, prepared: list[list[Any]]) -> str:
+        return json.dumps(
+            [dict(zip(self.keys, map(plain, row), strict=True)) for row in prepared],
+            ensure_ascii=False,
+            separators=(",", ":"),
+        )
 
 
 class Update:

@@ -63,7 +63,7 @@ def _read_steps(run_id: int) -> list[tuple]:
 def test_rows_read_back_as_the_orm_wrote_them_whatever_the_form(run_factory, count):
     ours, theirs = run_factory(topic="ours"), run_factory(topic="theirs")
     insert = Insert(Step, ["run", "kind", "tool", "input", "output", "is_error", "at"])
-    arrays = count * len(insert.fields) > PSYCOPG_CACHED_PARAMS
+    one_text = count * len(insert.fields) > PSYCOPG_CACHED_PARAMS
 
     with CaptureQueriesContext(connection) as queries:
         insert.rows(_steps(ours.pk, count))
@@ -73,7 +73,7 @@ def test_rows_read_back_as_the_orm_wrote_them_whatever_the_form(run_factory, cou
     )
 
     assert len(queries) == 1
-    assert ("unnest(" in queries[0]["sql"]) == (arrays and connection.vendor == "postgresql")
+    assert _as_json(queries[0]) == (one_text and connection.vendor == "postgresql")
     mine, orm = _read_steps(ours.pk), _read_steps(theirs.pk)
     assert len(mine) == count
     # The same values as the ORM's rows (whose `at` is its own: auto_now_add)...
@@ -112,14 +112,14 @@ def test_created_instances_read_back_as_bulk_create_wrote_them(run_factory, coun
     parent = run_factory()
     ours, theirs = _sub_agents(parent, "ours", count), _sub_agents(parent, "theirs", count)
     insert = Insert.every(Run)
-    arrays = count * len(insert.fields) > PSYCOPG_CACHED_PARAMS
+    one_text = count * len(insert.fields) > PSYCOPG_CACHED_PARAMS
 
     with CaptureQueriesContext(connection) as queries:
         insert.create(ours)
     Run.objects.bulk_create(theirs)
 
     assert len(queries) == 1
-    assert ("unnest(" in queries[0]["sql"]) == (arrays and connection.vendor == "postgresql")
+    assert _as_json(queries[0]) == (one_text and connection.vendor == "postgresql")
     assert [run.name for run in Run.objects.filter(topic="ours").order_by("id")] == [
         f"ours-{index}" for index in range(count)
     ]
@@ -195,7 +195,7 @@ def test_the_team_reads_read_what_the_orm_reads(run_factory, subagent_factory):
     assert team.tree_cost(root_id=root.pk) == Run.objects.get(pk=root.pk).tree_cost_usd
 
 
-def test_a_column_of_nothing_but_nulls_and_exact_decimals_go_as_arrays(run_factory):
+def test_a_column_of_nothing_but_nulls_and_exact_decimals_go_as_one_json_text(run_factory):
     run = run_factory()
     insert = WRITER["call"]
     costs = [Decimal("0.00000001"), Decimal("123456.12345678"), Decimal(0)] * 4
@@ -205,7 +205,7 @@ def test_a_column_of_nothing_but_nulls_and_exact_decimals_go_as_arrays(run_facto
     with CaptureQueriesContext(connection) as queries:
         insert.rows(rows)
 
-    assert ("unnest(" in queries[0]["sql"]) == (connection.vendor == "postgresql")
+    assert _as_json(queries[0]) == (connection.vendor == "postgresql")
     stored = LLMCall.objects.filter(run=run).order_by("output_tokens")
     assert [call.cost_usd for call in stored] == costs
     assert {(call.parent_run_id, call.input_tokens) for call in stored} == {(None, 2**40)}
@@ -286,6 +286,32 @@ def test_a_value_json_cannot_say_sends_the_tables_one_insert_each(run_factory):
     assert len(queries) == 2
     assert Step.objects.filter(run=run, input=Value(None, JSONField())).count() == 1
     assert RunState.objects.filter(run=run, state="thinking").count() == 1
+
+
+def test_many_rows_with_a_value_json_cannot_say_go_as_one_array_a_column(run_factory):
+    """Past what psycopg caches, rows go as one JSON text; a JSONField's JSON null would read
+    back as SQL NULL that way, so those rows go as one array a column (unnest) instead, and
+    the null is JSON's."""
+    run = run_factory()
+    at = datetime(2026, 12, 5, tzinfo=UTC)
+    insert = Insert(Step, ["run", "kind", "tool", "input", "output", "is_error", "at"])
+    rows = [(run.pk, "tool", "web_search", {"n": index}, "", False, at) for index in range(9)]
+    rows.append((run.pk, "tool", "web_search", Value(None, JSONField()), "", False, at))
+
+    with CaptureQueriesContext(connection) as queries:
+        insert.rows(rows)
+
+    assert len(queries) == 1
+    if connection.vendor == "postgresql":
+        assert "unnest(" in queries[0]["sql"] and not _as_json(queries[0])
+    assert Step.objects.filter(run=run, input=Value(None, JSONField())).count() == 1
+    assert sorted(step.input["n"] for step in Step.objects.filter(run=run, input__n__gte=0)) == [
+        *range(9)
+    ]
+
+
+def _as_json(query: dict) -> bool:
+    return "json_populate_recordset(" in query["sql"]
 
 
 def test_each_value_is_sent_as_the_orms_get_db_prep_save_would_send_it():

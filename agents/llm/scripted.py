@@ -31,10 +31,11 @@ Turns. `reply(text)` is a final answer. `call(tool, **arguments)` is one tool ca
 name is positional-only, so a tool argument may be called `name`); `calls(call(...), ...)` puts
 several in one assistant turn; `raw_call(tool, text)` sends arguments that need not be JSON.
 `fail(status, times=1)` answers that HTTP status with an OpenAI-style error body for `times`
-requests. `slow(seconds, turn)` sleeps before answering (a client timeout still consumes the
-turn). A callable turn takes the request's messages and returns a turn (or a str, as a reply);
-if it raises, the agent gets a final text naming the error and `.errors` records it. Every turn
-carries usage, 100 prompt and 20 completion tokens unless given `usage=(input, output)`.
+requests. `slow(seconds, turn)` answers `seconds` after the request came in, the server's own
+parsing and scripting inside them (a client timeout still consumes the turn). A callable turn
+takes the request's messages and returns a turn (or a str, as a reply); if it raises, the agent
+gets a final text naming the error and `.errors` records it. Every turn carries usage, 100
+prompt and 20 completion tokens unless given `usage=(input, output)`.
 
 Records. `.requests` holds every parsed request body; `.requests_for(match)` those whose task
 contains `match`; `.tool_results(match, name=None)` the tool-result messages those
@@ -325,7 +326,11 @@ class _Handler(BaseHTTPRequestHandler):
             return
         scripted: ScriptedLLM = self.server.scripted  # type: ignore[attr-defined]
         turn, payload = scripted._answer(body)
-        if turn.delay and scripted._stopping.wait(turn.delay):
+        # A model of fixed latency: the answer leaves `delay` after the request line came in,
+        # this server's own parsing and scripting inside it, so that a benchmark's ideal
+        # (its calls times their delay) leaves out no time of the model's (issue 25).
+        left = turn.delay - (time.perf_counter() - self._began) if turn.delay else 0.0
+        if left > 0 and scripted._stopping.wait(left):
             return
         self._send(turn.status or 200, payload)
 

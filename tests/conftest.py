@@ -1,5 +1,8 @@
 """Fixtures shared by the suite."""
 
+import contextlib
+from collections.abc import Iterator
+
 import pytest
 
 from agents.llm import reset_clients
@@ -31,6 +34,37 @@ def own_channel_layer():
     channel_layers.backends.clear()
     yield
     channel_layers.backends.clear()
+
+
+@pytest.fixture
+def layer_on_own_redis(settings):
+    """`with layer_on_own_redis(backend) as server:` the channel layer `backend` (Redis's
+    pub/sub layer, the default with Redis, unless given) on a Redis server of the test's own,
+    which it may stop and start again; the server, then the layers built meanwhile, are gone
+    afterwards."""
+    import shutil
+
+    from channels.layers import channel_layers
+
+    from tests.servers import RedisServer
+
+    if shutil.which("redis-server") is None:
+        pytest.skip("needs redis-server")
+
+    @contextlib.contextmanager
+    def on_own_redis(
+        backend: str = "channels_redis.pubsub.RedisPubSubChannelLayer",
+    ) -> Iterator[RedisServer]:
+        try:
+            with RedisServer() as server:
+                config = {"hosts": [{"address": server.url}]}
+                settings.CHANNEL_LAYERS = {"default": {"BACKEND": backend, "CONFIG": config}}
+                channel_layers.backends.clear()
+                yield server
+        finally:
+            channel_layers.backends.clear()
+
+    return on_own_redis
 
 
 @pytest.fixture

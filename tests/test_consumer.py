@@ -4,6 +4,8 @@ The application is built as research.asgi builds it (origin check, then auth, th
 research.asgi itself is not imported because it starts the agent pool of the web process.
 """
 
+import asyncio
+
 import pytest
 from asgiref.sync import async_to_sync
 from channels.db import database_sync_to_async
@@ -332,3 +334,48 @@ def test_a_copy_of_an_event_the_socket_sent_is_not_sent_again(alice, run_factory
         return [frame["seq"] for frame in frames]
 
     assert async_to_sync(scenario)() == [after + 2, after + 1, after + 3]
+
+
+def test_while_redis_is_down_sockets_are_closed_and_the_log_says_so_twice(
+    alice, run_factory, layer_on_own_redis, caplog
+):
+    """With the channel layer's Redis down a viewer's socket can get no channel and join no
+    group: it is closed before its handshake (the page retries), a socket that leaves then
+    leaves quietly, and the log says once that the layer is down and once that it answers
+    again, where daphne logged a traceback for every socket."""
+    root = run_factory()
+    headers = headers_for(alice)
+    path = f"/ws/runs/{root.pk}/"
+
+    with layer_on_own_redis() as server, caplog.at_level("WARNING", logger="frontend.routing"):
+
+        async def scenario() -> tuple[list, dict]:
+            staying = await connected(path, headers)
+            await staying.receive_json_from(timeout=2)  # its snapshot
+            server.stop()
+            refused = []
+            for _ in range(3):
+                communicator = WebsocketCommunicator(application(), path, headers=headers)
+                refused.append(await communicator.connect(timeout=10))
+            await staying.disconnect()  # leaves its group while Redis is down: no error
+            server.start()
+            for _ in range(50):  # the page retries until the layer takes its socket again
+                socket = WebsocketCommunicator(application(), path, headers=headers)
+                if (await socket.connect(timeout=10))[0]:
+                    break
+                await asyncio.sleep(0.2)
+            snapshot = await socket.receive_json_from(timeout=5)
+            await socket.disconnect()
+            return refused, snapshot
+
+        refused, snapshot = async_to_sync(scenario)()
+
+    # The layer finds its connection dead on the first use after the stop (channels_redis
+    # writes a subscription on it before it reads the error): from then on, closed.
+    assert [accepted for accepted, _ in refused][1:] == [False, False]
+    assert snapshot["type"] == "snapshot"
+    lines = [r.getMessage() for r in caplog.records if r.name == "frontend.routing"]
+    assert len(lines) == 2, lines
+    assert lines[0].startswith("viewers' sockets cannot reach the channel layer")
+    assert lines[1].startswith("the channel layer answers again: ")
+    assert int(lines[1].split(": ")[1].split()[0]) >= 3  # those refused, the one that left

@@ -5,8 +5,6 @@ import contextlib
 import random
 import threading
 import time
-from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from django.db import connection
@@ -340,10 +338,10 @@ def test_a_number_that_never_commits_holds_the_later_ones_only_briefly(root_id):
     assert transport.HOLD_SECONDS * 0.9 <= took < 4 * transport.HOLD_SECONDS
 
 
-def test_events_pushed_after_redis_restarted_reach_the_listeners(settings):
+def test_events_pushed_after_redis_restarted_reach_the_listeners(layer_on_own_redis):
     """The sender's connection to Redis dies with a restart; the first push after it goes out
     again on a fresh one instead of leaving the open sockets a gap."""
-    with _layer_on_own_redis(settings, "channels_redis.core.RedisChannelLayer") as server:
+    with layer_on_own_redis("channels_redis.core.RedisChannelLayer") as server:
         root_id = 10_000_003
         first = _pushed(root_id, lambda: _broadcast(root_id, 1), expected=1)[0]
         server.stop()
@@ -353,7 +351,9 @@ def test_events_pushed_after_redis_restarted_reach_the_listeners(settings):
     assert (first, second) == ([1], [2])
 
 
-def test_with_pubsub_events_pushed_while_redis_was_down_reach_the_socket_that_stayed(settings):
+def test_with_pubsub_events_pushed_while_redis_was_down_reach_the_socket_that_stayed(
+    layer_on_own_redis,
+):
     """With Redis's pub/sub layer (the default) nothing closes a viewer's socket while Redis
     is down, so nothing would tell its page what it missed: a push that failed is sent again
     once Redis is back, and reaches the subscription that outlived the outage."""
@@ -361,7 +361,7 @@ def test_with_pubsub_events_pushed_while_redis_was_down_reach_the_socket_that_st
 
     from frontend import delivery as transport
 
-    with _layer_on_own_redis(settings, PUBSUB) as server:
+    with layer_on_own_redis(PUBSUB) as server:
         layer = get_channel_layer()
         root_id = 10_000_004
 
@@ -378,13 +378,15 @@ def test_with_pubsub_events_pushed_while_redis_was_down_reach_the_socket_that_st
         assert asyncio.run(listen()) == [1]
 
 
-def test_a_worker_that_exits_waits_until_redis_has_taken_what_it_pushed_while_down(settings):
+def test_a_worker_that_exits_waits_until_redis_has_taken_what_it_pushed_while_down(
+    layer_on_own_redis,
+):
     """A worker about to exit flushes its pushes. One that failed while Redis was down waits
     to be sent again; the flush waits for Redis to take it (the first try again comes after
     a second), not only for the queue, or the worker would take the events with it."""
     from frontend import delivery as transport
 
-    with _layer_on_own_redis(settings, PUBSUB) as server:
+    with layer_on_own_redis(PUBSUB) as server:
         server.stop()
         _broadcast(10_000_005, 1)  # fails: Redis is down
         took: list[float] = []
@@ -405,13 +407,15 @@ def test_a_worker_that_exits_waits_until_redis_has_taken_what_it_pushed_while_do
     assert transport.RESEND_SECONDS[0] * 0.9 <= took[0] < 8, took
 
 
-def test_a_redis_outage_logs_when_pushes_start_failing_and_when_they_work_again(settings, caplog):
+def test_a_redis_outage_logs_when_pushes_start_failing_and_when_they_work_again(
+    caplog, layer_on_own_redis
+):
     """A busy process releases hundreds of events a second: while Redis is down, each
     release and each try again would be a line of the log. The publisher says once that
     pushes fail and once that Redis takes them again, with how many had failed."""
     from frontend import delivery as transport
 
-    with _layer_on_own_redis(settings, PUBSUB) as server:
+    with layer_on_own_redis(PUBSUB) as server:
         root_id = 10_000_031
         _broadcast(root_id, 1)
         transport.flush(timeout=5)  # connected while Redis is up
@@ -433,28 +437,6 @@ def test_a_redis_outage_logs_when_pushes_start_failing_and_when_they_work_again(
 
 
 PUBSUB = "channels_redis.pubsub.RedisPubSubChannelLayer"
-
-
-@contextlib.contextmanager
-def _layer_on_own_redis(settings, backend: str) -> Iterator[Any]:
-    """The channel layer `backend` on a Redis server of the test's own, which it may stop
-    and start again; the server, then the layers built meanwhile are gone afterwards."""
-    import shutil
-
-    from channels.layers import channel_layers
-
-    from tests.servers import RedisServer
-
-    if shutil.which("redis-server") is None:
-        pytest.skip("needs redis-server")
-    try:
-        with RedisServer() as server:
-            config = {"hosts": [{"address": server.url}]}
-            settings.CHANNEL_LAYERS = {"default": {"BACKEND": backend, "CONFIG": config}}
-            channel_layers.backends.clear()
-            yield server
-    finally:
-        channel_layers.backends.clear()
 
 
 def _broadcast(root_id: int, seq: int) -> None:

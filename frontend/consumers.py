@@ -66,7 +66,11 @@ class RunTreeConsumer(AsyncJsonWebsocketConsumer):
         self.sent_above = set()
         group = group_name(int(self.scope["url_route"]["kwargs"]["root_id"]))
         await self.channel_layer.group_add(group, self.channel_name)
-        opened = await self._open(self._after())
+        try:
+            opened = await self._open(self._after())
+        except BaseException:  # the database failed: no channel is left behind in the group
+            await self.channel_layer.group_discard(group, self.channel_name)
+            raise
         if isinstance(opened, int):
             await self.channel_layer.group_discard(group, self.channel_name)
             # Accept, then close with a code: a refused handshake looks like a network error

@@ -379,3 +379,35 @@ def test_while_redis_is_down_sockets_are_closed_and_the_log_says_so_twice(
     assert lines[0].startswith("viewers' sockets cannot reach the channel layer")
     assert lines[1].startswith("the channel layer answers again: ")
     assert int(lines[1].split(": ")[1].split()[0]) >= 3  # those refused, the one that left
+
+
+def test_a_socket_whose_first_read_fails_leaves_no_channel_in_the_group(
+    alice, run_factory, monkeypatch, settings
+):
+    """The group is joined before the database is read; when that read fails (the database
+    gone), the socket's channel leaves the group again, or every event of the tree would be
+    copied to a channel nobody reads."""
+    from channels.layers import channel_layers, get_channel_layer
+    from django.db import OperationalError
+
+    from frontend.delivery import group_name
+
+    # The in-memory layer, whose groups can be read back.
+    settings.CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    channel_layers.backends.clear()
+    root = run_factory()
+    headers = headers_for(alice)
+
+    def gone(**kwargs):
+        raise OperationalError("the database is gone")
+
+    monkeypatch.setattr("frontend.consumers.selectors.tree_snapshot", gone)
+
+    async def scenario() -> None:
+        communicator = WebsocketCommunicator(application(), f"/ws/runs/{root.pk}/", headers=headers)
+        with pytest.raises(OperationalError):
+            await communicator.connect(timeout=5)
+
+    async_to_sync(scenario)()
+    layer = get_channel_layer()
+    assert not layer.groups.get(group_name(root.pk))

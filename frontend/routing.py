@@ -49,19 +49,14 @@ class LayerDown:
         self.inner = inner
 
     async def __call__(self, scope: dict[str, Any], receive, send) -> None:
-        accepted = False
-
         async def sending(message: dict[str, Any]) -> None:
-            nonlocal accepted
-            if message["type"] == "websocket.accept":
-                accepted = True
-                if LayerDown.refused:
-                    log.warning(
-                        "the channel layer answers again: %d viewers' sockets were closed "
-                        "meanwhile, and their pages reconnect",
-                        LayerDown.refused,
-                    )
-                    LayerDown.refused = 0
+            if message["type"] == "websocket.accept" and LayerDown.refused:
+                log.warning(
+                    "the channel layer answers again: %d viewers' sockets were closed "
+                    "meanwhile, and their pages reconnect",
+                    LayerDown.refused,
+                )
+                LayerDown.refused = 0
             await send(message)
 
         try:
@@ -74,5 +69,7 @@ class LayerDown:
                     error,
                 )
             LayerDown.refused += 1
-            if not accepted:
-                await send({"type": "websocket.close", "code": 1011})
+            # Before its handshake the socket is refused; after it (the layer failed a live
+            # socket) it is closed, as daphne closes one whose application raised, and the
+            # page reconnects. One whose browser already left ignores it.
+            await send({"type": "websocket.close", "code": 1011})

@@ -193,6 +193,15 @@ def test_the_team_reads_read_what_the_orm_reads(run_factory, subagent_factory):
     with pytest.raises(Run.DoesNotExist):
         team.run_by_id(run_id=10**9)
     assert team.tree_cost(root_id=root.pk) == Run.objects.get(pk=root.pk).tree_cost_usd
+    # A spawn's one read: the children with their tasks, and the tree's size, ended included.
+    children, size = team.children_and_tree_size(run_id=root.pk, root_id=root.pk)
+    assert [(child.pk, child.name, child.status, task) for child, task in children] == list(
+        Run.objects.filter(parent_id=root.pk)
+        .order_by("id")
+        .values_list("pk", "name", "status", "topic")
+    )
+    assert size == Run.objects.filter(root_id=root.pk, parent_id__isnull=False).count() == 3
+    assert team.children_and_tree_size(run_id=a.pk, root_id=root.pk) == ([], 3)  # none of its own
 
 
 def test_a_column_of_nothing_but_nulls_and_exact_decimals_go_as_one_json_text(run_factory):

@@ -87,31 +87,27 @@ def _working_ids_sql(among: int | None) -> str:
     )
 
 
-def children_with_tasks(*, run_id: int) -> list[tuple[Child, str]]:
-    """Each sub-agent of the run (id, name, status) with its task, oldest first: what a spawn
-    checks names and tasks against, in one read. Built once, not by the ORM."""
+def children_and_tree_size(*, run_id: int, root_id: int) -> tuple[list[tuple[Child, str]], int]:
+    """Each sub-agent of the run (id, name, status) with its task, oldest first, and how many
+    sub-agents its tree has, ended ones included (seed 000's tree limit): what a spawn checks
+    names, tasks and the limit against. One statement, one round trip: under many trees at
+    once each round trip of a spawn waits for the GIL back (issue 25, round twenty-six)."""
     with connection.cursor() as cursor:
-        cursor.execute(_children_tasks_sql(), [run_id])
-        return [(Child(pk, name, status), topic) for pk, name, status, topic in cursor.fetchall()]
+        cursor.execute(_children_and_tree_size_sql(), [root_id, run_id])
+        rows = cursor.fetchall()
+    children = [(Child(pk, name, status), topic) for pk, name, status, topic, _ in rows if pk]
+    return children, rows[0][4]
 
 
 @cache
-def _children_tasks_sql() -> str:
+def _children_and_tree_size_sql() -> str:
+    # The count's one row, joined to each child: a run without children is that row alone.
+    runs = Run._meta.db_table
     return (
-        f"SELECT id, name, status, topic FROM {Run._meta.db_table} WHERE parent_id = %s ORDER BY id"
+        f"SELECT c.id, c.name, c.status, c.topic, t.size FROM (SELECT COUNT(*) AS size FROM "
+        f"{runs} WHERE root_id = %s AND parent_id IS NOT NULL) t "
+        f"LEFT JOIN {runs} c ON c.parent_id = %s ORDER BY c.id"
     )
-
-
-def subagents_in_tree(*, root_id: int) -> int:
-    """How many sub-agents the tree has, ended ones included (seed 000's tree limit). Every
-    spawn reads it: built once, not by the ORM."""
-    (count,) = one(_in_tree_sql(), [root_id])
-    return count
-
-
-@cache
-def _in_tree_sql() -> str:
-    return f"SELECT COUNT(*) FROM {Run._meta.db_table} WHERE root_id = %s AND parent_id IS NOT NULL"
 
 
 def runs_by_ids(*, run_ids: list[int]) -> list[Run]:

@@ -81,7 +81,7 @@ def subagents_spawn_each(
     Holds the root's row lock, so that agents of one tree spawning at once cannot pass the
     tree limit together."""
     parent = parent_for_spawn(parent_id)  # read, its tree locked, once for the whole turn
-    children = team_reads.children_with_tasks(run_id=parent_id)
+    children, in_tree = team_reads.children_and_tree_size(run_id=parent_id, root_id=parent.root_id)
     taken: dict[str, int | None] = {child.name: child.pk for child, _ in children}
     # [how a refusal names it, its task] of each working sub-agent, this turn's included.
     working = [
@@ -89,7 +89,6 @@ def subagents_spawn_each(
         for child, task in children
         if child.status in ACTIVE_STATUSES
     ]
-    in_tree = team_reads.subagents_in_tree(root_id=parent.root_id)
     # The turn's runs go in one INSERT once every call is checked (a turn of five spawns is
     # one statement, not five). Until then a run checked has no id, which only a refusal
     # would show ("run N"): a call refused while some are unwritten is checked again after

@@ -34,9 +34,11 @@ PSYCOPG_CACHED_PARAMS = 50
 
 
 def as_arrays(db: Any, values: int) -> bool:
-    """Whether a statement of `values` row values goes better as one array per column
-    (`unnest`, `by_column`): on PostgreSQL, past what psycopg caches. Below it the arrays
-    cost more than they save (docs/performance.md, round fourteen)."""
+    """Whether a statement of `values` row values goes better as a few parameters than as one
+    a value: on PostgreSQL, past what psycopg caches. An INSERT's rows then go as one JSON
+    text (`Insert.json`), or one array per column (`unnest`, `by_column`) where JSON cannot
+    say a value; the writer's UPDATE as arrays. Below it they cost more than they save
+    (docs/performance.md, rounds fourteen and twenty-six)."""
     return values > PSYCOPG_CACHED_PARAMS and db.vendor == "postgresql"
 
 
@@ -55,12 +57,14 @@ def by_column(rows: Sequence[Sequence[Any]]) -> list[list[Any]]:
 class Insert:
     """`INSERT INTO <model's table> (<fields>) VALUES (...), (...)` for one or more rows.
 
-    On PostgreSQL, rows of more than PSYCOPG_CACHED_PARAMS values go as one array per column
-    instead (`as_arrays`), `INSERT ... SELECT ... FROM unnest(%b::<type>[], ...)`: one text and
-    one parameter per column whatever the number of rows, so psycopg converts it once, and the
-    server prepares it once per connection rather than parsing each batch's new text. A batch's
+    On PostgreSQL, rows of more than PSYCOPG_CACHED_PARAMS values go as one JSON text instead
+    (`as_arrays`, `from_json`), or as one array per column (`INSERT ... SELECT ... FROM
+    unnest(%b::<type>[], ...)`) when a value cannot be said in JSON: one text and few
+    parameters whatever the number of rows, so psycopg converts it once, and the server
+    prepares it once per connection rather than parsing each batch's new text. A batch's
     INSERT of a few hundred values was parsed in Python each time: with 120 agents, over half
-    the writer's CPU (issue 25, round fourteen)."""
+    the writer's CPU (issue 25, round fourteen). The JSON text is written by the json module's
+    C encoder, where psycopg dumped each array in Python (round twenty-six)."""
 
     def __init__(self, model: type[models.Model], fields: Sequence[str]):
         self.fields = [model._meta.get_field(name) for name in fields]
@@ -99,8 +103,8 @@ class Insert:
             cursor.execute(sql, params)
 
     def _statement(self, rows: Sequence[Sequence[Any]], db: Any) -> tuple[str, list[Any]]:
-        """The INSERT of `rows` and its parameters: a VALUES group a row, or one array a
-        column past what psycopg caches (`as_arrays`)."""
+        """The INSERT of `rows` and its parameters: a VALUES group a row, or past what psycopg
+        caches (`as_arrays`) one JSON text, or one array a column for values JSON cannot say."""
         prepared = self.prepared(rows, db)
         if as_arrays(db, len(rows) * len(self.fields)):
             try:
@@ -144,6 +148,8 @@ class Insert:
         return [self._prepared.values(row, db) for row in rows]
 
     def json(self, prepared: list[list[Any]]) -> str:
+        """Prepared rows as one JSON array of objects, as `from_json` reads them; NotPlain for
+        a value JSON cannot say exactly (research.sql_values.plain)."""
         return json.dumps(
             [dict(zip(self.keys, map(plain, row), strict=True)) for row in prepared],
             ensure_ascii=False,
@@ -284,17 +290,7 @@ def _together(pending: dict[Insert, list[Sequence[Any]]], db: Any) -> None:
     exactly has the rows go one INSERT per table instead, in one round trip."""
     inserts = sorted(pending, key=lambda insert: insert.head)  # one text per set of tables
     try:
-        params = [
-            json.dumps(
-                [
-                    dict(zip(insert.keys, map(plain, row), strict=True))
-                    for row in insert.prepared(pending[insert], db)
-                ],
-                ensure_ascii=False,
-                separators=(",", ":"),
-            )
-            for insert in inserts
-        ]
+        params = [insert.json(insert.prepared(pending[insert], db)) for insert in inserts]
     except NotPlain:
         db.ensure_connection()
         # The pipeline's exit sends and reads what was queued: its errors are psycopg's own,

@@ -5,10 +5,11 @@ import threading
 from collections.abc import Callable
 
 import pytest
-from django.db import connection, transaction
+from django.db import OperationalError, connection, transaction
 
 from agents.runtime import resilience
 from research import selectors, services
+from research.events import tree_lock
 from research.models import Event, LLMCall, Run, RunState, Step
 from research.services import NextState, step_writer
 from tests.conftest import wait_for
@@ -302,6 +303,67 @@ def test_a_tools_state_rides_on_its_calls_usage_event_in_their_batch(writer, age
         seqs = Event.objects.filter(root_id=root_id).order_by("seq").values_list("seq", flat=True)
         assert list(seqs) == list(range(1, len(seqs) + 1))
         assert Run.objects.get(pk=root_id).event_seq == len(seqs)
+
+
+@pytest.mark.skipif("connection.vendor != 'postgresql'")
+def test_a_batch_locks_every_trees_root_before_any_sub_agents_row(writer, agents):
+    """A batch's one UPDATE takes its rows' locks roots first (the trees' locks), as every
+    other write of a tree does: waiting for one tree's lock, it holds no sub-agent's row,
+    so a service holding that lock and then writing a sub-agent (a cancel) never deadlocks
+    with it. The batch then writes every record."""
+    root_a, child_a, _, root_b, child_b, _ = agents
+    holding, let_go = threading.Event(), threading.Event()
+
+    def hold_tree_b() -> None:
+        try:
+            with transaction.atomic():
+                tree_lock(root_id=root_b.run_id)
+                holding.set()
+                let_go.wait(20)
+        finally:
+            connection.close()
+
+    holder = threading.Thread(target=hold_tree_b)
+    holder.start()
+    try:
+        assert holding.wait(20)
+        release = held(writer)
+        records = [_model_call(facts, wait=False) for facts in (child_a, child_b)]
+        release()  # both go in the next batch, which waits for tree B's lock
+        wait_for(_a_batch_waits_for_a_lock, message="the batch never waited for tree B")
+
+        assert _locked_elsewhere([root_a.run_id]), "tree A's lock comes first"
+        assert not _locked_elsewhere([child_a.run_id, child_b.run_id])
+    finally:
+        let_go.set()
+        holder.join(20)
+    for record in records:
+        record.wait()
+    for facts in (child_a, child_b):
+        assert Run.objects.get(pk=facts.run_id).steps == 1
+        assert Run.objects.get(pk=facts.root_id).tree_input_tokens == 100
+
+
+def _a_batch_waits_for_a_lock() -> bool:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+            "AND query LIKE 'WITH locked AS%%'"
+        )
+        return cursor.fetchone()[0] == 1
+
+
+def _locked_elsewhere(run_ids: list[int]) -> bool:
+    """Whether another transaction holds a lock on any of these runs' rows."""
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT id FROM {Run._meta.db_table} WHERE id = ANY(%s) FOR NO KEY UPDATE NOWAIT",
+                [run_ids],
+            )
+    except OperationalError:
+        return True
+    return False
 
 
 @pytest.mark.skipif("connection.vendor != 'postgresql'")

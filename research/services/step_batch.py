@@ -1,16 +1,18 @@
-"""A batch of step records in two UPDATEs: every counter, roll-up, state and event number.
+"""A batch of step records in one UPDATE: every counter, roll-up, state and event number.
 
 Written one by one (research.services.steps), a model call takes its event numbers from the
 root row, then adds its usage to the run and its ancestors; a tool call takes its numbers,
 then moves the run to its next state: two UPDATEs a record. The writer's batch
 (research.services.writer) adds up what all its records change, run by run, and sends it as
-one `UPDATE runs ... FROM (VALUES ...)` for the roots of the batch (their event numbers, their
-counters) and one for the other runs (their counters, roll-ups and states), the roots first:
-the root row is the tree's lock (events.store.tree_lock), taken before any other row of its
-tree. Each record's usage event then carries the counters as they were after that record,
-worked back from the rows RETURNING gives, and its events the numbers reserved for it, in the
-order of the batch. Rows (ledger, steps, states, checkpoints, events) are deferred and go in
-one INSERT per table (research.sql.inserts_deferred).
+one `UPDATE runs ... FROM (VALUES ...)`: the roots' event numbers and counters, the other
+runs' counters, roll-ups and states. On PostgreSQL that statement locks its rows before it
+updates them, the roots first, then the others, each group in id order (`locked`): the root
+row is the tree's lock (events.store.tree_lock), taken before any other row of its tree, and
+in the same order in every process. Each record's usage event then carries the counters as
+they were after that record, worked back from the rows RETURNING gives, and its events the
+numbers reserved for it, in the order of the batch. Rows (ledger, steps, states,
+checkpoints, events) are deferred and go in one INSERT per table
+(research.sql.inserts_deferred).
 
 A record whose run ended meanwhile raises steps' _RunEnded, which has the writer write the
 batch again record by record; so does a batch holding an agent's end
@@ -37,7 +39,7 @@ from research.events.store import publish_all
 from research.models import ACTIVE_STATUSES, Run, State
 from research.selectors.runs import RunFacts
 from research.services.locks import runs_ended
-from research.sql import as_arrays, as_decimal, by_column, placeholders, unnest
+from research.sql import as_arrays, as_decimal, by_column, placeholders, row_lock, unnest
 
 _RUNS = Run._meta.db_table
 # Per run: steps, input and output tokens, cost; tree input, output tokens, tree cost; events.
@@ -108,12 +110,7 @@ def write_parts(parts: Sequence[Part]) -> list[Any]:
                 row[index] += value
             if change[8] is not None:
                 row[8] = change[8]
-    roots = {part.facts.root_id for part in parts}
-    after: dict[int, dict[str, Any]] = {}
-    # Roots first (each tree's lock), each group in id order (the same order in every process).
-    for group in (sorted(pk for pk in deltas if pk in roots), sorted(set(deltas) - roots)):
-        if group:
-            after.update(_update(group, deltas))
+    after = _update(sorted(deltas), deltas)
     for part in parts:
         if (
             part.next_state is not None
@@ -257,6 +254,7 @@ def _changes(part: Part, event_count: int) -> list[tuple[int, tuple[Any, ...]]]:
 
 
 def _update(ids: list[int], deltas: dict[int, list[Any]]) -> dict[int, dict[str, Any]]:
+    """Every run's counters, roll-ups and state of a batch in one statement; the rows after."""
     db = connections[DEFAULT_DB_ALIAS]
     runs = []
     for pk in ids:
@@ -268,8 +266,9 @@ def _update(ids: list[int], deltas: dict[int, list[Any]]) -> dict[int, dict[str,
         sql, values = _update_sql(None), by_column(runs)
     else:
         sql, values = _update_sql(len(ids)), [value for run in runs for value in run]
+    locked = [ids] if db.vendor == "postgresql" else []  # `locked` in _update_sql
     with db.cursor() as cursor:
-        cursor.execute(sql, [*ACTIVE_STATUSES, *values])
+        cursor.execute(sql, [*locked, *ACTIVE_STATUSES, *values])
         rows = cursor.fetchall()
     after = {}
     for pk, *values, status in rows:
@@ -308,8 +307,19 @@ def _update_sql(count: int | None) -> str:
         values = ", ".join([f"({placeholders(_WIDTH)})"] * count)
         source = f"(SELECT {columns} FROM (VALUES {values}) AS vals) AS v"
     returning = ", ".join(f"{_RUNS}.{name}" for name in ("id", *_COUNTERS, "status"))
+    locked, joined = "", ""
+    if postgres:
+        # The rows are locked before any is updated: the roots (no parent) first, each tree's
+        # lock, then the others, each group in id order. An UPDATE alone would lock them in
+        # whatever order its plan reads them; it updates only rows `locked` gave it.
+        locked = (
+            f"WITH locked AS MATERIALIZED (SELECT id FROM {_RUNS} WHERE id = ANY(%s::bigint[]) "
+            f"ORDER BY parent_id IS NULL DESC, id{row_lock()}) "
+        )
+        joined = f" AND locked.id = {_RUNS}.id"
+        source += ", locked"
     return (
-        f"UPDATE {_RUNS} SET {sets}, state = CASE WHEN v.c10{text} IS NOT NULL AND "
+        f"{locked}UPDATE {_RUNS} SET {sets}, state = CASE WHEN v.c10{text} IS NOT NULL AND "
         f"{_RUNS}.status IN ({active}) THEN v.c10{text} ELSE {_RUNS}.state END "
-        f"FROM {source} WHERE {_RUNS}.id = v.c1{bigint} RETURNING {returning}"
+        f"FROM {source} WHERE {_RUNS}.id = v.c1{bigint}{joined} RETURNING {returning}"
     )

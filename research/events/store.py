@@ -63,6 +63,14 @@ def allocate_seqs(*, root_id: int, count: int) -> int:
     return first
 
 
+def first_seqs(*, root_id: int, count: int) -> int:
+    """`allocate_seqs` for a root inserted by the caller's transaction with `event_seq`
+    already `count`: the tree's first numbers, 1 to `count`, reserved by its INSERT. No
+    UPDATE: nobody else sees the tree before the commit. Returns the first, 1."""
+    expect(root_id, 1, count)
+    return 1
+
+
 def reserve_seqs_of(*, run_id: int, count: int) -> tuple[int, int] | None:
     """`allocate_seqs` for a caller that knows only a run (a claim, a finish): the root found
     from the run, its row locked (the tree lock) and `count` numbers reserved, in one

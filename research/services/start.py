@@ -12,7 +12,7 @@ from django.utils import timezone
 from research import pricing
 from research.errors import InvalidInput
 from research.events import RunCreated
-from research.events.store import allocate_seqs, publish_all
+from research.events.store import first_seqs, publish_all
 from research.models import Dataset, Run, State
 from research.ops.throttles import ResearchStartThrottle, throttle_check
 from research.pricing import DEMO_MODEL
@@ -93,7 +93,7 @@ def run_start(
         if follows is not None and dataset_id is None:
             dataset_id = follows.dataset_id
         dataset = _dataset_of(owner=owner, dataset_id=dataset_id, model=model)
-        seat.take()  # taken last: a first demo run loads its starter dataset first (seconds)
+        seated = seat.take() is not None  # last: a first demo run loads its starter dataset
         run = Run(
             owner=owner,
             topic=topic,
@@ -103,6 +103,9 @@ def run_start(
             review_plan=bool(review_plan),
             clarify=bool(clarify),
             follows=follows,
+            # Its events, the tree's first (created; claimed when seated), are numbered with
+            # its insert: first_seqs below.
+            event_seq=1 + seated,
         )
         # Every start runs these: statements built once, not the ORM's, and its first state
         # and its events in one round trip (inserts_deferred).
@@ -111,7 +114,7 @@ def run_start(
         events = [(run.pk, RunCreated.of(run))]
         states = [(run.pk, State.QUEUED, "", run.created_at)]
         claimed = None
-        if seat.worker_id is None:
+        if not seated:
             _root_update().row(run.pk, run.pk)
         else:  # claimed as its root id is set, thinking: its agent's first act is a call
             claimed = claim_new_root(
@@ -126,7 +129,9 @@ def run_start(
             followup_sources_carry(run=run, follows=follows)
             if callback_url:
                 callback_register(run_id=run.pk, url=callback_url)
-            first = allocate_seqs(root_id=run.pk, count=len(events))
+            if len(events) != run.event_seq:
+                raise RuntimeError(f"a start numbered {run.event_seq} events, not {len(events)}")
+            first = first_seqs(root_id=run.pk, count=len(events))
             publish_all(root_id=run.pk, events=events, first_seq=first)
         # Last: the owner's row stays locked until the commit (see working_roots_check).
         working_roots_check(owner=owner, starting=run.pk)

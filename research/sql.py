@@ -117,11 +117,15 @@ class Insert:
     def row(self, *values: Any) -> None:
         self.rows([values])
 
-    def create(self, objs: Sequence[models.Model]) -> None:
+    def create(
+        self, objs: Sequence[models.Model], *, annotate: Sequence[tuple[str, str]] = ()
+    ) -> None:
         """Save new model instances in one INSERT, as `QuerySet.bulk_create` does (each field's
         `pre_save`, so `auto_now_add` stamps them; no signals, no save()), and give each its
         id. Never deferred: the caller needs the ids. Made for an Insert of every concrete
-        field but the key (`Insert.every`)."""
+        field but the key (`Insert.every`). `annotate`: (name, SQL expression) of each value
+        RETURNING gives with the id, set on each instance as an attribute (an expression
+        names the table's columns by its table's name)."""
         if not objs:
             return
         if self.key in self.fields or any(obj.pk is not None for obj in objs):
@@ -129,12 +133,16 @@ class Insert:
         db = connections[DEFAULT_DB_ALIAS]
         rows = [[field.pre_save(obj, True) for field in self.fields] for obj in objs]
         sql, params = self._statement(rows, db)
+        key = connection.ops.quote_name(self.key.column)
+        returning = ", ".join([key, *(expression for _, expression in annotate)])
         with db.cursor() as cursor:
-            cursor.execute(f"{sql} RETURNING {connection.ops.quote_name(self.key.column)}", params)
+            cursor.execute(f"{sql} RETURNING {returning}", params)
             # One statement inserts its rows in order and numbers them in that order, while
             # RETURNING promises no order: the ids, sorted, are the rows' in order.
-            ids = sorted(pk for (pk,) in cursor.fetchall())
-        for obj, pk in zip(objs, ids, strict=True):
+            returned = sorted(cursor.fetchall())
+        for obj, (pk, *values) in zip(objs, returned, strict=True):
+            for (name, _), value in zip(annotate, values, strict=True):
+                setattr(obj, name, value)
             obj.pk = pk
             obj._state.adding = False
             obj._state.db = db.alias

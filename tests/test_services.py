@@ -9,6 +9,7 @@ from django.db import IntegrityError, connection
 
 from research import services
 from research.errors import InvalidInput, TooManyRuns
+from research.events.payloads import iso
 from research.models import Dataset, LLMCall, Run, Status, Worker
 
 # --- Sub-agents ------------------------------------------------------------------------------
@@ -303,9 +304,10 @@ def test_the_spawns_of_one_turn_are_checked_in_order_and_recorded_together(run_f
 
 @pytest.mark.django_db
 def test_children_seated_at_their_spawn_start_working_in_its_transaction(run_factory):
-    """The pool had a place and a slot for the first two: they are claimed with the spawn,
-    thinking, their claims announced right after the three `run.created` events; the third
-    waits in the queue and claims its run itself when its thread gets a slot."""
+    """The pool had a place and a slot for the first two: they are inserted working, as if
+    claimed with the spawn, thinking, their claims announced right after the three
+    `run.created` events; the third waits in the queue and claims its run itself when its
+    thread gets a slot."""
     from django.test.utils import CaptureQueriesContext
 
     root = run_factory()
@@ -339,11 +341,19 @@ def test_children_seated_at_their_spawn_start_working_in_its_transaction(run_fac
         ("run.state", moon.pk),
     ]
     assert [e.seq for e in events] == list(range(events[0].seq, events[0].seq + 5))
+    assert events[0].payload["data"]["status"] == "queued"  # created, then claimed
     assert events[3].payload["status"] == "working" and events[3].payload["started_at"]
+    assert events[3].payload["started_at"] == iso(Run.objects.get(pk=tides.pk).started_at)
     assert list(tides.states.values_list("state", flat=True)) == ["queued", "thinking"]
-    # The two claims cost one statement in the spawn, not a transaction each.
-    claims = [q["sql"] for q in captured.captured_queries if "SET status = " in q["sql"]]
-    assert len(claims) == 1 and claims[0].startswith("UPDATE"), claims
+    # With what a claim reads for their agents, as their threads start from these rows.
+    assert (tides.owner_allows_subagents, tides.has_children) == (True, False)
+    assert not tides.remote_servers_enabled
+    # The seats cost no statement: the children go in working, no claim follows.
+    assert not [q["sql"] for q in captured.captured_queries if "SET status = " in q["sql"]]
+    root = run_factory(topic="the same turn, no seat")
+    with CaptureQueriesContext(connection) as unseated:
+        services.subagents_spawn_each(parent_id=root.pk, calls=turn)
+    assert len(captured.captured_queries) == len(unseated.captured_queries)
 
 
 @pytest.mark.django_db

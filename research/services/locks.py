@@ -27,8 +27,8 @@ def claim_queued(*, run_id: int, worker_id: int | None, now, state: str) -> Run 
 def claim_queued_runs(
     *, run_ids: Sequence[int], worker_id: int | None, now, state: str
 ) -> list[Run]:
-    """claim_queued for several runs in one statement (sub-agents seated at their spawn):
-    the rows of those still queued, in id order."""
+    """claim_queued for several runs in one statement: the rows of those still queued, in id
+    order."""
     started = connection.ops.adapt_datetimefield_value(now)
     worker = [worker_id] if worker_id is not None else []
     params = [Status.WORKING.value, state, started, *worker, *run_ids, Status.QUEUED.value]
@@ -65,19 +65,20 @@ def _claim_new_sql() -> str:
 
 @cache
 def _claimed() -> Instances:
-    """A claimed run's row, with what its agent would otherwise read: its owner's sub-agent
-    switch (Profile.subagents_enabled, on without a profile) as `owner_allows_subagents`,
-    read as it starts (agents.tools.team.may_spawn), and whether it has sub-agents already
-    as `has_children`, read as it ends (agents.runtime.tree.end_subagents), and whether any
-    remote MCP server is enabled as `remote_servers_enabled`, read as it starts when one is
-    (agents.tools.remote). Only its own agent spawns under a run, so the second holds until
-    that agent tries a spawn."""
-    extra = ["owner_allows_subagents", "has_children", "remote_servers_enabled"]
-    return Instances(Run, extra=extra)
+    """A claimed run's row, with what its agent would otherwise read (claim_annotations)."""
+    return Instances(Run, extra=[name for name, _ in claim_annotations()])
 
 
 @cache
-def _claimed_columns() -> str:
+def claim_annotations() -> tuple[tuple[str, str], ...]:
+    """What a claimed run's row comes with, each (name, SQL expression of the run's row), read
+    as its agent starts instead: its owner's sub-agent switch (Profile.subagents_enabled, on
+    without a profile) as `owner_allows_subagents` (agents.tools.team.may_spawn); whether it
+    has sub-agents already as `has_children`, read as it ends (agents.runtime.tree.
+    end_subagents); whether any remote MCP server is enabled as `remote_servers_enabled`
+    (agents.tools.remote). Only its own agent spawns under a run, so the second holds until
+    that agent tries a spawn. A child seated at its spawn is inserted with them
+    (research.services.runs.subagents_insert)."""
     profiles = Profile._meta.db_table
     switch = (
         f"COALESCE((SELECT p.subagents_enabled FROM {profiles} p "
@@ -85,7 +86,16 @@ def _claimed_columns() -> str:
     )
     children = f"EXISTS (SELECT 1 FROM {_RUNS} c WHERE c.parent_id = {_RUNS}.id)"
     servers = f"EXISTS (SELECT 1 FROM {RemoteServer._meta.db_table} s WHERE s.enabled)"
-    return f"{_claimed().columns}, {switch}, {children}, {servers}"
+    return (
+        ("owner_allows_subagents", switch),
+        ("has_children", children),
+        ("remote_servers_enabled", servers),
+    )
+
+
+@cache
+def _claimed_columns() -> str:
+    return ", ".join([_claimed().columns, *(sql for _, sql in claim_annotations())])
 
 
 def claim_next_root(*, worker_id: int) -> int | None:

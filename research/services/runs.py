@@ -2,6 +2,7 @@
 a run goes through here or there."""
 
 from collections.abc import Sequence
+from copy import copy
 from functools import cache
 
 from django.conf import settings
@@ -28,7 +29,7 @@ from research.selectors.runs import RunFacts, run_facts
 from research.services.announce import runs_flagged
 from research.services.finish import run_finish
 from research.services.launch import Launch
-from research.services.locks import claim_queued, claim_queued_runs
+from research.services.locks import claim_annotations, claim_queued
 from research.services.steps import state_record, step_inserts
 from research.sql import Insert, Update, inserts_deferred, one, row_lock
 
@@ -122,21 +123,28 @@ def subagents_record(
     before: Sequence[tuple[int, Payload]] = (),
 ) -> list[Run]:
     """The rows of checked launches under `parent`, read and locked by the caller, in the
-    caller's transaction: the runs in one INSERT, then their first states and their
-    `run.created` events in one round trip (inserts_deferred), numbered in one statement,
-    after the caller's events `before` them. The first `seat` are claimed for `worker_id`
-    with them (subagents_announce)."""
-    runs = subagents_insert(parent=parent, launches=launches)
-    return subagents_announce(
-        parent=parent, runs=runs, seat=seat, worker_id=worker_id, before=before
-    )
+    caller's transaction: the runs in one INSERT, the first `seat` of them seated for
+    `worker_id` (subagents_insert), then their first states and their `run.created` events
+    in one round trip (inserts_deferred), numbered in one statement, after the caller's
+    events `before` them (subagents_announce)."""
+    runs = subagents_insert(parent=parent, launches=launches, seat=seat, worker_id=worker_id)
+    return subagents_announce(parent=parent, runs=runs, before=before)
 
 
-def subagents_insert(*, parent: Run, launches: Sequence[Launch]) -> list[Run]:
+def subagents_insert(
+    *, parent: Run, launches: Sequence[Launch], seat: int = 0, worker_id: int | None = None
+) -> list[Run]:
     """The runs of checked launches under `parent`, in one INSERT built once (a spawn turn's
     and every verifier's: the ORM's bulk_create compiled it anew, about half the statement's
     CPU); subagents_announce then records their first states and events (a turn's spawns
-    announce theirs together)."""
+    announce theirs together).
+
+    The first `seat` go in seated: working, thinking and started, for `worker_id`, with what
+    a claim returns beside the row (locks.claim_annotations), as if claimed at once. Their
+    pool had a place and a slot for each (AgentPool.seat): their threads start on their first
+    step, without a claim. An UPDATE claimed them after the INSERT until round twenty-seven
+    of issue 25: a statement and five rows read back a spawn of five."""
+    now = timezone.now()
     runs = [
         Run(
             owner_id=parent.owner_id,
@@ -157,7 +165,11 @@ def subagents_insert(*, parent: Run, launches: Sequence[Launch]) -> list[Run]:
         )
         for launch in launches
     ]
-    runs_create(runs)
+    for run in runs[:seat]:
+        run.status, run.state, run.started_at = Status.WORKING, State.THINKING, now
+        if worker_id is not None:
+            run.worker_id = worker_id
+    _run_insert().create(runs, annotate=claim_annotations() if seat else ())
     return runs
 
 
@@ -177,41 +189,38 @@ def subagents_announce(
     *,
     parent: Run,
     runs: Sequence[Run],
-    seat: int = 0,
-    worker_id: int | None = None,
     before: Sequence[tuple[int, Payload]] = (),
 ) -> list[Run]:
     """The first state (queued) of new sub-agents of `parent` and their `run.created`
     events, numbered in one statement; in the caller's transaction, with its tree lock.
     Events of the caller's (run id, payload) come `before` them, numbered with them.
 
-    The first `seat` of them are also claimed, thinking, for `worker_id`: its pool had a
-    place and a slot for each (AgentPool.seat), so their threads start working at once
-    instead of each claiming its run. Their claims are announced after the `run.created`
-    events, as their threads' claims would have been. Returns the runs in order, those
-    claimed as their claim returned them."""
-    now = timezone.now()
-    claimed = []
-    if seat:
-        claimed = claim_queued_runs(
-            run_ids=[run.pk for run in runs[:seat]],
-            worker_id=worker_id,
-            now=now,
-            state=State.THINKING,
-        )
+    A child seated at its insert (subagents_insert) was created queued and claimed at once,
+    and says so as a claim would: `run.created` shows it queued, then its state (thinking)
+    and its claim's event follow every `run.created`, as its thread's claim would have.
+    Returns the runs."""
+    seated = [run for run in runs if run.status == Status.WORKING]
     step_inserts()["state"].rows(
         [(run.pk, State.QUEUED, "", run.created_at) for run in runs]
-        + [(run.pk, run.state, "", now) for run in claimed]
+        + [(run.pk, run.state, "", run.started_at) for run in seated]
     )
     events = [
         *before,
-        *[(run.pk, RunCreated.of(run)) for run in runs],
-        *[(run.pk, claimed_payload(run)) for run in claimed],
+        *[(run.pk, RunCreated.of(_created(run))) for run in runs],
+        *[(run.pk, claimed_payload(run)) for run in seated],
     ]
     first = allocate_seqs(root_id=parent.root_id, count=len(events))
     publish_all(root_id=parent.root_id, events=events, first_seq=first)
-    rows = {run.pk: run for run in claimed}
-    return [rows.get(run.pk, run) for run in runs]
+    return list(runs)
+
+
+def _created(run: Run) -> Run:
+    """The run as it was created: a seated one before its seat (queued, not started)."""
+    if run.status == Status.QUEUED:
+        return run
+    created = copy(run)
+    created.status, created.state, created.started_at = Status.QUEUED, State.QUEUED, None
+    return created
 
 
 @transaction.atomic

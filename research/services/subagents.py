@@ -75,8 +75,8 @@ def subagents_spawn_each(
     transaction: the tree locked and its counts read once, the turn's runs in one INSERT,
     then every first state and `run.created` event in one round trip.
 
-    The first `seat` runs recorded are claimed for `worker_id` in the same transaction
-    (subagents_announce): their rows come back working, the others queued.
+    The first `seat` runs recorded are seated for `worker_id` (subagents_insert): inserted
+    working, as if claimed in the same transaction; the others queued.
 
     Holds the root's row lock, so that agents of one tree spawning at once cannot pass the
     tree limit together."""
@@ -97,7 +97,9 @@ def subagents_spawn_each(
     recorded: list[Run] = []
 
     def write_unwritten() -> None:
-        runs = subagents_insert(parent=parent, launches=[launch for launch, _ in unwritten])
+        seated = max(0, min(seat - len(recorded), len(unwritten)))  # the first `seat` recorded
+        launches = [launch for launch, _ in unwritten]
+        runs = subagents_insert(parent=parent, launches=launches, seat=seated, worker_id=worker_id)
         for run, (_, labelled) in zip(runs, unwritten, strict=True):
             taken[run.name] = run.pk
             labelled[0] = _working(run.name, run.pk)
@@ -129,12 +131,9 @@ def subagents_spawn_each(
         outcomes.append(len(checked))
     if unwritten:
         write_unwritten()
-    announced = (
-        subagents_announce(parent=parent, runs=recorded, seat=seat, worker_id=worker_id)
-        if recorded
-        else []
-    )
-    runs = iter(announced)  # in the calls' order; the seated ones as their claim returned them
+    if recorded:
+        subagents_announce(parent=parent, runs=recorded)
+    runs = iter(recorded)  # in the calls' order
     return [
         outcome if isinstance(outcome, ResearchError) else [next(runs) for _ in range(outcome)]
         for outcome in outcomes

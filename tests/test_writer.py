@@ -347,8 +347,8 @@ def test_a_batch_locks_every_trees_root_before_any_sub_agents_row(writer, agents
 def _a_batch_waits_for_a_lock() -> bool:
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-            "AND query LIKE 'WITH locked AS%%'"
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND wait_event_type = 'Lock' AND query LIKE 'WITH locked AS%%'"
         )
         return cursor.fetchone()[0] == 1
 

@@ -174,9 +174,9 @@ def subagents_insert(
 
 
 def runs_create(runs: Sequence[Run]) -> None:
-    """Save new runs in one INSERT built once (Insert.create): a root at its start, a turn's
-    spawns. Through the ORM (create, bulk_create) its compilation cost about as much as the
-    statement."""
+    """Save new runs in one INSERT built once (Insert.create): a root at its start (a turn's
+    spawns: subagents_insert). Through the ORM (create, bulk_create) its compilation cost
+    about as much as the statement."""
     _run_insert().create(runs)
 
 

@@ -170,6 +170,43 @@ def test_demo_answers_the_python_question_from_the_starter_dataset(agent_pool, a
     assert root.report.count("kb://dataset/") >= 2
 
 
+def test_a_demo_report_quotes_the_prose_passages_it_found_not_a_tables_rows():
+    """On a topic the starter dataset barely covers (`make run`'s first research is whatever
+    the analyst types), the passages found include tables of the Python reference, which
+    the demo quoted as rows of pipes. It quotes the first three passages that hold prose,
+    and cites only those."""
+    from agents.llm.demo import DemoModel
+
+    table = (
+        '| "None" or a tuple of cells that | Read-only | | | contain bindings for the | | | | '
+        "function's free variables. See | | | | below for information on the | | | |"
+    )
+    prose = [
+        f"The {word} passage says something about the tides in plain words."
+        for word in ("first", "second", "third", "fourth")
+    ]
+    hits = [("Data model", "kb://dataset/1/doc/1", table)] + [
+        (f"Doc {n}", f"kb://dataset/1/doc/{n}", text) for n, text in enumerate(prose, start=2)
+    ]
+    result = "\n\n".join(
+        f"[{n}] {title} ({url})\n{text}" for n, (title, url, text) in enumerate(hits, 1)
+    )
+    call = {"id": "q1", "type": "function", "function": {"name": "query", "arguments": "{}"}}
+    messages = [
+        {"role": "system", "content": "You research."},
+        {"role": "user", "content": "How do tides work?"},
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "q1", "content": result},
+    ]
+
+    report = DemoModel().chat(model="demo", messages=messages, tools=[]).content
+
+    quotes = [line for line in report.splitlines() if line.startswith("> ") and "—" not in line]
+    assert quotes == [f"> {text}" for text in prose[:3]]
+    assert "kb://dataset/1/doc/1)" not in report  # the table is neither quoted nor cited
+    assert report.count("kb://dataset/1/doc/") == 6  # three quotes, three sources
+
+
 def test_a_demo_run_started_without_a_dataset_reads_the_owners_starter_one(api_for, bob):
     """Datasets are owned: a user who never loaded the starter dataset gets their own copy
     on their first demo run, so the demo works for every account, not just the first."""
@@ -196,6 +233,11 @@ def test_a_demo_run_started_without_a_dataset_reads_the_owners_starter_one(api_f
             "With Statement Context Managers ****************** A context manager is an "
             "object that defines the runtime context of a with statement.",
             "A context manager is an object that defines the runtime context of a with statement.",
+        ),
+        (
+            '| "None" or a tuple of cells that | Read-only | | | contain bindings for the | | | | '
+            "function's free variables. See | | | | below for information on the | | | |",
+            "",
         ),
     ],
 )

@@ -208,14 +208,15 @@ class Policy:
         ]
         if not siblings:
             return None
-        hit = next(
-            (hit for result in self.c.results.get("query", []) for hit in HIT.finditer(result)),
-            None,
+        found = (
+            (first_sentence(hit.group("text")), hit.group("url"))
+            for result in self.c.results.get("query", [])
+            for hit in HIT.finditer(result)
         )
-        if hit is None:
+        finding, url = next(((text, url) for text, url in found if text), ("", ""))
+        if not finding:
             return None
-        finding = first_sentence(hit.group("text"))
-        text = f"A finding that may help your part: {finding[:300]} (source: {hit.group('url')})"
+        text = f"A finding that may help your part: {finding[:300]} (source: {url})"
         return _calls(("send_message", {"to": siblings[0], "text": text}))
 
     def _wait(self) -> ChatResponse | None:
@@ -268,13 +269,14 @@ STOPWORDS = STOP_WORDS | {"python"}
 
 
 def first_sentence(text: str) -> str:
-    """The first sentence that reads as prose: code, headings and grammar rules are skipped."""
+    """The first sentence that reads as prose: code, headings, tables and grammar rules are
+    skipped. Empty when none does (a passage that is all table or code is not quoted)."""
     text = re.sub(r"[*=~^-]{3,}", ". ", URL.sub("", text))  # heading underlines end a title
     text = re.sub(r"\s+", " ", text).strip()
     for match in re.finditer(r"[A-Z][^.!?]{30,300}[a-z0-9)\"'][.!?]", text):
         if _is_prose(match.group(0)):
             return match.group(0)
-    return text[:200]
+    return ""
 
 
 def _is_prose(sentence: str) -> bool:
@@ -360,10 +362,12 @@ def _quote(result: str) -> str:
     if result.startswith("error:"):
         return f"- The tool failed: {result[6:].strip()}"
     quotes = []
-    for hit in list(HIT.finditer(result))[:3]:
+    for hit in HIT.finditer(result):  # the first three that say something in prose
         sentence = first_sentence(hit.group("text"))
         if sentence:
             quotes.append(f"> {sentence}\n>\n> — [{hit.group('title')}]({hit.group('url')})")
+        if len(quotes) == 3:
+            break
     if quotes:
         return "\n\n".join(quotes)
     sentence = first_sentence(result)

@@ -53,6 +53,7 @@ bench: install services
 	$(PY) bench/step_cost.py --database sqlite
 	$(PY) bench/step_cost.py --database postgres
 	$(PY) bench/start_cost.py
+	$(PY) bench/spawn_cost.py
 	$(PY) bench/agent_lifecycle.py --database postgres
 	$(PY) bench/tree_timeline.py
 	$(PY) bench/loop_agents.py

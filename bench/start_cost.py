@@ -19,7 +19,6 @@ median of the rounds, and the statements of one start.
 import argparse
 import cProfile
 import os
-import pstats
 import statistics
 import sys
 import tempfile
@@ -30,7 +29,12 @@ PROJECT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT))
 sys.path.insert(0, str(PROJECT / "bench"))
 
-from step_cost import configure, prepare_database  # noqa: E402
+from step_cost import (  # noqa: E402
+    configure,
+    medians_by_round,
+    prepare_database,
+    print_profile,
+)
 
 
 def main() -> None:
@@ -82,17 +86,7 @@ def measure(options: argparse.Namespace) -> None:
         Run.objects.filter(pk=run_id).update(status=Status.DONE)
         return cpu * 1000, wall * 1000
 
-    for _ in range(20):  # warms the process up: imports, prepared statements
-        started()
-    rounds = []
-    for _ in range(options.rounds):
-        figures = [started() for _ in range(options.starts)]
-        rounds.append(
-            (
-                statistics.median(cpu for cpu, _ in figures),
-                statistics.median(wall for _, wall in figures),
-            )
-        )
+    rounds = medians_by_round(started, rounds=options.rounds, per_round=options.starts)
     with CaptureQueriesContext(connection) as queries:
         start()
     print(
@@ -102,14 +96,11 @@ def measure(options: argparse.Namespace) -> None:
         f"{len(queries.captured_queries)} statements"
     )
     if options.statements:
-        for query in queries.captured_queries:
-            print("  ", query["sql"][:150])
+        print("\n".join(f"   {query['sql'][:150]}" for query in queries.captured_queries))
     if options.profile:
         profile = cProfile.Profile()
         profile.runcall(lambda: [started() for _ in range(200)])
-        stats = pstats.Stats(profile)
-        stats.sort_stats("cumulative").print_stats(45)
-        stats.sort_stats("tottime").print_stats(25)
+        print_profile(profile)
 
 
 if __name__ == "__main__":

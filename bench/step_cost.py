@@ -31,6 +31,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -180,6 +181,36 @@ def prepare_database() -> None:
     if settings.DATABASES["default"]["ENGINE"].endswith("postgresql"):
         create_postgres_database()
     call_command("migrate", verbosity=0)
+
+
+def medians_by_round(
+    measured: Callable[[], tuple[float, float]], *, rounds: int, per_round: int
+) -> list[tuple[float, float]]:
+    """(CPU, wall) medians of each of `rounds` rounds of `per_round` calls of `measured`,
+    which returns one call's (CPU, wall), after 20 that warm the process up (imports,
+    prepared statements). bench/start_cost.py and bench/spawn_cost.py."""
+    for _ in range(20):
+        measured()
+    medians = []
+    for _ in range(rounds):
+        figures = [measured() for _ in range(per_round)]
+        medians.append(
+            (
+                statistics.median(cpu for cpu, _ in figures),
+                statistics.median(wall for _, wall in figures),
+            )
+        )
+    return medians
+
+
+def print_profile(profile) -> None:
+    """A cProfile.Profile's 45 costliest functions with what they call, then 25 by their own
+    time (bench/start_cost.py and bench/spawn_cost.py --profile)."""
+    import pstats
+
+    stats = pstats.Stats(profile)
+    stats.sort_stats("cumulative").print_stats(45)
+    stats.sort_stats("tottime").print_stats(25)
 
 
 def create_postgres_database() -> None:

@@ -224,6 +224,20 @@ def wait_for(predicate: Callable[[], object], *, timeout: float = 20, message: s
     raise AssertionError(message or f"timed out after {timeout}s waiting for {predicate}")
 
 
+def statements_waiting_on_a_lock(starting: str = "") -> int:
+    """How many statements of this test database wait on a lock (PostgreSQL), of those whose
+    text starts with `starting`: the server is shared by the test workers' databases."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+            "AND wait_event_type = 'Lock' AND starts_with(query, %s)",
+            [starting],
+        )
+        return cursor.fetchone()[0]
+
+
 def wait_finished(run: Run, *, timeout: float = 20) -> Run:
     """Wait until the run's whole tree has ended; return the run reloaded."""
     wait_for(

@@ -22,7 +22,7 @@ from research.fulltext import chunk_text, search_chunks
 from research.models import Chunk, Dataset, Document, Source
 from research.services import datasets
 from research.services.datasets import dataset_create, document_add
-from tests.conftest import wait_for
+from tests.conftest import statements_waiting_on_a_lock, wait_for
 
 PROJECT = Path(__file__).resolve().parent.parent
 
@@ -200,15 +200,6 @@ def test_dataset_names_are_checked(alice):
     assert "q" in empty_query.json()
 
 
-def _waiting_on_a_lock() -> bool:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity "
-            "WHERE datname = current_database() AND wait_event_type = 'Lock'"
-        )
-        return cursor.fetchone()[0] > 0
-
-
 def _in_thread(target, results: dict, key: str) -> threading.Thread:
     def run() -> None:
         try:
@@ -244,7 +235,7 @@ def test_a_dataset_name_created_by_two_requests_at_once_is_refused_not_a_500(ali
     )
     # The second has passed the name check (the first row is not visible to it) and waits
     # on the unique index for the first to commit.
-    wait_for(_waiting_on_a_lock, timeout=10, message="the second insert never waited")
+    wait_for(statements_waiting_on_a_lock, timeout=10, message="the second insert never waited")
     release.set()
     first_thread.join(10)
     second.join(10)

@@ -12,7 +12,7 @@ from research import selectors, services
 from research.events import tree_lock
 from research.models import Event, LLMCall, Run, RunState, Step
 from research.services import NextState, step_writer
-from tests.conftest import wait_for
+from tests.conftest import statements_waiting_on_a_lock, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -330,7 +330,10 @@ def test_a_batch_locks_every_trees_root_before_any_sub_agents_row(writer, agents
         release = held(writer)
         records = [_model_call(facts, wait=False) for facts in (child_a, child_b)]
         release()  # both go in the next batch, which waits for tree B's lock
-        wait_for(_a_batch_waits_for_a_lock, message="the batch never waited for tree B")
+        wait_for(
+            lambda: statements_waiting_on_a_lock("WITH locked AS") == 1,
+            message="the batch never waited for tree B",
+        )
 
         assert _locked_elsewhere([root_a.run_id]), "tree A's lock comes first"
         assert not _locked_elsewhere([child_a.run_id, child_b.run_id])
@@ -342,15 +345,6 @@ def test_a_batch_locks_every_trees_root_before_any_sub_agents_row(writer, agents
     for facts in (child_a, child_b):
         assert Run.objects.get(pk=facts.run_id).steps == 1
         assert Run.objects.get(pk=facts.root_id).tree_input_tokens == 100
-
-
-def _a_batch_waits_for_a_lock() -> bool:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-            "AND wait_event_type = 'Lock' AND query LIKE 'WITH locked AS%%'"
-        )
-        return cursor.fetchone()[0] == 1
 
 
 def _locked_elsewhere(run_ids: list[int]) -> bool:

@@ -20,30 +20,19 @@ def claim_queued(*, run_id: int, worker_id: int | None, now, state: str) -> Run 
     """Mark a queued run working, in `state`, in one statement that returns its row; None
     when it is no longer queued. Its start keeps the time it first started (a root resumed
     after review)."""
-    runs = claim_queued_runs(run_ids=[run_id], worker_id=worker_id, now=now, state=state)
-    return runs[0] if runs else None
-
-
-def claim_queued_runs(
-    *, run_ids: Sequence[int], worker_id: int | None, now, state: str
-) -> list[Run]:
-    """claim_queued for several runs in one statement: the rows of those still queued, in id
-    order."""
     started = connection.ops.adapt_datetimefield_value(now)
     worker = [worker_id] if worker_id is not None else []
-    params = [Status.WORKING.value, state, started, *worker, *run_ids, Status.QUEUED.value]
-    runs = _claimed().all(_claim_sql(worker_id is not None, len(run_ids)), params)
-    return sorted(runs, key=lambda run: run.pk)
+    params = [Status.WORKING.value, state, started, *worker, run_id, Status.QUEUED.value]
+    return _claimed().first(_claim_sql(worker_id is not None), params)
 
 
 @cache
-def _claim_sql(with_worker: bool, count: int) -> str:
+def _claim_sql(with_worker: bool) -> str:
     worker = ", worker_id = %s" if with_worker else ""
-    ids = placeholders(count)
     return (
         f"UPDATE {_RUNS} SET status = %s, state = %s, started_at = COALESCE(started_at, %s)"
         f"{worker} "
-        f"WHERE id IN ({ids}) AND status = %s RETURNING {_claimed_columns()}"
+        f"WHERE id = %s AND status = %s RETURNING {_claimed_columns()}"
     )
 
 

@@ -20,7 +20,7 @@ from markdown_it.token import Token
 from frontend.clarify_export import HEADING as CLARIFY_HEADING
 from frontend.clarify_export import asked
 from frontend.rendering import _linkify, _markdown
-from frontend.terminal.export import _provenance
+from frontend.terminal.export import _provenance, cited_names
 from frontend.terminal.render import money, one_line
 from research import selectors
 from research.models import Citation, Run
@@ -50,9 +50,10 @@ def export_docx(run: Run) -> bytes:
             paragraph.add_run(f" {answer}")
     if citations:
         document.add_heading(SOURCES_HEADING, level=2)
-        for number, citation in enumerate(citations, start=1):
+        names = cited_names(citations)
+        for number, (citation, name) in enumerate(zip(citations, names, strict=True), start=1):
             paragraph = document.add_paragraph(f"{number}. ", style=NUMBERED[0])
-            add_hyperlink(paragraph, citation.url, one_line(citation.title) or citation.url)
+            add_hyperlink(paragraph, citation.url, name)
             paragraph.add_run(f": {_provenance(citation)}")
     finished = run.finished_at.strftime("%Y-%m-%d %H:%M UTC") if run.finished_at else run.status
     agents = len(selectors.subtree_runs(run=run))

@@ -35,7 +35,7 @@ from frontend.clarify_export import asked
 from frontend.export_docx import export_docx
 from frontend.passages import passage_href
 from frontend.rendering import render_report
-from frontend.terminal.export import export_json, export_markdown
+from frontend.terminal.export import cited_names, export_json, export_markdown
 from research import selectors
 from research.models import Run
 from research.ops.throttles import ExportThrottle
@@ -164,7 +164,7 @@ def print_html(run: Run, *, site: str = "") -> str:
         {
             "run": run,
             "report_html": report_html,
-            "citations": citations,
+            "sources": list(zip(citations, cited_names(citations), strict=True)),
             "asked": asked(run),
             "asked_heading": CLARIFY_HEADING,
             "agents": len(selectors.subtree_runs(run=run)),

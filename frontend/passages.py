@@ -7,7 +7,6 @@ report quoted highlighted. Datasets are owned: another user's passage is a 404.
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 from html import escape
 from urllib.parse import urlencode
 
@@ -19,25 +18,11 @@ from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_GET
 
+from research.fulltext import parse_chunk_url
 from research.models import Chunk, Document
 
-_KB_URL = re.compile(r"^kb://dataset/(?P<dataset>\d+)/document/(?P<document>\d+)#(?P<chunk>\d+)$")
 QUOTE_MAX = 300
 HEADING_MAX = 120
-
-
-@dataclass(frozen=True)
-class ChunkAddress:
-    dataset_id: int
-    document_id: int
-    position: int
-
-
-def parse_chunk_url(url: str) -> ChunkAddress | None:
-    match = _KB_URL.match((url or "").strip())
-    if match is None:
-        return None
-    return ChunkAddress(int(match["dataset"]), int(match["document"]), int(match["chunk"]))
 
 
 def passage_href(url: str, quote: str = "") -> str | None:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from frontend.passages import citation_title, kb_titles, passage_href
 from frontend.rendering import render_report_page
 from frontend.templatetags.canopy import is_web_url
+from research.fulltext import source_names
 from research.models import Citation, Run
 from research.selectors.citations import citations_for
 
@@ -45,14 +46,16 @@ def report_parts(
         passage_link=passage_href,
         titles=titles,
     )
+    # Two passages of one document are two sources of one title: each is named by its passage.
+    names = source_names([(cited.url, citation_title(cited, titles)) for cited in citations])
     sources = [
         CitedSource(
             citation=citation,
-            title=citation_title(citation, titles),
+            title=name,
             href=citation.url if is_web_url(citation.url) else (passage_href(citation.url) or ""),
             web=is_web_url(citation.url),
         )
-        for citation in citations
+        for citation, name in zip(citations, names, strict=True)
     ]
     return ReportParts(
         html=rendered.html,

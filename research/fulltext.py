@@ -8,6 +8,8 @@ boolean query, and ranking puts the chunks that share the most (and rarest) word
 """
 
 import re
+from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from django.contrib.postgres.search import SearchQuery, SearchRank, SearchVectorField
@@ -43,6 +45,40 @@ class ChunkHit:
 def chunk_url(*, dataset_id: int, document_id: int, position: int) -> str:
     """The address an agent cites for a chunk; citations match reports against it."""
     return f"kb://dataset/{dataset_id}/document/{document_id}#{position}"
+
+
+_CHUNK_URL = re.compile(
+    r"^kb://dataset/(?P<dataset>\d+)/document/(?P<document>\d+)#(?P<chunk>\d+)$"
+)
+
+
+@dataclass(frozen=True)
+class ChunkAddress:
+    dataset_id: int
+    document_id: int
+    position: int
+
+
+def parse_chunk_url(url: str) -> ChunkAddress | None:
+    """The chunk a kb:// address (chunk_url's) names; None for any other address."""
+    match = _CHUNK_URL.match((url or "").strip())
+    if match is None:
+        return None
+    return ChunkAddress(int(match["dataset"]), int(match["document"]), int(match["chunk"]))
+
+
+def source_names(sources: Sequence[tuple[str, str]]) -> list[str]:
+    """What a list of sources (address, title) calls each: its title, and for passages that
+    share their title with another source of the list (two passages of one document), the
+    title with the passage's number, counted from 1 as the passage's page counts."""
+    shared = Counter(title for _, title in sources)
+    names = []
+    for url, title in sources:
+        address = parse_chunk_url(url)
+        if address is not None and shared[title] > 1:
+            title = f"{title}, passage {address.position + 1}"
+        names.append(title)
+    return names
 
 
 # --- Chunking --------------------------------------------------------------------------------

@@ -14,11 +14,12 @@ import pytest
 from playwright.sync_api import Browser, Page, expect
 
 from agents.llm.scripted import call, reply
+from research import services
 from research.models import Document, Run
-from research.services.datasets import MAX_FILE_BYTES
+from research.services.datasets import MAX_FILE_BYTES, dataset_create, document_add
 from tests import browsing
 from tests.browsing import SIZES, no_sideways_scroll, sized_page
-from tests.conftest import wait_for
+from tests.conftest import wait_finished, wait_for
 from tests.test_browser import browser, log_in, server  # noqa: F401  (fixtures)
 from tests.test_knowledge import make_pdf
 
@@ -205,3 +206,61 @@ def test_an_uploaded_pdf_is_read_and_a_report_cites_its_passage(page, server, sc
     expect(listed.locator("td.num")).to_have_text(re.compile(r"^1( document)?$"))
     no_sideways_scroll(passage, "list")
     shot(passage, "7-list")
+
+
+def test_two_passages_of_one_document_are_two_sources_named_apart(
+    page, server, scripted_llm, alice
+):
+    """A report that cites two passages of one document listed two sources under one title,
+    with nothing to tell them apart but where each link led. Each is named by its passage,
+    counted as its page counts them, and opens that passage."""
+    first = "Tidal bores form where a rising tide funnels into a narrowing river mouth. "
+    second = "The Severn bore runs upstream for miles on the highest spring tides. "
+    text = (first * 14) + "\n\n" + (second * 14)
+    dataset = dataset_create(owner=alice, name="Estuaries")
+    document = document_add(
+        dataset=dataset, title="Tidal bores", data=text.encode(), filename="b.txt"
+    )
+    others = document_add(
+        dataset=dataset,
+        title="Spring tides",
+        data=b"Spring tides come twice a month, near the new and the full moon.",
+        filename="s.txt",
+    )
+    assert document.chunks.count() >= 2
+    kb = f"kb://dataset/{dataset.pk}/document/{document.pk}#"
+    spring = f"kb://dataset/{dataset.pk}/document/{others.pk}#0"
+    topic = f"Where do tidal bores form? ({page.size_name})"
+    scripted_llm.script(
+        topic,
+        call("query", question="tidal bore tide river spring"),
+        reply(
+            "# Tidal bores\n\n"
+            f"A bore forms where the tide funnels into a river ([Tidal bores]({kb}0)). "
+            f"The Severn's runs for miles ([Tidal bores]({kb}{document.chunks.count() - 1})), "
+            f"on spring tides ([Spring tides]({spring})).\n"
+        ),
+    )
+    root = wait_finished(services.run_start(owner=alice, topic=topic, dataset_id=dataset.pk))
+    assert root.status == "done", root.error
+    log_in(page, server, "alice")
+    page.goto(f"{server.url}/runs/{root.pk}/")
+    expect(page.locator("#run-status")).to_have_text("done")
+    sources = page.get_by_role("region", name="Sources cited")
+    last = document.chunks.count()
+    expect(sources.locator(".citation-item a")).to_have_text(
+        ["Tidal bores, passage 1", f"Tidal bores, passage {last}", "Spring tides"]
+    )
+    expect(sources.locator(".citation-item.verified")).to_have_count(3)
+    sources.scroll_into_view_if_needed()
+    no_sideways_scroll(page, "sources")
+    shot(page, "8-two-passages")
+
+    with page.context.expect_page() as opened:
+        sources.get_by_role("link", name=f"Tidal bores, passage {last}").click()
+    passage = opened.value
+    passage.size_name = page.size_name
+    expect(passage.locator(".passage-meta")).to_contain_text(f"Passage {last} of the document")
+    expect(passage.locator("#passage")).to_contain_text("The Severn bore runs upstream")
+    no_sideways_scroll(passage, "passage")
+    shot(passage, "9-passage")

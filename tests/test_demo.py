@@ -207,6 +207,36 @@ def test_a_demo_report_quotes_the_prose_passages_it_found_not_a_tables_rows():
     assert report.count("kb://dataset/1/doc/") == 6  # three quotes, three sources
 
 
+def test_a_demo_reports_sources_name_two_passages_of_one_document_apart():
+    """Two passages of "The standard type hierarchy" were listed as two identical sources
+    in `make run`'s first report: each is named by its passage."""
+    from agents.llm.demo import DemoModel
+
+    hits = [
+        ("Data model", "kb://dataset/1/document/7#2", "Objects are Python's abstraction for data."),
+        ("Expressions", "kb://dataset/1/document/9#0", "An expression is evaluated left to right."),
+        ("Data model", "kb://dataset/1/document/7#5", "Every object has an identity and a type."),
+    ]
+    result = "\n\n".join(
+        f"[{n}] {title} ({url})\n{text}" for n, (title, url, text) in enumerate(hits, 1)
+    )
+    call = {"id": "q1", "type": "function", "function": {"name": "query", "arguments": "{}"}}
+    messages = [
+        {"role": "system", "content": "You research."},
+        {"role": "user", "content": "What is an object?"},
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "q1", "content": result},
+    ]
+
+    report = DemoModel().chat(model="demo", messages=messages, tools=[]).content
+
+    assert report.split("## Sources\n\n")[1].splitlines() == [
+        "- [Data model, passage 3](kb://dataset/1/document/7#2)",
+        "- [Expressions](kb://dataset/1/document/9#0)",
+        "- [Data model, passage 6](kb://dataset/1/document/7#5)",
+    ]
+
+
 def test_a_demo_run_started_without_a_dataset_reads_the_owners_starter_one(api_for, bob):
     """Datasets are owned: a user who never loaded the starter dataset gets their own copy
     on their first demo run, so the demo works for every account, not just the first."""

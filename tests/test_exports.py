@@ -306,3 +306,30 @@ def test_a_knowledge_base_source_links_to_its_passage_in_exports_from_the_web(
         "research", "export", str(root.pk), "--user", "alice", "--output", str(out)
     )  # fmt: skip
     assert kb in out.read_text() and "the passage" not in out.read_text()
+
+
+def test_two_passages_of_one_document_are_named_apart_in_every_export(api, alice, run_factory):
+    """Two passages of one document, cited under the document's title, were two identical
+    entries in the sources an export lists: each is named by its passage, as on the page."""
+    from research.models import Dataset
+    from research.services.datasets import document_add
+
+    dataset = Dataset.objects.create(owner=alice, name="Estuaries")
+    text = ("Tidal bores form where a rising tide funnels into a river mouth. " * 20).encode()
+    document = document_add(dataset=dataset, title="Tidal bores", data=text, filename="b.txt")
+    assert document.chunks.count() >= 2
+    kb = f"kb://dataset/{dataset.pk}/document/{document.pk}#"
+    root = run_factory(dataset_id=dataset.pk)
+    for position in (0, 1):
+        Source.objects.create(run=root, root=root, kind="chunk", url=f"{kb}{position}", text="…")
+    report = f"# Bores\n\nThey form at river mouths ([Tidal bores]({kb}0), [Tidal bores]({kb}1))."
+    citations_record(run_id=root.pk, report=report)
+    services.run_finish(run_id=root.pk, report=report)
+
+    markdown = export(api, root.pk, "md").content.decode()
+    word = [p.text for p in opened(export(api, root.pk, "docx").content).paragraphs]
+
+    assert f"1. [Tidal bores, passage 1]({kb}0): verified" in markdown
+    assert f"2. [Tidal bores, passage 2]({kb}1): verified" in markdown
+    assert "1. Tidal bores, passage 1: verified, seen by the research agent" in word
+    assert "2. Tidal bores, passage 2: verified, seen by the research agent" in word

@@ -3,7 +3,8 @@
 import pytest
 from django.urls import reverse
 
-from frontend.passages import parse_chunk_url, passage_href
+from frontend.passages import passage_href
+from research.fulltext import parse_chunk_url, source_names
 from research.models import Dataset
 from research.services.datasets import document_add
 
@@ -43,3 +44,22 @@ def test_a_missing_chunk_is_a_404(client, alice, passage_url):
 def test_only_kb_addresses_become_passage_links():
     assert parse_chunk_url("https://example.org/x") is None
     assert passage_href("kb://dataset/1/document/2#3") == reverse("passage", args=[1, 2, 3])
+
+
+def test_sources_sharing_a_title_are_named_by_their_passage():
+    sources = [
+        ("kb://dataset/1/document/2#0", "Tidal bores"),
+        ("https://example.org/spring", "Spring tides"),
+        ("kb://dataset/1/document/2#4", "Tidal bores"),
+        ("kb://dataset/1/document/3#0", "Neap tides"),
+        ("https://example.org/a", "Home"),
+        ("https://example.org/b", "Home"),
+    ]
+    assert source_names(sources) == [
+        "Tidal bores, passage 1",
+        "Spring tides",
+        "Tidal bores, passage 5",
+        "Neap tides",
+        "Home",  # pages have no passages: their addresses tell them apart
+        "Home",
+    ]

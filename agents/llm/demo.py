@@ -15,6 +15,7 @@ from typing import Any
 from agents.llm.base import ChatResponse, ToolCall
 from agents.llm.demo_followup import earlier_section, split_task
 from agents.loop.calls import SPAWNS
+from research.fulltext import source_names
 from research.services.clarify import ANSWERS_HEAD
 from research.text import STOP_WORDS
 
@@ -320,9 +321,11 @@ def extractive_report(c: Conversation) -> str:
     if messages:
         lines += ["", "## Messages from siblings", ""] + [f"> {m}" for m in messages]
     # The sources are exactly the passages quoted above.
-    cited = dict.fromkeys((url, title) for title, url in CITED.findall("\n".join(lines)))
+    cited = list(dict.fromkeys((url, title) for title, url in CITED.findall("\n".join(lines))))
     lines += ["", "## Sources", ""]
-    lines += [f"- [{title}]({url})" for url, title in cited] or ["- (none found)"]
+    names = source_names(cited)  # two passages of one document: each named by its passage
+    lines += [f"- [{name}]({url})" for (url, _), name in zip(cited, names, strict=True)]
+    lines += [] if cited else ["- (none found)"]
     return "\n".join(lines)
 
 

@@ -13,6 +13,7 @@ from rest_framework import serializers
 from frontend.clarify_export import markdown_section
 from frontend.terminal.render import money, one_line
 from research import selectors
+from research.fulltext import source_names
 from research.models import Run
 from research.serializers import (
     EventSerializer,
@@ -78,9 +79,11 @@ def export_markdown(run: Run, *, passage_link=None) -> str:
     citations = selectors.subtree_citations(run=run, subtree=False)
     if citations:
         sources = [
-            f"{number}. [{one_line(citation.title) or citation.url}]({citation.url}): "
+            f"{number}. [{name}]({citation.url}): "
             f"{_provenance(citation)}{_passage(citation.url, passage_link)}"
-            for number, citation in enumerate(citations, start=1)
+            for number, (citation, name) in enumerate(
+                zip(citations, cited_names(citations), strict=True), start=1
+            )
         ]
         parts.append("## Sources checked\n\n" + "\n".join(sources))
     finished = run.finished_at.strftime("%Y-%m-%d %H:%M UTC") if run.finished_at else run.status
@@ -91,6 +94,14 @@ def export_markdown(run: Run, *, passage_link=None) -> str:
         f"cost {money(run.tree_cost_usd)}, {finished}.*"
     )
     return "\n\n".join(parts) + "\n"
+
+
+def cited_names(citations) -> list[str]:
+    """What an export's list of sources calls each citation: its link text (else its
+    address), with the passage's number where two passages of one document share it."""
+    return source_names(
+        [(citation.url, one_line(citation.title) or citation.url) for citation in citations]
+    )
 
 
 def _passage(url: str, passage_link) -> str:

@@ -36,6 +36,20 @@ def passage_href(url: str, quote: str = "") -> str | None:
     return f"{path}?{urlencode({'q': quote})}" if quote else path
 
 
+# Numbers no passage's address holds, where passage_href_pattern names the address's parts.
+_PATTERN_NUMBERS = {"dataset": 970000001, "document": 970000002, "position": 970000003}
+
+
+def passage_href_pattern() -> str:
+    """passage_href's address, without a quote, with {dataset}, {document} and {position} where
+    a kb:// address's numbers go: the page's script links such an address with it, as the
+    server links one with passage_href (static/page/format.js, appendLinked)."""
+    path = reverse("passage", args=list(_PATTERN_NUMBERS.values()))
+    for name, number in _PATTERN_NUMBERS.items():
+        path = path.replace(str(number), "{" + name + "}")
+    return path
+
+
 def document_heading(title: str, text_head: str) -> str:
     """A document's title as people read it: the first line of its text when its stored
     title is a slug ("compound" -> "Compound statements"), else the stored title."""

@@ -21,7 +21,7 @@ from markdown_it.token import Token
 from research.markdown import markdown, sanitize
 from research.services.citations import clean_url, url_key
 
-_BARE_URL = re.compile(r"(?:https?|kb)://[^\s<>\"'`]+", re.IGNORECASE)
+BARE_URL = re.compile(r"(?:https?|kb)://[^\s<>\"'`]+", re.IGNORECASE)
 
 
 VERIFIED_NOTE = "verified: an agent of this research saw this source"
@@ -198,7 +198,7 @@ def _linkify(md: MarkdownIt, children: list[Token]) -> list[Token]:
 def _split_urls(md: MarkdownIt, text: str) -> list[Token]:
     tokens: list[Token] = []
     position = 0
-    for match in _BARE_URL.finditer(text):
+    for match in BARE_URL.finditer(text):
         url = clean_url(match.group(0))
         if "://" not in url or url.endswith("://"):
             continue

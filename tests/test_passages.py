@@ -3,7 +3,8 @@
 import pytest
 from django.urls import reverse
 
-from frontend.passages import passage_href
+from frontend.passages import passage_href, passage_href_pattern
+from frontend.templatetags.canopy import linked
 from research.fulltext import parse_chunk_url, source_names
 from research.models import Dataset
 from research.services.datasets import document_add
@@ -63,3 +64,18 @@ def test_sources_sharing_a_title_are_named_by_their_passage():
         "Home",  # pages have no passages: their addresses tell them apart
         "Home",
     ]
+
+
+def test_a_messages_addresses_become_links_and_the_rest_stays_text():
+    """The panel's messages (frontend/templatetags/canopy.py `linked`; the page's script links
+    the feed's as static/page/format.js appendLinked does)."""
+    link = '<a href="{}" target="_blank" rel="noopener noreferrer nofollow">{}</a>'
+    web, kb = "https://example.org/otters_(river)", "kb://dataset/1/document/2#3"
+    text = f"See {web}. Or ({kb}), kb://dataset/x, https:// and <b>bold</b> & more"
+
+    assert linked(text) == (
+        f"See {link.format(web, web)}. "
+        f"Or ({link.format('/kb/1/documents/2/passages/3/', kb)}), kb://dataset/x, https:// "
+        "and &lt;b&gt;bold&lt;/b&gt; &amp; more"
+    )
+    assert passage_href_pattern() == "/kb/{dataset}/documents/{document}/passages/{position}/"

@@ -5,8 +5,13 @@ from decimal import Decimal
 from urllib.parse import urlsplit
 
 from django import template
+from django.utils.html import escape, format_html
+from django.utils.safestring import SafeString, mark_safe
 
+from frontend.passages import passage_href, passage_href_pattern
+from frontend.rendering import BARE_URL
 from research.models import Step
+from research.services.citations import clean_url
 
 register = template.Library()
 
@@ -34,6 +39,36 @@ def tokens(value: int | None) -> str:
 def is_web_url(url: str) -> bool:
     """Only http(s) addresses become links; a kb:// citation names a chunk, not a page."""
     return urlsplit(url or "").scheme.lower() in ("http", "https")
+
+
+@register.filter
+def linked(text: str) -> SafeString:
+    """Text, escaped, with the addresses in it as links: a web address opens its page, a
+    kb:// address its passage. A message that names its source is one click from it; the
+    page's script links the messages it receives the same way (static/page/format.js)."""
+    text = text or ""
+    parts, position = [], 0
+    for match in BARE_URL.finditer(text):
+        address = clean_url(match.group(0))
+        href = address if is_web_url(address) else passage_href(address)
+        if not href or address.endswith("://"):
+            continue
+        parts += [escape(text[position : match.start()]), _link(href, address)]
+        position = match.start() + len(address)
+    parts.append(escape(text[position:]))
+    return mark_safe("".join(parts))
+
+
+def _link(href: str, address: str) -> str:
+    return format_html(
+        '<a href="{}" target="_blank" rel="noopener noreferrer nofollow">{}</a>', href, address
+    )
+
+
+@register.simple_tag
+def passage_pattern() -> str:
+    """Where the page's script sends a kb:// address a message names (passage_href_pattern)."""
+    return passage_href_pattern()
 
 
 @register.filter

@@ -1,5 +1,6 @@
-// The messages between agents, and the analyst's notes: text, never markup.
-import { clockTime } from "./format.js";
+// The messages between agents, and the analyst's notes: text, never markup; the addresses
+// in them are links (a source a sibling names is one click away).
+import { appendLinked, clockTime } from "./format.js";
 
 export function createFeed(state, feed, empty) {
   return {
@@ -25,7 +26,7 @@ export function createFeed(state, feed, empty) {
         meta.append(from, " → ", to, " ", time);
         const text = document.createElement("p");
         text.className = "feed-text prewrap";
-        text.textContent = message.text;
+        appendLinked(text, message.text, feed.dataset.passageUrl);
         item.append(meta, text);
         feed.appendChild(item);
       }

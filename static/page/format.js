@@ -78,3 +78,53 @@ export function lookOf(run) {
   if (run.active) return run.status === "paused" ? "paused" : `state-${run.state}`;
   return `ending-${run.ending || "failed"}`;
 }
+
+// Addresses in a text, as frontend/rendering.py BARE_URL finds them; what ends a sentence
+// around one is not part of it (research/services/citations.py clean_url).
+const ADDRESS = /(?:https?|kb):\/\/[^\s<>"'`]+/gi;
+const TRAILING = ".,;:!?*_~'\"»”’";
+const CHUNK = /^kb:\/\/dataset\/(\d+)\/document\/(\d+)#(\d+)$/;
+
+function cleanAddress(address) {
+  let end = address.length;
+  const count = (text, char) => text.split(char).length - 1;
+  while (end > 0) {
+    const last = address[end - 1];
+    const open = address.slice(0, end);
+    if (TRAILING.includes(last) || (last === ")" && count(open, "(") < count(open, ")"))) end -= 1;
+    else break;
+  }
+  return address.slice(0, end);
+}
+
+/**
+ * Append `text` to `element` as text, its addresses as links: a web address opens its page,
+ * a kb:// address its passage, through `passagePattern` ("/kb/{dataset}/documents/{document}/
+ * passages/{position}/", the server's passage_href_pattern). The agent panel's messages are
+ * linked the same way by the server (frontend/templatetags/canopy.py `linked`).
+ */
+export function appendLinked(element, text, passagePattern) {
+  let position = 0;
+  for (const match of text.matchAll(ADDRESS)) {
+    const address = cleanAddress(match[0]);
+    const chunk = CHUNK.exec(address);
+    let href = null;
+    if (/^https?:/i.test(address)) href = address;
+    else if (chunk && passagePattern) {
+      href = passagePattern
+        .replace("{dataset}", chunk[1])
+        .replace("{document}", chunk[2])
+        .replace("{position}", chunk[3]);
+    }
+    if (!href || address.endsWith("://")) continue;
+    element.append(text.slice(position, match.index));
+    const link = document.createElement("a");
+    link.href = href;
+    link.target = "_blank";
+    link.rel = "noopener noreferrer nofollow";
+    link.textContent = address;
+    element.append(link);
+    position = match.index + address.length;
+  }
+  element.append(text.slice(position));
+}

@@ -319,10 +319,13 @@ def _clip(text: str, limit: int = SUMMARY_LIMIT) -> str:
 
 
 def duration_text(seconds: float | None, *, none: str = "not started") -> str:
-    """Time as people say it: `3 s`, `2 min 05 s`, `1 h 02 min` (static/page/format.js too);
-    the one wording of the page, the runs list, the terminal and MCP's progress line."""
+    """Time as people say it: `under 1 s`, `3 s`, `2 min 05 s`, `1 h 02 min`
+    (static/page/format.js too); the one wording of the page, the runs list, the terminal and
+    MCP's progress line. A research that took 0.4 s did not take "0 s"."""
     if seconds is None:
         return none
+    if 0 < seconds < 1:
+        return "under 1 s"
     total = max(0, int(seconds))
     hours, rest = divmod(total, 3600)
     minutes, rest = divmod(rest, 60)

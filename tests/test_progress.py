@@ -49,7 +49,14 @@ NOTIFICATION_SPY = """
 
 @pytest.mark.parametrize(
     ("seconds", "text"),
-    [(None, "not started"), (0.4, "0 s"), (59, "59 s"), (65, "1 min 05 s"), (3720, "1 h 02 min")],
+    [
+        (None, "not started"),
+        (0, "0 s"),
+        (0.4, "under 1 s"),
+        (59, "59 s"),
+        (65, "1 min 05 s"),
+        (3720, "1 h 02 min"),
+    ],
 )
 def test_elapsed_time_reads_like_a_person_says_it(seconds, text):
     assert elapsed_text(seconds) == text

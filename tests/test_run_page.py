@@ -11,6 +11,7 @@ CANOPY_SHOTS, when set, for a person to look at).
 
 import os
 import re
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -602,3 +603,28 @@ def test_a_lead_that_revises_the_approved_plan_shows_the_analyst_what_changed(
     expect(page.locator("#run-status")).to_have_text("done")
     expect(changes).to_be_hidden()
     assert_figures_agreed(page)
+
+
+def test_a_research_that_took_under_a_second_does_not_say_it_took_0_s(
+    sized, server, scripted_llm, alice, tmp_path
+):
+    """make run's demo answers at once: its page said "Worked 0 s" and the list "took 0 s",
+    as if nothing had run."""
+    page = sized
+    topic = f"Kingfishers in a flash ({page.size_name})"
+    scripted_llm.script(topic, reply("# Kingfishers\n\nThey dive fast."))
+    log_in(page, server, "alice")
+    root_id = start(page, topic)
+    expect(page.locator("#run-status")).to_have_text("done")
+    finished = Run.objects.get(pk=root_id).finished_at
+    Run.objects.filter(pk=root_id).update(started_at=finished - timedelta(milliseconds=400))
+
+    page.reload()
+    expect(page.locator("#elapsed")).to_have_text("under 1 s")  # the page's script
+    expect(page.locator("#panel")).to_contain_text("under 1 s")  # the server's panel
+    page.goto(f"{server.url}/")
+    row = page.locator(f'tr[data-run-id="{root_id}"]')
+    expect(row).to_contain_text("took under 1 s")
+    row.scroll_into_view_if_needed()
+    no_sideways_scroll(page, "list")
+    shot(page, tmp_path, "9-under-a-second")

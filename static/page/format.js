@@ -13,9 +13,11 @@ export function clockTime(value) {
   return Number.isNaN(moment.getTime()) ? "" : clockFormat.format(moment);
 }
 
-/** "3 s", "2 min 05 s", "1 h 02 min"; "not started" for null. */
+/** "under 1 s", "3 s", "2 min 05 s", "1 h 02 min"; "not started" for null
+ * (frontend/rendering.py duration_text). */
 export function duration(seconds) {
   if (seconds === null || seconds === undefined) return "not started";
+  if (seconds > 0 && seconds < 1) return "under 1 s";
   const total = Math.max(0, Math.floor(seconds));
   const hours = Math.floor(total / 3600);
   const minutes = Math.floor((total % 3600) / 60);

@@ -7,7 +7,6 @@ page styles, as a second wall in case a renderer rule ever lets something throug
 """
 
 import json
-import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from html import escape
@@ -19,10 +18,7 @@ from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
 from research.markdown import markdown, sanitize
-from research.services.citations import clean_url, url_key
-
-BARE_URL = re.compile(r"(?:https?|kb)://[^\s<>\"'`]+", re.IGNORECASE)
-
+from research.services.citations import bare_urls, url_key
 
 VERIFIED_NOTE = "verified: an agent of this research saw this source"
 FLAGGED_NOTE = "flagged: no agent of this research saw this URL"
@@ -198,11 +194,8 @@ def _linkify(md: MarkdownIt, children: list[Token]) -> list[Token]:
 def _split_urls(md: MarkdownIt, text: str) -> list[Token]:
     tokens: list[Token] = []
     position = 0
-    for match in BARE_URL.finditer(text):
-        url = clean_url(match.group(0))
-        if "://" not in url or url.endswith("://"):
-            continue
-        start, end = match.start(), match.start() + len(url)
+    for start, url in bare_urls(text):
+        end = start + len(url)
         if start > position:
             tokens.append(_text(text[position:start]))
         href = md.normalizeLink(url)
@@ -320,8 +313,8 @@ def _clip(text: str, limit: int = SUMMARY_LIMIT) -> str:
 
 def duration_text(seconds: float | None, *, none: str = "not started") -> str:
     """Time as people say it: `under 1 s`, `3 s`, `2 min 05 s`, `1 h 02 min`
-    (static/page/format.js too); the one wording of the page, the runs list, the terminal and
-    MCP's progress line. A research that took 0.4 s did not take "0 s"."""
+    (static/page/format.js too); the one wording of the page, the runs list and the
+    terminal. A research that took 0.4 s did not take "0 s"."""
     if seconds is None:
         return none
     if 0 < seconds < 1:

@@ -48,7 +48,7 @@ def chunk_url(*, dataset_id: int, document_id: int, position: int) -> str:
 
 
 _CHUNK_URL = re.compile(
-    r"^kb://dataset/(?P<dataset>\d+)/document/(?P<document>\d+)#(?P<chunk>\d+)$"
+    r"^kb://dataset/(?P<dataset>\d+)/document/(?P<document>\d+)#(?P<chunk>\d+)$", re.ASCII
 )
 
 
@@ -70,7 +70,8 @@ def parse_chunk_url(url: str) -> ChunkAddress | None:
 def source_names(sources: Sequence[tuple[str, str]]) -> list[str]:
     """What a list of sources (address, title) calls each: its title, and for passages that
     share their title with another source of the list (two passages of one document), the
-    title with the passage's number, counted from 1 as the passage's page counts."""
+    title with the passage's number, counted from 1 as the passage's page counts; and where
+    that still names two alike (two documents of one title), with the address too."""
     shared = Counter(title for _, title in sources)
     names = []
     for url, title in sources:
@@ -78,7 +79,12 @@ def source_names(sources: Sequence[tuple[str, str]]) -> list[str]:
         if address is not None and shared[title] > 1:
             title = f"{title}, passage {address.position + 1}"
         names.append(title)
-    return names
+    # Two documents of one title, each cited at the same passage: their addresses tell them.
+    twice = Counter(names)
+    return [
+        f"{name} ({url})" if twice[name] > 1 and parse_chunk_url(url) else name
+        for (url, _), name in zip(sources, names, strict=True)
+    ]
 
 
 # --- Chunking --------------------------------------------------------------------------------

@@ -42,7 +42,7 @@ def test_a_source_named_in_a_message_is_a_link_to_it(page, server, web, scripted
     )
     kb = f"kb://dataset/{dataset.pk}/document/{census.pk}#0"
     article = f"{web.url}/article"
-    text = f"The count is in {article}. The census too ({kb}). {XSS}"
+    text = f"The count is in {article}. The census too ({kb}). {XSS} (https://[citation needed])"
     topic = f"Otters on the lower river ({page.size_name})"
     history, ecology = f"HISTORY {topic}", f"ECOLOGY {topic}"
     scripted_llm.script(
@@ -72,6 +72,7 @@ def test_a_source_named_in_a_message_is_a_link_to_it(page, server, web, scripted
     expect(feed.get_by_role("link", name=article)).to_have_attribute("href", article)
     expect(feed.get_by_role("link", name=kb)).to_have_attribute("href", passage)
     expect(feed).to_contain_text(f"The count is in {article}. The census too ({kb}). <script>")
+    expect(feed).to_contain_text("(https://[citation needed])")  # no address: text
     expect(feed.locator("script, img")).to_have_count(0)
     no_sideways_scroll(page, "feed")
     shot(page, "1-feed")

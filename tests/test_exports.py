@@ -11,7 +11,7 @@ from docx.opc.constants import RELATIONSHIP_TYPE
 from docx.oxml.ns import qn
 from pypdf import PdfReader
 
-from frontend.exports import DOCX, pdf_slots
+from frontend.exports import DOCX, pdf_slots, print_html
 from research import services
 from research.models import Source
 from research.services.citations import citations_record
@@ -333,3 +333,6 @@ def test_two_passages_of_one_document_are_named_apart_in_every_export(api, alice
     assert f"2. [Tidal bores, passage 2]({kb}1): verified" in markdown
     assert "1. Tidal bores, passage 1: verified, seen by the research agent" in word
     assert "2. Tidal bores, passage 2: verified, seen by the research agent" in word
+    printed = print_html(root)  # the PDF's page, before Chromium prints it
+    assert f'Tidal bores, passage 1: <a href="{kb}0">' in printed
+    assert f'Tidal bores, passage 2: <a href="{kb}1">' in printed

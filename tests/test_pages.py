@@ -282,6 +282,23 @@ def test_markup_in_a_report_and_a_message_renders_as_text(client, alice, tree_fa
         assert "<img" not in html
 
 
+def test_an_address_no_parser_reads_is_text_not_a_broken_page(client, alice, tree_factory):
+    """A model may write "https://[citation needed]" in a report or a message: urlsplit calls
+    it an invalid IPv6 address, and the run page and the agent's panel answered 500."""
+    root = tree_factory(children=("a", "b"), grandchildren=())
+    a, b = root.children.order_by("id")
+    odd = "Tides are old (https://[citation needed]), [so says](https://[y) and <https://[z>."
+    services.message_record(from_run_id=a.pk, to_run_id=b.pk, text=odd)
+    citations_record(run_id=b.pk, report=odd)
+    services.run_finish(run_id=b.pk, report=odd)
+    client.force_login(alice)
+
+    assert client.get(f"/runs/{root.pk}/").status_code == 200
+    for html in (_panel(client, root, a), _panel(client, root, b)):
+        assert "https://[citation needed]" in html
+        assert 'href="https://[citation' not in html
+
+
 def test_cited_urls_are_marked_verified_or_flagged(client, alice, run_factory):
     root = run_factory()
     source_record(run_id=root.pk, kind="page", url="https://example.org/otters", title="Otters")

@@ -64,6 +64,14 @@ def test_sources_sharing_a_title_are_named_by_their_passage():
         "Home",  # pages have no passages: their addresses tell them apart
         "Home",
     ]
+    # Two documents of one title, cited at the same passage: the address tells them apart.
+    twins = [("kb://dataset/1/document/2#0", "Intro"), ("kb://dataset/1/document/5#0", "Intro")]
+    assert source_names(twins) == [
+        "Intro, passage 1 (kb://dataset/1/document/2#0)",
+        "Intro, passage 1 (kb://dataset/1/document/5#0)",
+    ]
+    # Digits of other scripts are no passage's number.
+    assert parse_chunk_url("kb://dataset/\u0661/document/2#3") is None
 
 
 def test_a_messages_addresses_become_links_and_the_rest_stays_text():
@@ -71,11 +79,14 @@ def test_a_messages_addresses_become_links_and_the_rest_stays_text():
     the feed's as static/page/format.js appendLinked does)."""
     link = '<a href="{}" target="_blank" rel="noopener noreferrer nofollow">{}</a>'
     web, kb = "https://example.org/otters_(river)", "kb://dataset/1/document/2#3"
-    text = f"See {web}. Or ({kb}), kb://dataset/x, https:// and <b>bold</b> & more"
+    text = (
+        f"See {web}. Or ({kb}), kb://dataset/x, https:// and <b>bold</b> & more "
+        "(https://[citation needed])"
+    )
 
     assert linked(text) == (
         f"See {link.format(web, web)}. "
         f"Or ({link.format('/kb/1/documents/2/passages/3/', kb)}), kb://dataset/x, https:// "
-        "and &lt;b&gt;bold&lt;/b&gt; &amp; more"
+        "and &lt;b&gt;bold&lt;/b&gt; &amp; more (https://[citation needed])"
     )
     assert passage_href_pattern() == "/kb/{dataset}/documents/{document}/passages/{position}/"

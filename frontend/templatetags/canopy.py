@@ -9,9 +9,8 @@ from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
 from frontend.passages import passage_href, passage_href_pattern
-from frontend.rendering import BARE_URL
 from research.models import Step
-from research.services.citations import clean_url
+from research.services.citations import bare_urls
 
 register = template.Library()
 
@@ -38,7 +37,10 @@ def tokens(value: int | None) -> str:
 @register.filter
 def is_web_url(url: str) -> bool:
     """Only http(s) addresses become links; a kb:// citation names a chunk, not a page."""
-    return urlsplit(url or "").scheme.lower() in ("http", "https")
+    try:
+        return urlsplit(url or "").scheme.lower() in ("http", "https")
+    except ValueError:  # "https://[x": no address a browser opens
+        return False
 
 
 @register.filter
@@ -48,13 +50,12 @@ def linked(text: str) -> SafeString:
     page's script links the messages it receives the same way (static/page/format.js)."""
     text = text or ""
     parts, position = [], 0
-    for match in BARE_URL.finditer(text):
-        address = clean_url(match.group(0))
+    for start, address in bare_urls(text):
         href = address if is_web_url(address) else passage_href(address)
-        if not href or address.endswith("://"):
+        if not href:
             continue
-        parts += [escape(text[position : match.start()]), _link(href, address)]
-        position = match.start() + len(address)
+        parts += [escape(text[position:start]), _link(href, address)]
+        position = start + len(address)
     parts.append(escape(text[position:]))
     return mark_safe("".join(parts))
 

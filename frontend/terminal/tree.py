@@ -227,7 +227,7 @@ def _describe(payload: dict, tree: TreeModel) -> str:
         error = payload.get("error", "")
         took = payload.get("duration_seconds")
         stats = (
-            f" after {took:.0f} s, {payload.get('tool_calls', 0)} tool calls"
+            f" in {elapsed_text(took)}, {payload.get('tool_calls', 0)} tool calls"
             if took is not None
             else ""
         )

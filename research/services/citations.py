@@ -6,7 +6,7 @@ flagged: no agent of the research saw it, so the model may have made it up.
 """
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cache
 from urllib.parse import urlsplit, urlunsplit
@@ -24,7 +24,9 @@ _MARKDOWN_LINK = re.compile(
     r"(?:\s+(?:\"[^\"]*\"|'[^']*'))?\s*\)",
     re.IGNORECASE,
 )
-_BARE_URL = re.compile(rf"{_SCHEMES}{_URL_BODY}", re.IGNORECASE)
+# An address in plain text: a report's bare URLs, the links the page makes of them, and of the
+# addresses in agents' messages (static/page/format.js writes the same pattern).
+BARE_URL = re.compile(rf"{_SCHEMES}{_URL_BODY}", re.IGNORECASE)
 # What ends a sentence or closes Markdown emphasis after a URL, never the URL itself.
 _TRAILING = ".,;:!?*_~'\"»”’"
 # Stronger proof first: a page that was read beats a chunk returned beats a search result.
@@ -47,10 +49,23 @@ def clean_url(url: str) -> str:
     return url
 
 
+def bare_urls(text: str) -> Iterator[tuple[int, str]]:
+    """The addresses in plain text, each with where it starts, as it is cited: without the
+    punctuation of the sentence around it, and never a scheme alone ("see https://")."""
+    for match in BARE_URL.finditer(text):
+        url = clean_url(match.group(0))
+        if "://" in url and not url.endswith("://"):
+            yield match.start(), url
+
+
 def url_key(url: str) -> str:
     """The form two URLs are compared in: lower-case scheme and host, no trailing slash, no
-    fragment (the same page) except for kb:// addresses, whose fragment is the chunk."""
-    parts = urlsplit(clean_url(url))
+    fragment (the same page) except for kb:// addresses, whose fragment is the chunk. One no
+    parser reads ("https://[citation needed]", written by a model) is compared as written."""
+    try:
+        parts = urlsplit(clean_url(url))
+    except ValueError:
+        return clean_url(url)
     scheme, host = parts.scheme.lower(), parts.netloc.lower()
     path = parts.path.rstrip("/")
     fragment = parts.fragment if scheme == "kb" else ""
@@ -66,8 +81,7 @@ def cited_urls(report: str) -> list[CitedUrl]:
     for match in _MARKDOWN_LINK.finditer(report):
         found.append((match.start(), match.group("url").strip(), match.group("title").strip()))
         blanked[match.start() : match.end()] = " " * (match.end() - match.start())
-    for match in _BARE_URL.finditer("".join(blanked)):
-        found.append((match.start(), clean_url(match.group(0)), ""))
+    found += [(start, url, "") for start, url in bare_urls("".join(blanked))]
     cited: dict[str, CitedUrl] = {}
     for _, url, title in sorted(found, key=lambda item: item[0]):
         if "://" not in url or url.endswith("://"):

@@ -81,9 +81,9 @@ export function lookOf(run) {
   return `ending-${run.ending || "failed"}`;
 }
 
-// Addresses in a text, as frontend/rendering.py BARE_URL finds them; what ends a sentence
-// around one is not part of it (research/services/citations.py clean_url).
-const ADDRESS = /(?:https?|kb):\/\/[^\s<>"'`]+/gi;
+// Addresses in a text, as research/services/citations.py BARE_URL finds them (one level of
+// balanced parentheses is part of one); what ends a sentence around one is not (clean_url).
+const ADDRESS = /(?:https?|kb):\/\/(?:[^\s()<>[\]{}"'`|\\^]|\([^\s()<>]*\))+/gi;
 const TRAILING = ".,;:!?*_~'\"»”’";
 const CHUNK = /^kb:\/\/dataset\/(\d+)\/document\/(\d+)#(\d+)$/;
 

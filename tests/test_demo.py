@@ -175,7 +175,6 @@ def test_a_demo_report_quotes_the_prose_passages_it_found_not_a_tables_rows():
     the analyst types), the passages found include tables of the Python reference, which
     the demo quoted as rows of pipes. It quotes the first three passages that hold prose,
     and cites only those."""
-    from agents.llm.demo import DemoModel
 
     table = (
         '| "None" or a tuple of cells that | Read-only | | | contain bindings for the | | | | '
@@ -188,18 +187,7 @@ def test_a_demo_report_quotes_the_prose_passages_it_found_not_a_tables_rows():
     hits = [("Data model", "kb://dataset/1/doc/1", table)] + [
         (f"Doc {n}", f"kb://dataset/1/doc/{n}", text) for n, text in enumerate(prose, start=2)
     ]
-    result = "\n\n".join(
-        f"[{n}] {title} ({url})\n{text}" for n, (title, url, text) in enumerate(hits, 1)
-    )
-    call = {"id": "q1", "type": "function", "function": {"name": "query", "arguments": "{}"}}
-    messages = [
-        {"role": "system", "content": "You research."},
-        {"role": "user", "content": "How do tides work?"},
-        {"role": "assistant", "content": "", "tool_calls": [call]},
-        {"role": "tool", "tool_call_id": "q1", "content": result},
-    ]
-
-    report = DemoModel().chat(model="demo", messages=messages, tools=[]).content
+    report = report_on_hits("How do tides work?", hits)
 
     quotes = [line for line in report.splitlines() if line.startswith("> ") and "—" not in line]
     assert quotes == [f"> {text}" for text in prose[:3]]
@@ -210,31 +198,37 @@ def test_a_demo_report_quotes_the_prose_passages_it_found_not_a_tables_rows():
 def test_a_demo_reports_sources_name_two_passages_of_one_document_apart():
     """Two passages of "The standard type hierarchy" were listed as two identical sources
     in `make run`'s first report: each is named by its passage."""
-    from agents.llm.demo import DemoModel
 
     hits = [
         ("Data model", "kb://dataset/1/document/7#2", "Objects are Python's abstraction for data."),
         ("Expressions", "kb://dataset/1/document/9#0", "An expression is evaluated left to right."),
         ("Data model", "kb://dataset/1/document/7#5", "Every object has an identity and a type."),
     ]
-    result = "\n\n".join(
-        f"[{n}] {title} ({url})\n{text}" for n, (title, url, text) in enumerate(hits, 1)
-    )
-    call = {"id": "q1", "type": "function", "function": {"name": "query", "arguments": "{}"}}
-    messages = [
-        {"role": "system", "content": "You research."},
-        {"role": "user", "content": "What is an object?"},
-        {"role": "assistant", "content": "", "tool_calls": [call]},
-        {"role": "tool", "tool_call_id": "q1", "content": result},
-    ]
-
-    report = DemoModel().chat(model="demo", messages=messages, tools=[]).content
+    report = report_on_hits("What is an object?", hits)
 
     assert report.split("## Sources\n\n")[1].splitlines() == [
         "- [Data model, passage 3](kb://dataset/1/document/7#2)",
         "- [Expressions](kb://dataset/1/document/9#0)",
         "- [Data model, passage 6](kb://dataset/1/document/7#5)",
     ]
+
+
+def report_on_hits(topic: str, hits: list[tuple[str, str, str]]) -> str:
+    """The demo's report on `topic` after one query that found `hits` (title, address, text),
+    in the query tool's words."""
+    from agents.llm.demo import DemoModel
+
+    result = "\n\n".join(
+        f"[{n}] {title} ({url})\n{text}" for n, (title, url, text) in enumerate(hits, 1)
+    )
+    call = {"id": "q1", "type": "function", "function": {"name": "query", "arguments": "{}"}}
+    messages = [
+        {"role": "system", "content": "You research."},
+        {"role": "user", "content": topic},
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "q1", "content": result},
+    ]
+    return DemoModel().chat(model="demo", messages=messages, tools=[]).content
 
 
 def test_a_demo_run_started_without_a_dataset_reads_the_owners_starter_one(api_for, bob):

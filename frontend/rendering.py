@@ -17,6 +17,7 @@ from django.utils.text import slugify
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
+from research.fulltext import PASSAGE_NAMED, passage_name
 from research.markdown import markdown, sanitize
 from research.services.citations import bare_urls, url_key
 
@@ -113,10 +114,13 @@ def _link_passages(
                     link.meta["kb"] = unquote(href)
         elif token.type == "text" and link is not None:
             title = titles.get(link.meta["kb"], "")
-            # "[compound](kb://…)": the link text is the document's slug; say its title.
+            # "[compound](kb://…)": the link text is the document's slug; say its title, and
+            # keep the passage a list of sources names ("[types, passage 29](kb://…)").
             text = token.content.strip()
-            if title and text and (" " not in text or text.lower() in title.lower()):
-                token.content = title
+            named = PASSAGE_NAMED.match(text)
+            name = named["title"] if named else text
+            if title and name and (" " not in name or name.lower() in title.lower()):
+                token.content = passage_name(title, int(named["number"]) - 1) if named else title
         elif token.type == "link_close":
             link = None
         if token.type in ("text", "code_inline") and link is None:

@@ -67,6 +67,15 @@ def parse_chunk_url(url: str) -> ChunkAddress | None:
     return ChunkAddress(int(match["dataset"]), int(match["document"]), int(match["chunk"]))
 
 
+# How a list of sources names a passage of a document it cites more than once (source_names),
+# and how a page finds that name again in a report's link text (frontend.rendering).
+PASSAGE_NAMED = re.compile(r"^(?P<title>.+), passage (?P<number>\d+)$", re.ASCII)
+
+
+def passage_name(title: str, position: int) -> str:
+    return f"{title}, passage {position + 1}"
+
+
 def source_names(sources: Sequence[tuple[str, str]]) -> list[str]:
     """What a list of sources (address, title) calls each: its title, and for passages that
     share their title with another source of the list (two passages of one document), the
@@ -77,7 +86,7 @@ def source_names(sources: Sequence[tuple[str, str]]) -> list[str]:
     for url, title in sources:
         address = parse_chunk_url(url)
         if address is not None and shared[title] > 1:
-            title = f"{title}, passage {address.position + 1}"
+            title = passage_name(title, address.position)
         names.append(title)
     # Two documents of one title, each cited at the same passage: their addresses tell them.
     twice = Counter(names)

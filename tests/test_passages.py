@@ -4,6 +4,7 @@ import pytest
 from django.urls import reverse
 
 from frontend.passages import passage_href, passage_href_pattern
+from frontend.rendering import render_report_page
 from frontend.templatetags.canopy import linked
 from research.fulltext import parse_chunk_url, source_names
 from research.models import Dataset
@@ -90,3 +91,18 @@ def test_a_messages_addresses_become_links_and_the_rest_stays_text():
         "and &lt;b&gt;bold&lt;/b&gt; &amp; more (https://[citation needed])"
     )
     assert passage_href_pattern() == "/kb/{dataset}/documents/{document}/passages/{position}/"
+
+
+def test_a_report_names_a_passage_by_its_documents_title_and_keeps_its_number():
+    """The demo cites a passage under its document's slug ("types"), which the page shows as
+    the document's title; a source it lists by passage ("types, passage 29") keeps the
+    number."""
+    kb = "kb://dataset/1/document/7#28"
+    report = f"> Objects have types.\n>\n> — [types]({kb})\n\n- [types, passage 29]({kb})\n"
+    titles = {kb: "The standard type hierarchy"}
+
+    html = render_report_page(report, passage_link=passage_href, titles=titles).html
+
+    assert ">The standard type hierarchy</a>" in html
+    assert ">The standard type hierarchy, passage 29</a>" in html
+    assert "types, passage" not in html

@@ -17,7 +17,7 @@ from django.utils.text import slugify
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-from research.fulltext import PASSAGE_NAMED, passage_name
+from research.fulltext import PASSAGE_NAMED, parse_chunk_url, passage_name
 from research.markdown import markdown, sanitize
 from research.services.citations import bare_urls, url_key
 
@@ -114,13 +114,16 @@ def _link_passages(
                     link.meta["kb"] = unquote(href)
         elif token.type == "text" and link is not None:
             title = titles.get(link.meta["kb"], "")
-            # "[compound](kb://…)": the link text is the document's slug; say its title, and
-            # keep the passage a list of sources names ("[types, passage 29](kb://…)").
+            # "[compound](kb://…)": the link text is the document's slug; say its title. A
+            # list of sources names a passage ("[types, passage 29](kb://…)"): say which, by
+            # its address, whatever number the text wrote.
             text = token.content.strip()
             named = PASSAGE_NAMED.match(text)
             name = named["title"] if named else text
+            address = parse_chunk_url(link.meta["kb"])
             if title and name and (" " not in name or name.lower() in title.lower()):
-                token.content = passage_name(title, int(named["number"]) - 1) if named else title
+                named_by = named and address
+                token.content = passage_name(title, address.position) if named_by else title
         elif token.type == "link_close":
             link = None
         if token.type in ("text", "code_inline") and link is None:

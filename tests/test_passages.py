@@ -97,12 +97,16 @@ def test_a_report_names_a_passage_by_its_documents_title_and_keeps_its_number():
     """The demo cites a passage under its document's slug ("types"), which the page shows as
     the document's title; a source it lists by passage ("types, passage 29") keeps the
     number."""
-    kb = "kb://dataset/1/document/7#28"
-    report = f"> Objects have types.\n>\n> — [types]({kb})\n\n- [types, passage 29]({kb})\n"
-    titles = {kb: "The standard type hierarchy"}
+    kb, other = "kb://dataset/1/document/7#28", "kb://dataset/1/document/7#4"
+    report = (
+        f"> Objects have types.\n>\n> — [types]({kb})\n\n- [types, passage 29]({kb})\n"
+        f"- [types, passage 2]({other})\n"  # a number the address does not hold
+    )
+    titles = {kb: "The standard type hierarchy", other: "The standard type hierarchy"}
 
     html = render_report_page(report, passage_link=passage_href, titles=titles).html
 
     assert ">The standard type hierarchy</a>" in html
     assert ">The standard type hierarchy, passage 29</a>" in html
+    assert ">The standard type hierarchy, passage 5</a>" in html  # its address's, #4
     assert "types, passage" not in html

@@ -16,15 +16,13 @@ tree's size read, the checks, the runs inserted (seated ones working), their fir
 and events numbered and stored, one transaction. Each spawn is under a new root, claimed,
 so the tree's limits never refuse one. It prints the calling thread's CPU
 (`time.thread_time`) and the wall time per spawn, the medians of each round and their
-median, and the statements of one spawn (BEGIN and COMMIT not counted).
+median, and the statements of one spawn (its BEGIN and COMMIT counted).
 """
 
 import argparse
 import cProfile
-import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -33,10 +31,10 @@ sys.path.insert(0, str(PROJECT))
 sys.path.insert(0, str(PROJECT / "bench"))
 
 from step_cost import (  # noqa: E402
-    configure,
+    django_in_process,
     medians_by_round,
-    prepare_database,
     print_profile,
+    statements_of,
 )
 
 TASKS = (
@@ -58,21 +56,13 @@ def main() -> None:
     parser.add_argument("--statements", action="store_true", help="list one spawn's statements")
     parser.add_argument("--profile", action="store_true", help="cProfile 300 spawns")
     options = parser.parse_args()
-    with tempfile.TemporaryDirectory() as folder:
-        shape = argparse.Namespace(database=options.database, turns=1, agents=1)
-        configure("http://127.0.0.1:9/v1", shape, folder)  # no model is called
-        os.environ.update(RESEARCH_MAX_WORKING_ROOTS="1000000", THROTTLE_RESEARCH_START="off")
-        import django
-
-        django.setup()
-        prepare_database()
+    environment = {"RESEARCH_MAX_WORKING_ROOTS": "1000000", "THROTTLE_RESEARCH_START": "off"}
+    with django_in_process(options.database, **environment):
         measure(options)
 
 
 def measure(options: argparse.Namespace) -> None:
     from django.contrib.auth.models import User
-    from django.db import connection
-    from django.test.utils import CaptureQueriesContext
 
     from research import services
     from research.models import Run, Status
@@ -108,8 +98,9 @@ def measure(options: argparse.Namespace) -> None:
 
     rounds = medians_by_round(spawned, rounds=options.rounds, per_round=options.spawns)
     parent = root()
-    with CaptureQueriesContext(connection) as queries:
-        services.subagents_spawn_each(parent_id=parent, calls=calls, seat=seats)
+    statements = statements_of(
+        lambda: services.subagents_spawn_each(parent_id=parent, calls=calls, seat=seats)
+    )
     print(
         f"a spawn of {options.children} ({seats} seated, {options.database}, "
         f"{options.rounds} rounds of {options.spawns}): "
@@ -117,10 +108,10 @@ def measure(options: argparse.Namespace) -> None:
         f"(median {statistics.median(r[0] for r in rounds):.2f}), "
         f"wall {', '.join(f'{r[1]:.2f}' for r in rounds)} ms "
         f"(median {statistics.median(r[1] for r in rounds):.2f}), "
-        f"{len(queries.captured_queries)} statements"
+        f"{len(statements)} statements"
     )
     if options.statements:
-        print("\n".join(f"   {query['sql'][:150]}" for query in queries.captured_queries))
+        print("\n".join(f"   {sql}" for sql in statements))
     if options.profile:
         profile = cProfile.Profile()
         for _ in range(300):

@@ -18,10 +18,8 @@ median of the rounds, and the statements of one start.
 
 import argparse
 import cProfile
-import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -30,10 +28,10 @@ sys.path.insert(0, str(PROJECT))
 sys.path.insert(0, str(PROJECT / "bench"))
 
 from step_cost import (  # noqa: E402
-    configure,
+    django_in_process,
     medians_by_round,
-    prepare_database,
     print_profile,
+    statements_of,
 )
 
 
@@ -45,22 +43,13 @@ def main() -> None:
     parser.add_argument("--statements", action="store_true", help="list one start's statements")
     parser.add_argument("--profile", action="store_true", help="cProfile 200 starts")
     options = parser.parse_args()
-    with tempfile.TemporaryDirectory() as folder:
-        shape = argparse.Namespace(database=options.database, turns=1, agents=1)
-        configure("http://127.0.0.1:9/v1", shape, folder)  # no model is called
-        # The throttle still counts every start (a cache round trip); it never refuses one.
-        os.environ["THROTTLE_RESEARCH_START"] = "1000000/min"
-        import django
-
-        django.setup()
-        prepare_database()
+    # The throttle still counts every start (a cache round trip); it never refuses one.
+    with django_in_process(options.database, THROTTLE_RESEARCH_START="1000000/min"):
         measure(options)
 
 
 def measure(options: argparse.Namespace) -> None:
     from django.contrib.auth.models import User
-    from django.db import connection
-    from django.test.utils import CaptureQueriesContext
     from rest_framework.authtoken.models import Token
     from rest_framework.test import APIClient
 
@@ -87,16 +76,15 @@ def measure(options: argparse.Namespace) -> None:
         return cpu * 1000, wall * 1000
 
     rounds = medians_by_round(started, rounds=options.rounds, per_round=options.starts)
-    with CaptureQueriesContext(connection) as queries:
-        start()
+    statements = statements_of(start)
     print(
         f"one research started through the API ({options.database}, median of {options.rounds} "
         f"rounds of {options.starts}): CPU {statistics.median(r[0] for r in rounds):.2f} ms, "
         f"wall {statistics.median(r[1] for r in rounds):.2f} ms, "
-        f"{len(queries.captured_queries)} statements"
+        f"{len(statements)} statements"
     )
     if options.statements:
-        print("\n".join(f"   {query['sql'][:150]}" for query in queries.captured_queries))
+        print("\n".join(f"   {sql}" for sql in statements))
     if options.profile:
         profile = cProfile.Profile()
         profile.runcall(lambda: [started() for _ in range(200)])

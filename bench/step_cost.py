@@ -31,7 +31,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -172,6 +172,33 @@ def configure(base_url: str, options: argparse.Namespace, folder: str) -> None:
         SEARCH_PROVIDER="",
     )
     os.environ.pop("REDIS_URL", None)
+
+
+@contextmanager
+def django_in_process(database: str, **environment: str) -> Iterator[None]:
+    """Django set up in this process on `database` ("postgres" or "sqlite", in a folder of
+    its own), the bench's database migrated, no model to call, `environment` on top: for the
+    benchmarks that time one service in process (start_cost, spawn_cost, writer_batch)."""
+    with tempfile.TemporaryDirectory() as folder:
+        shape = argparse.Namespace(database=database, turns=1, agents=1)
+        configure("http://127.0.0.1:9/v1", shape, folder)  # nothing listens: no model is called
+        os.environ.update(environment)
+        import django
+
+        django.setup()
+        prepare_database()
+        yield
+
+
+def statements_of(call: Callable[[], object]) -> list[str]:
+    """The statements one `call` sends as Django's query log has them (a transaction's BEGIN
+    and COMMIT among them), each cut to 150 characters to be listed."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as queries:
+        call()
+    return [query["sql"][:150] for query in queries.captured_queries]
 
 
 def prepare_database() -> None:

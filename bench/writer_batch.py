@@ -14,10 +14,8 @@ counted on the writer's connection. Medians of `--rounds` batches after 20 that 
 
 import argparse
 import itertools
-import os
 import statistics
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -26,7 +24,7 @@ PROJECT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(PROJECT))
 sys.path.insert(0, str(PROJECT / "bench"))
 
-from step_cost import QueryCounter, configure, prepare_database  # noqa: E402
+from step_cost import QueryCounter, django_in_process  # noqa: E402
 
 
 def main() -> None:
@@ -35,14 +33,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, nargs="+", default=[1, 2, 4, 8, 16])
     parser.add_argument("--rounds", type=int, default=200)
     options = parser.parse_args()
-    with tempfile.TemporaryDirectory() as folder:
-        shape = argparse.Namespace(database=options.database, turns=1, agents=1)
-        configure("http://127.0.0.1:9/v1", shape, folder)
-        os.environ.update(RESEARCH_WRITER_LINGER_MS="1000", RESEARCH_MAX_WORKING_ROOTS="100000")
-        import django
-
-        django.setup()
-        prepare_database()
+    environment = {"RESEARCH_WRITER_LINGER_MS": "1000", "RESEARCH_MAX_WORKING_ROOTS": "100000"}
+    with django_in_process(options.database, **environment):
         agents = working_tree()
         print(f"The step writer's thread, one batch, on {options.database} (medians):")
         print("| steps in the batch | CPU ms a batch | CPU ms a step | statements | commits |")

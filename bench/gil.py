@@ -13,12 +13,16 @@ PostgreSQL processes, this process (the scripted model, the viewers, the samplin
 it, and how many of the two cores were busy on average. `--slots` sets
 RESEARCH_AGENT_CPU_SLOTS, the gate on agents running Python at once (default 2 per core).
 `--threads` splits the CPU per model call by thread role, as
-`research_cpu.py --threads` does (daphne on bench/thread_settings.py).
+`research_cpu.py --threads` does (daphne on bench/thread_settings.py). `--gc` prints the
+cyclic garbage collector's pauses in daphne during each load, by generation, and `--gc-off`
+runs daphne with the collector off after startup (both on bench/gc_settings.py).
 """
 
 import argparse
 import asyncio
+import json
 import os
+import signal
 import statistics
 import sys
 import threading
@@ -44,6 +48,10 @@ def main() -> None:
     served.prepare(DATABASE, options)
     if options.threads:
         research_cpu.log_threads()
+    elif options.gc or options.gc_off:
+        research_cpu.daphne_settings(
+            "gc_settings", CANOPY_GC_LOG=str(GC_LOG), CANOPY_GC="off" if options.gc_off else "on"
+        )
     print("| agents | CPU slots | ratio to ideal | runnable threads p50 / p95 / max | "
           "CPU ms per model call | context switches per model call | "
           "machine CPU ms per call: PostgreSQL / this process / all | cores busy |")  # fmt: skip
@@ -67,13 +75,18 @@ def main() -> None:
                     )
                     if options.threads:
                         print_roles(row["roles"])
+                    if options.gc or options.gc_off:
+                        print_pauses(row["pauses"])
 
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--agents", type=int, nargs="*", default=[120, 200])
     parser.add_argument("--slots", type=int, nargs="*", default=[2 * (os.cpu_count() or 1)])
-    parser.add_argument("--threads", action="store_true", help="CPU per model call by thread role")
+    choice = parser.add_mutually_exclusive_group()
+    choice.add_argument("--threads", action="store_true", help="CPU per model call by thread role")
+    choice.add_argument("--gc", action="store_true", help="the garbage collector's pauses a load")
+    choice.add_argument("--gc-off", action="store_true", help="daphne's collector off, a load")
     parser.add_argument(
         "--sample-ms", type=float, default=20, help="how often the runnable threads are counted"
     )
@@ -162,6 +175,8 @@ def measure(llm: ScriptedLLM, client: Client, server: Server, agents: int, optio
     threads = options.threads
     pid = server.process.pid
     roles_before = research_cpu.thread_sums(pid) if threads else None
+    noting = options.gc or options.gc_off
+    collections_before = len(collections(pid)) if noting else 0
     trees = agents // (CHILDREN + 1)
     calls_before = len(llm.requests)
     cpu_before = cpu_seconds(pid)
@@ -183,6 +198,7 @@ def measure(llm: ScriptedLLM, client: Client, server: Server, agents: int, optio
             name: (seconds * 1000 / calls, change["switches"].get(name, 0) / calls)
             for name, seconds in change["cpu"].items()
         }
+    pauses = collections(pid)[collections_before:] if noting else []
     ordered = sorted(sampler.samples) or [0]
     return {
         "agents": trees * (CHILDREN + 1),
@@ -201,7 +217,37 @@ def measure(llm: ScriptedLLM, client: Client, server: Server, agents: int, optio
         "machine_ms": busy * 1000 / calls,
         "cores_busy": busy / wall * (os.cpu_count() or 1),
         "roles": roles,
+        "pauses": pauses,
     }
+
+
+GC_LOG = Path(f"/tmp/canopy-bench-gc-{os.getpid()}.json")
+
+
+def collections(pid: int) -> list[tuple[int, float, float]]:
+    """daphne's garbage collections so far, asked for with SIGUSR1 (bench/gc_settings.py):
+    (generation, wall ms, CPU ms) each."""
+    GC_LOG.unlink(missing_ok=True)
+    os.kill(pid, signal.SIGUSR1)
+    deadline = time.monotonic() + 10
+    while not GC_LOG.exists():
+        if time.monotonic() > deadline:
+            raise SystemExit("the web process wrote no collections (is it on gc_settings?)")
+        time.sleep(0.01)
+    return json.loads(GC_LOG.read_text())
+
+
+def print_pauses(pauses: list) -> None:
+    """A load's collections by generation: how many, their pauses' sum and the longest."""
+    for generation in (0, 1, 2):
+        walls = [wall for noted, wall, _cpu in pauses if noted == generation]
+        if walls:
+            print(
+                f"    generation {generation}: {len(walls)} collections, "
+                f"{sum(walls):.0f} ms in all, the longest {max(walls):.1f} ms"
+            )
+    if not pauses:
+        print("    no collection")
 
 
 def print_roles(roles: dict[str, tuple[float, float]]) -> None:

@@ -39,9 +39,15 @@ NOT_RUNNABLE_HELP = (
     "(OPENAI_API_KEY or OPENAI_BASE_URL) for the others."
 )
 DEMO_NEEDS_A_DATASET = (
-    "The offline demo model answers from a dataset, not the web: choose a dataset, "
-    "or a model that can search the web."
+    "The offline demo model answers from a knowledge base, not the web: choose a knowledge "
+    "base, or a model that can search the web."
 )
+
+
+def step_budget_help(limit: int) -> str:
+    # The form's budget is the root agent's own: each sub-agent is given its own at its
+    # spawn, so the page must not call it a budget "per agent".
+    return f"The root agent's model rounds, from 1 to {limit}; each sub-agent gets its own."
 
 
 def _checked(check, value, field: str):
@@ -68,12 +74,12 @@ class StartResearchForm(forms.Form):
     max_steps = forms.IntegerField(
         label="Step budget",
         required=False,
-        help_text="Model rounds per agent, from 1 to the server's limit.",
     )
+    # `dataset` is the API's name; the analyst reads "knowledge base" on every page.
     dataset = forms.ChoiceField(
-        label="Dataset",
+        label="Knowledge base",
         required=False,
-        help_text="A knowledge base the agents may query and add to.",
+        help_text="Documents the agents may query and add to.",
     )
     clarify = forms.BooleanField(
         label="Clarify before starting",
@@ -99,7 +105,7 @@ class StartResearchForm(forms.Form):
         steps = self.fields["max_steps"]
         steps.initial = settings.RESEARCH_DEFAULT_MAX_STEPS
         steps.widget.attrs.update({"min": 1, "max": limit, "inputmode": "numeric"})
-        steps.help_text = f"Model rounds per agent, from 1 to {limit}."
+        steps.help_text = step_budget_help(limit)
         self._dataset_choices(owner, demo=model.initial == DEMO_MODEL)
 
     def _dataset_choices(self, owner, *, demo: bool) -> None:

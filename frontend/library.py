@@ -46,6 +46,24 @@ ENDING_LABELS = {
 }
 
 
+# A research waiting for the analyst says what it waits for: answers to its lead's questions,
+# else its plan's review (the only other pause). "Waiting for you" is left to where the kind
+# is not known (the status filter, the agents tile). static/page/tiles.js waitingWord is the
+# twin of these words in the browser.
+NEEDS_ANSWERS = "needs your answers"
+NEEDS_REVIEW = "needs your review"
+
+
+def status_label(run: Run) -> str:
+    """A research's badge in words, on the list and on its page (static/page/tiles.js
+    rootStatusText): what it waits for, its status while it works, else how it ended."""
+    if run.status == Status.PAUSED:
+        return NEEDS_ANSWERS if run.state == State.CLARIFYING else NEEDS_REVIEW
+    if run.is_active:
+        return run.status
+    return ENDING_LABELS[ending_of(status=run.status, error=run.error)][0]
+
+
 @dataclass(frozen=True)
 class Row:
     """A research as the list shows it."""
@@ -59,14 +77,11 @@ class Row:
 
     @classmethod
     def of(cls, run: Run, progress: TreeProgress | None, thread: ThreadMark | None = None) -> "Row":
-        if run.status == Status.PAUSED:
-            asks = run.state == State.CLARIFYING  # the lead's questions, not its plan
-            label, tone = "needs your answers" if asks else "needs your review", "paused"
-        elif run.is_active:
-            label, tone = run.status, run.status
+        if run.is_active:
+            tone = run.status
         else:
-            label, tone = ENDING_LABELS[ending_of(status=run.status, error=run.error)]
-        return cls(run, label, tone, run.worked_seconds(), progress, thread)
+            tone = ENDING_LABELS[ending_of(status=run.status, error=run.error)][1]
+        return cls(run, status_label(run), tone, run.worked_seconds(), progress, thread)
 
     @property
     def duration(self) -> str:

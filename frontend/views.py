@@ -114,6 +114,10 @@ def run_page(
     }
     context = {
         "run": run,
+        # The badge as the script draws it (static/page/tiles.js), so it never changes words
+        # when the script runs: its label, and its colour while active or after it ended.
+        "status_label": library.status_label(run),
+        "ending": ending_of(status=run.status, error=run.error),
         "config": config,
         "demo": run.model == DEMO_MODEL,
         "tiles": header_tiles(snapshot),
@@ -164,6 +168,7 @@ def agent_panel(request: HttpRequest, root_id: int, run_id: int) -> HttpResponse
         "run": run,
         "ending": ending,
         "ending_word": ending.replace("_", " "),
+        "status_label": library.status_label(run),
         "error_sentence": sentence(run.error),
         "task": listed_topic(run),
         "worked": duration_text(run.worked_seconds()),

@@ -101,7 +101,7 @@ def log_in(page: Page, url: str, password: str) -> None:
 def run_research(page: Page, url: str) -> None:
     page.goto(f"{url}/")
     page.get_by_label("What should Canopy research?").fill(TOPIC)
-    page.get_by_label("Dataset").select_option(label=DATASET)
+    page.get_by_label("Knowledge base").select_option(label=DATASET)
     page.get_by_role("button", name="Start research").click()
     page.wait_for_url(re.compile(r"/runs/\d+/"))
     expect(page.locator("#run-status")).to_have_text("done", timeout=120_000)
@@ -114,7 +114,7 @@ def shoot_clarify(page: Page, url: str, out: Path) -> None:
     page.set_viewport_size({"width": 1440, "height": 900})
     page.goto(f"{url}/")
     page.get_by_label("What should Canopy research?").fill(SHORT_TOPIC)
-    page.get_by_label("Dataset").select_option(label=DATASET)
+    page.get_by_label("Knowledge base").select_option(label=DATASET)
     page.get_by_role("button", name="Start research").click()
     page.wait_for_url(re.compile(r"/runs/\d+/"))
     expect(page.locator("#clarify-form")).to_be_visible(timeout=60_000)

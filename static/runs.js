@@ -3,6 +3,7 @@
 // pauses for review, resumes, ends), its row is read again from the REST API, whose `ending`
 // says how it ended: a cancelled research reads cancelled, not failed.
 import { duration, endingWord } from "./page/format.js";
+import { waitingWord } from "./page/tiles.js";
 
 (function () {
   "use strict";
@@ -72,7 +73,7 @@ import { duration, endingWord } from "./page/format.js";
       const state = row.querySelector("[data-state]");
       if (run.active) {
         if (run.status === "paused") {
-          badge(row, run.state === "clarifying" ? "needs your answers" : "needs your review", "paused");
+          badge(row, waitingWord(run), "paused");
           if (state) state.remove();
         } else {
           badge(row, run.status, run.status);

@@ -61,7 +61,7 @@ def test_a_short_topic_gets_questions_the_answers_reach_the_task_and_a_skip_star
 
     card = page.locator("#clarify-card")
     expect(card).to_be_visible()
-    expect(page.locator("#run-status")).to_have_text("waiting for you")
+    expect(page.locator("#run-status")).to_have_text("needs your answers")
     expect(page.locator("#agent-count")).to_contain_text("waiting for you")
     expect(card.get_by_role("status")).to_contain_text("Waiting for you.")
     expect(page.locator("#panel .alert-waiting")).to_contain_text("answer or skip the lead's")

@@ -133,12 +133,12 @@ def test_the_form_says_what_is_wrong_beside_the_field(page, server, alice):  # n
     log_in(page, server, "alice")
 
     page.get_by_label("Model").select_option("demo")
-    page.get_by_label("Dataset").select_option("")
+    page.get_by_label("Knowledge base").select_option("")
     page.get_by_role("button", name="Start research").click()
 
     expect(page.locator("#id_topic-error")).to_have_text("The question must not be empty.")
     expect(page.locator("#id_dataset-error")).to_contain_text(
-        "The offline demo model answers from a dataset, not the web"
+        "The offline demo model answers from a knowledge base, not the web"
     )
     shot(page, "form-errors")
     assert not Run.objects.exists()

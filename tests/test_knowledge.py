@@ -191,7 +191,7 @@ def test_dataset_names_are_checked(alice):
     assert client.post(reverse("api:datasets"), {"name": "Notes"}).status_code == 201
     again = client.post(reverse("api:datasets"), {"name": "Notes"})
     assert again.status_code == 400
-    assert "already have a dataset named 'Notes'" in again.json()["name"][0]
+    assert "already have a knowledge base named 'Notes'" in again.json()["name"][0]
     blank = client.post(reverse("api:datasets"), {"name": "  "})
     assert blank.json() == {"name": ["name must not be empty."]}
     dataset_id = client.get(reverse("api:datasets")).json()["results"][0]["id"]
@@ -244,7 +244,7 @@ def test_a_dataset_name_created_by_two_requests_at_once_is_refused_not_a_500(ali
     response = results["second"]
     assert not isinstance(response, Exception), response
     assert response.status_code == 400
-    assert response.json() == {"name": ["you already have a dataset named 'Notes'."]}
+    assert response.json() == {"name": ["you already have a knowledge base named 'Notes'."]}
     assert Dataset.objects.filter(owner=alice).count() == 1
 
 

@@ -294,7 +294,8 @@ def test_the_demo_model_with_no_dataset_is_refused_beside_the_dataset(client, al
 
     html = response.content.decode()
     assert (
-        'id="id_dataset-error" role="alert">The offline demo model answers from a dataset' in html
+        'id="id_dataset-error" role="alert">The offline demo model answers from a knowledge base'
+        in html
     )
     assert not Run.objects.exists()
 

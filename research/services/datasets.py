@@ -42,7 +42,7 @@ def dataset_create(*, owner: AbstractBaseUser, name: str, description: str = "")
         raise InvalidInput("name must not be empty.", field="name")
     if len(name) > _NAME_MAX:
         raise InvalidInput(f"name is longer than {_NAME_MAX} characters.", field="name")
-    taken = InvalidInput(f"you already have a dataset named {name!r}.", field="name")
+    taken = InvalidInput(f"you already have a knowledge base named {name!r}.", field="name")
     if Dataset.objects.filter(owner=owner, name=name).exists():
         raise taken
     try:

@@ -172,7 +172,7 @@ def root_resume(*, run: Run, detail: str) -> None:
 def note_send(*, run: Run, author_id: int, text: object) -> Message:
     """Store a note for a working agent, flag it for the agent's pool, publish it."""
     if not isinstance(text, str) or not strip_controls(text).strip():
-        raise InvalidInput("text must be a non-empty string.", field="text")
+        raise InvalidInput("text must not be empty.", field="text")
     text = strip_controls(text).strip()
     limit = settings.RESEARCH_MESSAGE_MAX_CHARS
     if len(text) > limit:

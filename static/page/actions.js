@@ -3,6 +3,9 @@
 import { agentName } from "./format.js";
 import { postJson } from "./http.js";
 
+// The note form's field as the analyst reads it in a refusal: "The note must not be empty."
+const NOTE_NOUNS = { text: "The note" };
+
 export function createActions(state, page, config, announce) {
   page.noteForm.addEventListener("submit", async (event) => {
     event.preventDefault();
@@ -10,7 +13,8 @@ export function createActions(state, page, config, announce) {
     page.noteError.hidden = true;
     page.noteStatus.textContent = "Sending…";
     try {
-      await postJson(config.notes.replace(/\/0\/notes$/, `/${runId}/notes`), { text: page.noteText.value });
+      const url = config.notes.replace(/\/0\/notes$/, `/${runId}/notes`);
+      await postJson(url, { text: page.noteText.value }, NOTE_NOUNS);
       page.noteText.value = "";
       page.noteStatus.textContent = `Sent to ${page.noteTarget.textContent}.`;
     } catch (error) {

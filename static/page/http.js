@@ -7,11 +7,16 @@ export function csrfToken() {
   return match ? decodeURIComponent(match[1]) : "";
 }
 
-export function firstError(body) {
+/** The first error of a refusal. The API names its field ("text must not be empty."); a
+ * form names what the analyst typed instead when `nouns` has the field ({ text: "The note" }),
+ * as frontend/rendering.py sentence does for the server's forms. */
+export function firstError(body, nouns = {}) {
   if (!body || typeof body !== "object") return "";
   if (body.detail) return body.detail;
-  const first = Object.values(body)[0];
-  return Array.isArray(first) ? first[0] : String(first || "");
+  const [field, first] = Object.entries(body)[0] || [];
+  const text = Array.isArray(first) ? first[0] : String(first || "");
+  const noun = Object.hasOwn(nouns, field) ? nouns[field] : "";
+  return noun && text.startsWith(`${field} `) ? noun + text.slice(field.length) : text;
 }
 
 /** A sentence for a failed request: what the server said, or what went wrong. */
@@ -22,7 +27,8 @@ export function sentence(text) {
   return /[.!?]$/.test(capital) ? capital : `${capital}.`;
 }
 
-export async function postJson(url, data) {
+/** POST `data` as JSON; a refusal throws its first error as a sentence (`nouns`: firstError). */
+export async function postJson(url, data, nouns = {}) {
   let response;
   try {
     response = await fetch(url, {
@@ -41,7 +47,7 @@ export async function postJson(url, data) {
     body = null;
   }
   if (!response.ok) {
-    throw new Error(sentence(firstError(body)) || `The server refused it (HTTP ${response.status}).`);
+    throw new Error(sentence(firstError(body, nouns)) || `The server refused it (HTTP ${response.status}).`);
   }
   return body;
 }

@@ -3,6 +3,7 @@
 // the panel is brought into view, since it sits under the agents there.
 import { localiseTimes } from "./feed.js";
 import { endingWord, stepsText } from "./format.js";
+import { waitingWord } from "./tiles.js";
 
 const NARROW = window.matchMedia("(max-width: 1080px)");
 
@@ -92,7 +93,7 @@ export function createPanel(state, panel, config) {
     if (!run || !badges || Number(badges.dataset.runId) !== run.id) return;
     let shown;
     if (!run.active) shown = [badge(`ending-${run.ending}`, endingWord(run))];
-    else if (run.status === "paused") shown = [badge("status-paused", "waiting for you")];
+    else if (run.status === "paused") shown = [badge("status-paused", waitingWord(run))];
     else shown = [badge(`state-${run.state}`, run.state), " ", badge(`status-${run.status}`, run.status)];
     badges.replaceChildren(...shown);
     badges.dataset.status = run.status;

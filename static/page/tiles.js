@@ -4,9 +4,17 @@ import { count, duration, endingWord, plural, usd } from "./format.js";
 
 const TITLE_MARKS = { done: "✓ Done", cancelled: "Cancelled", interrupted: "Interrupted", out_of_time: "Out of time", failed: "✗ Failed" };
 
+/** What a research waiting for the analyst waits for: answers to its lead's questions, else
+ * its plan's review (frontend/library.py status_label). "Waiting for you" is left to where
+ * the kind is not known: the agents tile, the tab's title. */
+export function waitingWord(run) {
+  return run.state === "clarifying" ? "needs your answers" : "needs your review";
+}
+
+/** The research's badge in words (frontend/library.py status_label draws it first). */
 export function rootStatusText(root) {
   if (!root.active) return endingWord(root);
-  return root.status === "paused" ? "waiting for you" : root.status;
+  return root.status === "paused" ? waitingWord(root) : root.status;
 }
 
 export function createTiles(state, page) {

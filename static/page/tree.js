@@ -1,6 +1,7 @@
 // The tree of agents as SVG (laid out by the vendored d3-hierarchy), with the messages between
 // siblings as arrows. Nodes are buttons: click, or Tab and Enter; arrow keys move between them.
 import { agentName, clip, endingWord, lookOf, stepsText, usd, duration } from "./format.js";
+import { waitingWord } from "./tiles.js";
 
 const SVG_NS = "http://www.w3.org/2000/svg";
 const NODE_W = 200;
@@ -22,7 +23,7 @@ export function kindBadge(run) {
 /** What an agent does now (active) or how it ended, in a few words. */
 export function doingText(run) {
   if (!run.active) return endingWord(run);
-  if (run.status === "paused") return "waiting for you";
+  if (run.status === "paused") return waitingWord(run);
   return run.detail ? `${run.state} · ${run.detail}` : run.state;
 }
 

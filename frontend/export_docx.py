@@ -19,9 +19,10 @@ from markdown_it.token import Token
 
 from frontend.clarify_export import HEADING as CLARIFY_HEADING
 from frontend.clarify_export import asked
-from frontend.rendering import _linkify, _markdown
-from frontend.terminal.export import _provenance, cited_names
-from frontend.terminal.render import money, one_line
+from frontend.rendering import _linkify, _markdown, titled_passages
+from frontend.templatetags.canopy import usd
+from frontend.terminal.export import cited_names, export_titles, provenance
+from frontend.terminal.render import one_line
 from research import selectors
 from research.models import Citation, Run
 from research.services.citations import url_key
@@ -35,12 +36,14 @@ NUMBERED = ("List", "List 2", "List 3")  # numbered in the text: Word's numberin
 
 def export_docx(run: Run) -> bytes:
     citations = selectors.subtree_citations(run=run, subtree=False)
+    titles = export_titles(run, citations)
+    report = titled_passages(run.report, titles)  # passages named as the run page names them
     document = Document()
     document.core_properties.title = one_line(run.topic)[:200]
     document.core_properties.author = "Canopy"
-    if not run.report.lstrip().startswith("#"):
+    if not report.lstrip().startswith("#"):
         document.add_heading(one_line(run.topic)[:200], level=1)
-    _Writer(document, citations).write(run.report)
+    _Writer(document, citations).write(report)
     if (shown := asked(run)) is not None:
         document.add_heading(CLARIFY_HEADING, level=2)
         document.add_paragraph(shown.intro)
@@ -50,16 +53,16 @@ def export_docx(run: Run) -> bytes:
             paragraph.add_run(f" {answer}")
     if citations:
         document.add_heading(SOURCES_HEADING, level=2)
-        names = cited_names(citations)
+        names = cited_names(citations, titles)
         for number, (citation, name) in enumerate(zip(citations, names, strict=True), start=1):
             paragraph = document.add_paragraph(f"{number}. ", style=NUMBERED[0])
             add_hyperlink(paragraph, citation.url, name)
-            paragraph.add_run(f": {_provenance(citation)}")
+            paragraph.add_run(f": {provenance(citation)}")
     finished = run.finished_at.strftime("%Y-%m-%d %H:%M UTC") if run.finished_at else run.status
     agents = len(selectors.subtree_runs(run=run))
     document.add_paragraph().add_run(
         f"Canopy research {run.pk}, model {run.model}, {agents} agents, "
-        f"cost {money(run.tree_cost_usd)}, {finished}."
+        f"cost {usd(run.tree_cost_usd)}, {finished}."
     ).italic = True
     out = io.BytesIO()
     document.save(out)

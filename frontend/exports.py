@@ -34,10 +34,16 @@ from frontend.clarify_export import HEADING as CLARIFY_HEADING
 from frontend.clarify_export import asked
 from frontend.export_docx import export_docx
 from frontend.passages import passage_href
-from frontend.rendering import render_report
-from frontend.terminal.export import cited_names, export_json, export_markdown
+from frontend.rendering import render_report, titled_passages
+from frontend.terminal.export import (
+    cited_names,
+    export_json,
+    export_markdown,
+    export_titles,
+    provenance,
+)
 from research import selectors
-from research.models import Run
+from research.models import Citation, Run
 from research.ops.throttles import ExportThrottle
 
 FORMATS = ("md", "json", "pdf", "docx")
@@ -154,23 +160,44 @@ def _passage_link(site: str):
 
 
 def print_html(run: Run, *, site: str = "") -> str:
-    """The report as a self-contained HTML document with a print stylesheet."""
+    """The report as a self-contained HTML document with a print stylesheet, its passages
+    named as the run page names them; with `site`, each kb:// link opens the passage's page
+    there, since no PDF reader opens kb://."""
     citations = selectors.subtree_citations(run=run, subtree=False)
+    titles = export_titles(run, citations)
+    link = _passage_link(site)
     report_html = render_report(
-        run.report, citations, run.flagged_claims, passage_link=_passage_link(site)
+        titled_passages(run.report, titles), citations, run.flagged_claims, passage_link=link
     )
+    sources = [
+        PrintedSource(
+            citation, name, (link and link(citation.url)) or citation.url, provenance(citation)
+        )
+        for citation, name in zip(citations, cited_names(citations, titles), strict=True)
+    ]
     return render_to_string(
         "export/print.html",
         {
             "run": run,
             "report_html": report_html,
-            "sources": list(zip(citations, cited_names(citations), strict=True)),
+            "sources": sources,
             "asked": asked(run),
             "asked_heading": CLARIFY_HEADING,
             "agents": len(selectors.subtree_runs(run=run)),
             "printed_at": timezone.now(),
         },
     )
+
+
+@dataclass(frozen=True)
+class PrintedSource:
+    """A source as the printed list shows it: its name, the address a reader can open, and
+    who saw it, in the words of the other exports."""
+
+    citation: Citation
+    name: str
+    href: str
+    provenance: str
 
 
 def export_pdf(run: Run, *, site: str = "") -> bytes:

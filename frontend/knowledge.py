@@ -17,6 +17,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from frontend.passages import document_headings
 from frontend.rendering import sentence
 from research import selectors, services
 from research.errors import InvalidInput, NotFound
@@ -76,18 +77,21 @@ class DocumentRow:
     """A document as the list shows it."""
 
     document: Document
+    title: str  # its title as its passages' pages and the reports show it (document_heading)
     kind: str  # its type in words, or "fact" for one an agent remembered
     passages: int
     first_passage: str  # the page of its first passage ("" when it has none)
 
 
 def document_rows(dataset: Dataset) -> list[DocumentRow]:
+    titles = document_headings(Document.objects.filter(dataset=dataset))
     rows = []
     for document in selectors.document_list(dataset=dataset):
         passages = document.chunk_count
         kind = "fact" if document.remembered_by_id else TYPE_WORDS.get(document.content_type)
         first = reverse("passage", args=[dataset.pk, document.pk, 0]) if passages else ""
-        rows.append(DocumentRow(document, kind or "text", passages, first))
+        title = titles.get(document.pk, document.title)
+        rows.append(DocumentRow(document, title, kind or "text", passages, first))
     return rows
 
 
@@ -146,7 +150,7 @@ def document_delete(request: HttpRequest, dataset_id: int, document_id: int) -> 
         document = selectors.document_get(dataset=dataset, document_id=document_id)
     except NotFound as error:
         raise Http404(error.message) from None
-    title = document.title
+    title = document_headings(Document.objects.filter(pk=document.pk))[document.pk]
     services.document_delete(document=document)
     messages.success(request, f"Deleted {title} and its passages.")
     return redirect("knowledge-base", dataset_id=dataset.pk)

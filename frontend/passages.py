@@ -11,6 +11,7 @@ from html import escape
 from urllib.parse import urlencode
 
 from django.contrib.auth.decorators import login_required
+from django.db.models import QuerySet
 from django.db.models.functions import Left
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -18,11 +19,17 @@ from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_GET
 
-from research.fulltext import parse_chunk_url
+from research.fulltext import parse_chunk_url, passage_name, source_names
 from research.models import Chunk, Document
 
 QUOTE_MAX = 300
 HEADING_MAX = 120
+# How much of a document's text its heading is read from.
+HEAD_CHARS = 300
+# How much of the passages around it a passage's page shows.
+CONTEXT_CHARS = 600
+# Fewer characters in common than this are chance (a letter, a full stop), not an overlap.
+OVERLAP_MIN = 16
 
 
 def passage_href(url: str, quote: str = "") -> str | None:
@@ -50,18 +57,36 @@ def passage_href_pattern() -> str:
     return path
 
 
+# A Markdown heading's marks: "# Tidal bores", "## Tidal bores ##".
+_MARKDOWN_HEADING = re.compile(r"^#{1,6}\s+(?P<text>.*?)(?:\s+#+)?$")
+
+
 def document_heading(title: str, text_head: str) -> str:
-    """A document's title as people read it: the first line of its text when its stored
-    title is a slug ("compound" -> "Compound statements"), else the stored title."""
+    """A document's title as people read it, the one every page and export shows: its
+    stored title when that is one (it has a space), else the heading its text opens with
+    ("compound" -> "Compound statements", "tidal-bores" -> "Tidal bores" from "# Tidal
+    bores"), else the stored title."""
     lines = [line.strip() for line in text_head.splitlines() if line.strip()]
     if not lines or " " in title.strip():
         return title
+    marked = _MARKDOWN_HEADING.match(lines[0])
+    first = marked["text"].strip() if marked else lines[0]
     slug = title.strip().lower().replace("-", " ").replace("_", " ")
     # A heading underlined as reStructuredText writes one ("Special method names\n****").
     underlined = len(lines) > 1 and set(lines[1]) <= set("*=-~^#")
-    if slug in lines[0].lower() or underlined:
-        return lines[0][:HEADING_MAX]
+    # A first line that ends as a sentence does is the text's start, not its heading.
+    named = slug in first.lower() and not first.endswith(".")
+    if first and (marked or underlined or named):
+        return first[:HEADING_MAX]
     return title
+
+
+def document_headings(documents: QuerySet[Document]) -> dict[int, str]:
+    """Document id -> document_heading, reading only the start of each text: one query."""
+    return {
+        row["pk"]: document_heading(row["title"], row["head"])
+        for row in documents.annotate(head=Left("text", HEAD_CHARS)).values("pk", "title", "head")
+    }
 
 
 def kb_titles(*, owner_id: int, urls: Iterable[str]) -> dict[str, str]:
@@ -70,17 +95,37 @@ def kb_titles(*, owner_id: int, urls: Iterable[str]) -> dict[str, str]:
     ids = {address.document_id for address in addresses.values() if address}
     if not ids:
         return {}
-    documents = {
-        row["pk"]: document_heading(row["title"], row["head"])
-        for row in Document.objects.filter(pk__in=ids, dataset__owner_id=owner_id)
-        .annotate(head=Left("text", 300))
-        .values("pk", "title", "head")
-    }
+    documents = document_headings(Document.objects.filter(pk__in=ids, dataset__owner_id=owner_id))
     return {
         url: documents[address.document_id]
         for url, address in addresses.items()
         if address and address.document_id in documents
     }
+
+
+def passage_label(url: str, titles: dict[str, str]) -> str:
+    """How a message names the kb:// passage it links to: "Tidal bores, passage 2" when its
+    document's title is known, else "passage 2 of document 7" (static/page/format.js too,
+    which knows no title); any other address as written."""
+    address = parse_chunk_url(url)
+    if address is None:
+        return url
+    if title := titles.get(url):
+        return passage_name(title, address.position)
+    return f"passage {address.position + 1} of document {address.document_id}"
+
+
+def cited_names(citations, titles: dict[str, str]) -> list[str]:
+    """What a list of sources calls each citation, on the run page's "Sources cited" and in
+    every export: a passage by its document's title (`titles`, from kb_titles), a page by its
+    title, else its link text or address, on one line; two passages of one document each
+    with its number (research.fulltext.source_names)."""
+    return source_names(
+        [
+            (citation.url, " ".join(citation_title(citation, titles).split()))
+            for citation in citations
+        ]
+    )
 
 
 def citation_title(citation, kb: dict[str, str]) -> str:
@@ -107,32 +152,68 @@ def highlight(text: str, quote: str) -> SafeString:
     return mark_safe("".join(parts))
 
 
+def _overlap(first: str, second: str) -> int:
+    """How many characters `second` opens with that `first` ends with: neighbouring passages
+    share up to CHUNK_OVERLAP characters (research.fulltext.chunk_text)."""
+    for start in range(max(0, len(first) - len(second)), len(first) - OVERLAP_MIN + 1):
+        if second.startswith(first[start:]):
+            return len(first) - start
+    return 0
+
+
+def text_before(previous: str, text: str) -> str:
+    """What leads into a passage: the end of the one before it, without the words the two
+    share, its last CONTEXT_CHARS from a word's start."""
+    lead = previous[: len(previous) - _overlap(previous, text)].rstrip()
+    if len(lead) <= CONTEXT_CHARS:
+        return lead
+    tail = lead[-CONTEXT_CHARS:]
+    space = re.search(r"\s", tail)
+    return "…" + (tail[space.end() :] if space else tail).lstrip()
+
+
+def text_after(text: str, following: str) -> str:
+    """What follows a passage: the start of the one after it, without the words the two
+    share, its first CONTEXT_CHARS up to a word's end."""
+    rest = following[_overlap(text, following) :].lstrip()
+    if len(rest) <= CONTEXT_CHARS:
+        return rest
+    head = rest[:CONTEXT_CHARS]
+    spaces = [match.start() for match in re.finditer(r"\s", head)]
+    return (head[: spaces[-1]] if spaces else head).rstrip() + "…"
+
+
 @login_required
 @require_GET
 def passage(request: HttpRequest, dataset_id: int, document_id: int, position: int) -> HttpResponse:
-    """One passage of the user's knowledge base, the quoted words highlighted, between its
-    neighbours."""
+    """One passage of the user's knowledge base, the quoted words highlighted, between what
+    comes just before and after it."""
     document = (
         Document.objects.filter(pk=document_id, dataset_id=dataset_id, dataset__owner=request.user)
         .select_related("dataset")
-        .only("pk", "title", "source", "dataset__name", "text")
+        .annotate(head=Left("text", HEAD_CHARS))
+        .only("pk", "title", "source", "dataset__name")
         .first()
     )
     if document is None:
         raise Http404("no such passage.")
-    chunks = list(
-        Chunk.objects.filter(document=document, position__range=(position - 1, position + 1))
-    )
-    chunk = next((chunk for chunk in chunks if chunk.position == position), None)
+    chunks = {
+        chunk.position: chunk
+        for chunk in Chunk.objects.filter(
+            document=document, position__range=(position - 1, position + 1)
+        )
+    }
+    chunk = chunks.get(position)
     if chunk is None:
         raise Http404("no such passage.")
+    previous, following = chunks.get(position - 1), chunks.get(position + 1)
     quote = request.GET.get("q", "")[:QUOTE_MAX]
     passage_html = highlight(chunk.text, quote)
     context = {
         "document": document,
-        "heading": document_heading(document.title, document.text[:300]),
-        "before": next((c for c in chunks if c.position == position - 1), None),
-        "after": next((c for c in chunks if c.position == position + 1), None),
+        "heading": document_heading(document.title, document.head),
+        "before": text_before(previous.text, chunk.text) if previous else "",
+        "after": text_after(chunk.text, following.text) if following else "",
         "chunk": chunk,
         "passage_html": passage_html,
         "quote": quote,

@@ -7,6 +7,7 @@ page styles, as a second wall in case a renderer rule ever lets something throug
 """
 
 import json
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from html import escape
@@ -76,14 +77,20 @@ def render_report_page(
         if len(str(claim.get("claim", "")).strip()) >= 8
     ]
     tokens = md.parse(text or "")
-    quoted: list[str] = []  # the text of the blockquote being read, for a kb:// citation
+    # The text of the blockquote being read, for a kb:// citation that closes it; outside a
+    # blockquote a link has no lines to quote but its own (a list of sources has none).
+    quoted: list[str] = []
+    depth = 0
     for token in tokens:
         if token.type == "blockquote_open":
-            quoted = []
+            quoted, depth = [], depth + 1
+        elif token.type == "blockquote_close":
+            depth -= 1
         if token.type == "inline" and token.children:
             children = _mark(_linkify(md, token.children), verdicts)
             if passage_link is not None:
-                children = _link_passages(children, quoted, passage_link, titles or {})
+                lines = quoted if depth else []
+                children = _link_passages(children, lines, passage_link, titles or {})
             token.children = _mark_claims(children, claims) if claims else children
             quoted.append(_plain(token.children))
     sections = _shift_headings(tokens, heading_offset)
@@ -98,7 +105,7 @@ def _link_passages(
     children: list[Token], quoted: list[str], passage_link: PassageLink, titles: dict[str, str]
 ) -> list[Token]:
     """Point each kb:// link at its passage, with the words quoted before it (in its line, or
-    in the blockquote it closes) to highlight there."""
+    in the blockquote it closes) to highlight there: a link with neither quotes nothing."""
     before: list[str] = []
     link: Token | None = None
     for token in children:
@@ -113,22 +120,44 @@ def _link_passages(
                     link = token
                     link.meta["kb"] = unquote(href)
         elif token.type == "text" and link is not None:
-            title = titles.get(link.meta["kb"], "")
-            # "[compound](kb://…)": the link text is the document's slug; say its title. A
-            # list of sources names a passage ("[types, passage 29](kb://…)"): say which, by
-            # its address, whatever number the text wrote.
-            text = token.content.strip()
-            named = PASSAGE_NAMED.match(text)
-            name = named["title"] if named else text
-            address = parse_chunk_url(link.meta["kb"])
-            if title and name and (" " not in name or name.lower() in title.lower()):
-                named_by = named and address
-                token.content = passage_name(title, address.position) if named_by else title
+            token.content = passage_link_text(token.content, link.meta["kb"], titles)
         elif token.type == "link_close":
             link = None
         if token.type in ("text", "code_inline") and link is None:
             before.append(token.content)
     return children
+
+
+def passage_link_text(text: str, url: str, titles: dict[str, str]) -> str:
+    """A kb:// link's text as a report is shown (on the page and in every export), with
+    `titles` (address -> its document's title): "[compound](kb://…)", a document's slug,
+    says its title; a list of sources names a passage ("[types, passage 29](kb://…)"): it
+    says which, by its address, whatever number the text wrote. Words of the report's own
+    ("[the quarterly report](kb://…)") stay."""
+    title = titles.get(url, "")
+    named = PASSAGE_NAMED.match(text.strip())
+    name = named["title"] if named else text.strip()
+    if not (title and name and (" " not in name or name.lower() in title.lower())):
+        return text
+    address = parse_chunk_url(url)
+    return passage_name(title, address.position) if named and address else title
+
+
+# A kb:// link in a report's Markdown: its text and its address.
+KB_LINK = re.compile(r"\[(?P<text>[^\[\]\n]+)\]\((?P<url>kb://[^()\s]+)\)")
+
+
+def titled_passages(text: str, titles: dict[str, str]) -> str:
+    """A report's Markdown with its kb:// links' texts as passage_link_text says them: what
+    an export writes where the page renders."""
+
+    def titled(link: re.Match) -> str:
+        words = passage_link_text(link["text"], link["url"], titles)
+        if words != link["text"]:
+            words = re.sub(r"[\[\]]", r"\\\g<0>", words)  # a title's "]" ends no link text
+        return f"[{words}]({link['url']})"
+
+    return KB_LINK.sub(titled, text or "")
 
 
 def _shift_headings(tokens: list[Token], offset: int) -> list[tuple[str, str]]:
@@ -349,7 +378,7 @@ FIELD_NOUNS = {
     "topic": "The question",
     "max_steps": "The step budget",
     "model": "The model",
-    "dataset": "The dataset",
+    "dataset": "The knowledge base",
 }
 
 

@@ -4,10 +4,9 @@ agent panel and the exports read it from here."""
 
 from dataclasses import dataclass
 
-from frontend.passages import citation_title, kb_titles, passage_href
+from frontend.passages import cited_names, kb_titles, passage_href
 from frontend.rendering import render_report_page
 from frontend.templatetags.canopy import is_web_url
-from research.fulltext import source_names
 from research.models import Citation, Run
 from research.selectors.citations import citations_for
 
@@ -46,8 +45,7 @@ def report_parts(
         passage_link=passage_href,
         titles=titles,
     )
-    # Two passages of one document are two sources of one title: each is named by its passage.
-    names = source_names([(cited.url, citation_title(cited, titles)) for cited in citations])
+    names = cited_names(citations, titles)
     sources = [
         CitedSource(
             citation=citation,

@@ -155,12 +155,13 @@ def test_an_uploaded_pdf_is_read_and_a_report_cites_its_passage(page, server, sc
     expect(notes_row).to_contain_text("Markdown")
     notes_row.get_by_text("Delete", exact=True).click()
     confirm = notes_row.get_by_role("button", name="Delete for good")
-    expect(notes_row).to_contain_text("Delete maintenance and its 1 passage?")
+    # Named by its heading ("# Maintenance"), as its passages' pages name it.
+    expect(notes_row).to_contain_text("Delete Maintenance and its 1 passage?")
     confirm.scroll_into_view_if_needed()
     no_sideways_scroll(page, "confirm")
     shot(page, "4-confirm")
     confirm.click()
-    expect(page.get_by_text("Deleted maintenance and its passages.")).to_be_visible()
+    expect(page.get_by_text("Deleted Maintenance and its passages.")).to_be_visible()
     expect(page.locator("tr[data-document-id]")).to_have_count(1)
     assert not Document.objects.filter(pk=notes.pk).exists()
 
@@ -173,7 +174,7 @@ def test_an_uploaded_pdf_is_read_and_a_report_cites_its_passage(page, server, sc
         reply(f"# Efficiency\n\n> {QUOTE}.\n>\n> — [the quarterly report]({kb})\n"),
     )
     page.get_by_role("link", name="Start a research on it").click()
-    expect(page.get_by_label("Dataset")).to_have_value(str(pdf.dataset_id))
+    expect(page.get_by_label("Knowledge base")).to_have_value(str(pdf.dataset_id))
     page.get_by_label("What should Canopy research?").fill(topic)
     page.get_by_role("button", name="Start research").click()
     page.wait_for_url(re.compile(r"/runs/\d+/$"))

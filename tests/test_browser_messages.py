@@ -61,6 +61,9 @@ def test_a_source_named_in_a_message_is_a_link_to_it(page, server, web, scripted
     root = services.run_start(owner=alice, topic=topic, dataset_id=dataset.pk)
     assert wait_finished(root, timeout=30).status == "done"
     passage = f"/kb/{dataset.pk}/documents/{census.pk}/passages/0/"
+    # A passage reads as words: by its document's title where the server knows it (the
+    # panel), by its numbers in the feed the page's script draws.
+    named, numbered = "Census, passage 1", f"passage 1 of document {census.pk}"
 
     log_in(page, server, "alice")
     page.goto(f"{server.url}/runs/{root.pk}/")
@@ -68,10 +71,12 @@ def test_a_source_named_in_a_message_is_a_link_to_it(page, server, web, scripted
     # The feed, drawn by the page's script: two links, the rest of the text as text.
     feed = page.locator("#message-feed .feed-text")
     expect(feed).to_have_count(1)
-    expect(feed.locator("a")).to_have_text([article, kb])
+    expect(feed.locator("a")).to_have_text([article, numbered])
     expect(feed.get_by_role("link", name=article)).to_have_attribute("href", article)
-    expect(feed.get_by_role("link", name=kb)).to_have_attribute("href", passage)
-    expect(feed).to_contain_text(f"The count is in {article}. The census too ({kb}). <script>")
+    expect(feed.get_by_role("link", name=numbered)).to_have_attribute("href", passage)
+    expect(feed).to_contain_text(
+        f"The count is in {article}. The census too ({numbered}). <script>"
+    )
     expect(feed).to_contain_text("(https://[citation needed])")  # no address: text
     expect(feed.locator("script, img")).to_have_count(0)
     no_sideways_scroll(page, "feed")
@@ -80,8 +85,8 @@ def test_a_source_named_in_a_message_is_a_link_to_it(page, server, web, scripted
     # The sender's panel (its node, its row on a phone), drawn by the server: the same links.
     agent(page, "history").click()
     panel_text = page.locator("#panel .feed-text")
-    expect(panel_text.locator("a")).to_have_text([article, kb])
-    expect(panel_text.get_by_role("link", name=kb)).to_have_attribute("href", passage)
+    expect(panel_text.locator("a")).to_have_text([article, named])
+    expect(panel_text.get_by_role("link", name=named)).to_have_attribute("href", passage)
     expect(panel_text).to_contain_text("<script>")
     expect(page.locator("#panel script, #panel img")).to_have_count(0)
     no_sideways_scroll(page, "panel")
@@ -89,7 +94,7 @@ def test_a_source_named_in_a_message_is_a_link_to_it(page, server, web, scripted
 
     # The passage's link opens the passage, in a tab of its own.
     with page.context.expect_page() as opened:
-        feed.get_by_role("link", name=kb).click()
+        feed.get_by_role("link", name=numbered).click()
     tab = opened.value
     tab.size_name = page.size_name
     expect(tab.locator("#passage")).to_have_text(PASSAGE)

@@ -120,10 +120,10 @@ def test_a_missing_chromium_is_a_503_that_says_so(api, finished_tree, settings):
 def test_the_run_page_offers_the_exports(client, alice, finished_tree, run_factory):  # noqa: F811
     client.force_login(alice)
     page = client.get(f"/runs/{finished_tree.pk}/").content.decode()
-    for format in ("md", "pdf", "json"):
+    for format in ("md", "pdf", "docx", "json"):
         assert f'href="/v1/gb/research/{finished_tree.pk}/export?format={format}"' in page
     working = client.get(f"/runs/{run_factory().pk}/").content.decode()
-    assert working.count("data-needs-report hidden") == 2  # no report yet: json only
+    assert working.count("data-needs-report hidden") == 3  # no report yet: json only
 
 
 def test_the_openapi_schema_describes_the_export(api):
@@ -236,7 +236,8 @@ def test_the_docx_holds_headings_paragraphs_lists_links_and_the_sources(api, run
     assert bold == ["moon"]
     assert ("List Bullet", "the bulge under the moon") in paragraphs
     assert ("List", "2. neap tides") in paragraphs
-    assert ("List", "1. NOAA on tides: verified, seen by the research agent") in paragraphs
+    # Named as the run page's "Sources cited" names it: by the title of the page the agent read.
+    assert ("List", "1. NOAA: verified, seen by the root agent") in paragraphs
     assert ("List", "2. https://made.up/tides: not seen by any agent of this research") in (
         paragraphs
     )
@@ -331,8 +332,8 @@ def test_two_passages_of_one_document_are_named_apart_in_every_export(api, alice
 
     assert f"1. [Tidal bores, passage 1]({kb}0): verified" in markdown
     assert f"2. [Tidal bores, passage 2]({kb}1): verified" in markdown
-    assert "1. Tidal bores, passage 1: verified, seen by the research agent" in word
-    assert "2. Tidal bores, passage 2: verified, seen by the research agent" in word
+    assert "1. Tidal bores, passage 1: verified, seen by the root agent" in word
+    assert "2. Tidal bores, passage 2: verified, seen by the root agent" in word
     printed = print_html(root)  # the PDF's page, before Chromium prints it
     assert f'Tidal bores, passage 1: <a href="{kb}0">' in printed
     assert f'Tidal bores, passage 2: <a href="{kb}1">' in printed

@@ -42,7 +42,7 @@ def test_an_empty_or_taken_name_is_refused_in_the_services_words(client, alice, 
     assert empty.status_code == 200
     assert "Name must not be empty." in empty.content.decode()
     taken = client.post(reverse("knowledge-bases"), {"name": "Birds"})
-    assert "You already have a dataset named &#x27;Birds&#x27;." in taken.content.decode()
+    assert "You already have a knowledge base named &#x27;Birds&#x27;." in taken.content.decode()
     assert Dataset.objects.filter(owner=alice).count() == 1
 
 

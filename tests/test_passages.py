@@ -77,19 +77,24 @@ def test_sources_sharing_a_title_are_named_by_their_passage():
 
 def test_a_messages_addresses_become_links_and_the_rest_stays_text():
     """The panel's messages (frontend/templatetags/canopy.py `linked`; the page's script links
-    the feed's as static/page/format.js appendLinked does)."""
-    link = '<a href="{}" target="_blank" rel="noopener noreferrer nofollow">{}</a>'
+    the feed's as static/page/format.js appendLinked does). A passage reads as a report names
+    it, its address on hover; without its document's title, by its numbers."""
+    link = '<a href="{}"{} target="_blank" rel="noopener noreferrer nofollow">{}</a>'
     web, kb = "https://example.org/otters_(river)", "kb://dataset/1/document/2#3"
     text = (
         f"See {web}. Or ({kb}), kb://dataset/x, https:// and <b>bold</b> & more "
         "(https://[citation needed])"
     )
+    passage = "/kb/1/documents/2/passages/3/"
+    hint = f' title="{kb}"'
 
     assert linked(text) == (
-        f"See {link.format(web, web)}. "
-        f"Or ({link.format('/kb/1/documents/2/passages/3/', kb)}), kb://dataset/x, https:// "
-        "and &lt;b&gt;bold&lt;/b&gt; &amp; more (https://[citation needed])"
+        f"See {link.format(web, '', web)}. "
+        f"Or ({link.format(passage, hint, 'passage 4 of document 2')}), kb://dataset/x, "
+        "https:// and &lt;b&gt;bold&lt;/b&gt; &amp; more (https://[citation needed])"
     )
+    titled = linked(f"Read {kb}.", {kb: "Tidal bores"})
+    assert titled == f"Read {link.format(passage, hint, 'Tidal bores, passage 4')}."
     assert passage_href_pattern() == "/kb/{dataset}/documents/{document}/passages/{position}/"
 
 

@@ -1,6 +1,7 @@
 """Template filters of the pages: money and token counts the way the live page shows them."""
 
 import json
+from collections.abc import Iterable
 from decimal import Decimal
 from urllib.parse import urlsplit
 
@@ -8,8 +9,8 @@ from django import template
 from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
-from frontend.passages import passage_href, passage_href_pattern
-from research.models import Step
+from frontend.passages import kb_titles, passage_href, passage_href_pattern, passage_label
+from research.models import Message, Step
 from research.services.citations import bare_urls
 
 register = template.Library()
@@ -44,26 +45,40 @@ def is_web_url(url: str) -> bool:
 
 
 @register.filter
-def linked(text: str) -> SafeString:
+def linked(text: str, titles: dict[str, str] | None = None) -> SafeString:
     """Text, escaped, with the addresses in it as links: a web address opens its page, a
-    kb:// address its passage. A message that names its source is one click from it; the
-    page's script links the messages it receives the same way (static/page/format.js)."""
+    kb:// address its passage, named as a report names it ("Tidal bores, passage 2", with
+    `titles`: address -> its document's title; see passage_label). A message that names its
+    source is one click from it; the page's script links the messages it receives the same
+    way (static/page/format.js)."""
     text = text or ""
     parts, position = [], 0
     for start, address in bare_urls(text):
-        href = address if is_web_url(address) else passage_href(address)
+        web = is_web_url(address)
+        href = address if web else passage_href(address)
         if not href:
             continue
-        parts += [escape(text[position:start]), _link(href, address)]
+        name = address if web else passage_label(address, titles or {})
+        parts += [escape(text[position:start]), _link(href, name, address)]
         position = start + len(address)
     parts.append(escape(text[position:]))
     return mark_safe("".join(parts))
 
 
-def _link(href: str, address: str) -> str:
+def _link(href: str, name: str, address: str) -> str:
+    # A passage named in words keeps its address on hover.
+    hint = format_html(' title="{}"', address) if name != address else ""
     return format_html(
-        '<a href="{}" target="_blank" rel="noopener noreferrer nofollow">{}</a>', href, address
+        '<a href="{}"{} target="_blank" rel="noopener noreferrer nofollow">{}</a>', href, hint, name
     )
+
+
+@register.simple_tag
+def message_titles(messages: Iterable[Message], owner_id: int) -> dict[str, str]:
+    """kb:// address -> its document's title, for the passages the messages name (the
+    owner's documents only): one query for a panel's messages, for `linked`."""
+    urls = [address for message in messages for _, address in bare_urls(message.text)]
+    return kb_titles(owner_id=owner_id, urls=urls)
 
 
 @register.simple_tag

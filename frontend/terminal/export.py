@@ -10,10 +10,13 @@ import json
 from django.utils import timezone
 from rest_framework import serializers
 
+from frontend import passages
 from frontend.clarify_export import markdown_section
-from frontend.terminal.render import money, one_line
+from frontend.passages import kb_titles
+from frontend.rendering import KB_LINK, titled_passages
+from frontend.templatetags.canopy import usd
+from frontend.terminal.render import one_line
 from research import selectors
-from research.fulltext import source_names
 from research.models import Run
 from research.serializers import (
     EventSerializer,
@@ -67,22 +70,24 @@ def _messages(run: Run, tree: list[Run]) -> list:
 
 
 def export_markdown(run: Run, *, passage_link=None) -> str:
-    """The report as written, its sources as checked, and a line saying what produced it.
-    With `passage_link` (kb:// address -> a URL), a knowledge-base source also names the page
-    that shows its passage."""
+    """The report as written, its passages named as the run page names them, its sources as
+    checked, and a line saying what produced it. With `passage_link` (kb:// address -> a
+    URL), a knowledge-base source also names the page that shows its passage."""
+    citations = selectors.subtree_citations(run=run, subtree=False)
+    titles = export_titles(run, citations)
+    report = titled_passages(run.report, titles).strip()
     parts = []
-    if not run.report.lstrip().startswith("#"):
+    if not report.lstrip().startswith("#"):
         parts.append(f"# {one_line(run.topic)[:200]}")
-    parts.append(run.report.strip())
+    parts.append(report)
     if clarified := markdown_section(run):
         parts.append(clarified)
-    citations = selectors.subtree_citations(run=run, subtree=False)
     if citations:
         sources = [
             f"{number}. [{name}]({citation.url}): "
-            f"{_provenance(citation)}{_passage(citation.url, passage_link)}"
+            f"{provenance(citation)}{_passage(citation.url, passage_link)}"
             for number, (citation, name) in enumerate(
-                zip(citations, cited_names(citations), strict=True), start=1
+                zip(citations, cited_names(citations, titles), strict=True), start=1
             )
         ]
         parts.append("## Sources checked\n\n" + "\n".join(sources))
@@ -91,17 +96,27 @@ def export_markdown(run: Run, *, passage_link=None) -> str:
     followup = f", a follow-up of research {run.follows_id}" if run.follows_id else ""
     parts.append(
         f"---\n*Canopy research {run.pk}{followup}, model {run.model}, {agents} agents, "
-        f"cost {money(run.tree_cost_usd)}, {finished}.*"
+        f"cost {usd(run.tree_cost_usd)}, {finished}.*"
     )
     return "\n\n".join(parts) + "\n"
 
 
-def cited_names(citations) -> list[str]:
-    """What an export's list of sources calls each citation: its link text (else its
-    address), with the passage's number where two passages of one document share it."""
-    return source_names(
-        [(citation.url, one_line(citation.title) or citation.url) for citation in citations]
-    )
+def export_titles(run: Run, citations) -> dict[str, str]:
+    """kb:// address -> its document's title, as the run page reads it, for the passages the
+    report links and cites (its owner's documents only)."""
+    urls = [citation.url for citation in citations]
+    urls += [link["url"] for link in KB_LINK.finditer(run.report or "")]
+    return kb_titles(owner_id=run.owner_id, urls=urls)
+
+
+def cited_names(citations, titles: dict[str, str] | None = None) -> list[str]:
+    """What an export's list of sources calls each citation, as the run page's "Sources
+    cited" does (frontend.passages.cited_names); `titles` read here when not given."""
+    citations = list(citations)
+    if titles is None and citations:
+        owner_id = citations[0].run.owner_id  # a research's citations are its owner's
+        titles = kb_titles(owner_id=owner_id, urls=[citation.url for citation in citations])
+    return passages.cited_names(citations, titles or {})
 
 
 def _passage(url: str, passage_link) -> str:
@@ -109,11 +124,12 @@ def _passage(url: str, passage_link) -> str:
     return f" ([the passage]({target}))" if target else ""
 
 
-def _provenance(citation) -> str:
+def provenance(citation) -> str:
+    """Who saw a cited source, in the run page's words (templates/report_sources.html)."""
     if not citation.verified:
         return "not seen by any agent of this research"
     if getattr(citation, "carried", False):
         return "verified, seen by the research this one follows up"
     if not citation.found_by:
-        return "verified, seen by the research agent"
+        return "verified, seen by the root agent"
     return f"verified, seen by sub-agent {citation.found_by}"

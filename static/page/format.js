@@ -99,11 +99,19 @@ function cleanAddress(address) {
   return address.slice(0, end);
 }
 
+/** How a message names a kb:// passage when no title is at hand: "passage 2 of document 7",
+ * counted from 1 as the passage's page counts (frontend/passages.py passage_label). */
+export function passageLabel(address) {
+  const chunk = CHUNK.exec(address);
+  return chunk ? `passage ${Number(chunk[3]) + 1} of document ${chunk[2]}` : address;
+}
+
 /**
  * Append `text` to `element` as text, its addresses as links: a web address opens its page,
  * a kb:// address its passage, through `passagePattern` ("/kb/{dataset}/documents/{document}/
- * passages/{position}/", the server's passage_href_pattern). The agent panel's messages are
- * linked the same way by the server (frontend/templatetags/canopy.py `linked`).
+ * passages/{position}/", the server's passage_href_pattern), named in words (passageLabel),
+ * its address on hover. The agent panel's messages are linked the same way by the server
+ * (frontend/templatetags/canopy.py `linked`).
  */
 export function appendLinked(element, text, passagePattern) {
   let position = 0;
@@ -124,7 +132,8 @@ export function appendLinked(element, text, passagePattern) {
     link.href = href;
     link.target = "_blank";
     link.rel = "noopener noreferrer nofollow";
-    link.textContent = address;
+    link.title = address;
+    link.textContent = chunk ? passageLabel(address) : address;
     element.append(link);
     position = match.index + address.length;
   }

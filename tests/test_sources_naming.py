@@ -1,0 +1,176 @@
+"""How a knowledge-base passage is named and opened, on the page and in every export: a link
+in a list of sources quotes nothing, an export names a passage by its document's heading as
+the page does (and the PDF opens its page), a Markdown heading's marks are no part of a
+title, and a passage's page shows what comes just before and after it.
+
+The pages are proven in Chromium by tests/test_browser_sources_naming.py."""
+
+import io
+import re
+from urllib.parse import parse_qs, urlsplit
+
+import docx
+import pytest
+from django.urls import reverse
+from pypdf import PdfReader
+
+from frontend.exports import print_html
+from frontend.passages import document_heading, passage_href
+from frontend.rendering import render_report_page
+from research import services
+from research.models import Dataset, Source
+from research.services.citations import citations_record
+from research.services.datasets import document_add
+
+pytestmark = pytest.mark.django_db
+
+SPECIAL = "Special method names\n********************\n\n" + " ".join(
+    f"Method {n} is looked up on the type, not on the instance." for n in range(60)
+)
+
+
+def hrefs(html: str) -> list[str]:
+    return re.findall(r'<a href="([^"]+)"', html)
+
+
+def quote_of(href: str) -> str:
+    return parse_qs(urlsplit(href).query).get("q", [""])[0]
+
+
+def test_a_link_in_a_list_of_sources_quotes_nothing_and_a_finding_keeps_its_quote():
+    """The demo's report, as the reviewer walked it: the last finding has no link, then the
+    report's own Sources list. Its links quoted the last lines read before them, which no
+    passage holds, and each passage page said so."""
+    kb = "kb://dataset/1/document/63#45"
+    report = (
+        "## Findings\n\n"
+        f"> Dictionaries preserve insertion order.\n>\n> — [typesmapping]({kb})\n\n"
+        "### spring (done)\n\n> No passage of the dataset matches 'Spring and neap tides'.\n\n"
+        f"## Sources\n\n- [typesmapping, passage 46]({kb})\n"
+        f"- Dictionaries keep their insertion order ([typesmapping]({kb})).\n"
+    )
+
+    html = render_report_page(report, passage_link=passage_href).html
+
+    finding, listed, claimed = hrefs(html)
+    assert quote_of(finding) == "Dictionaries preserve insertion order"
+    assert listed == "/kb/1/documents/63/passages/45/"  # no quote: nothing to highlight
+    assert quote_of(claimed) == "Dictionaries keep their insertion order"  # its own words
+
+
+def test_a_markdown_heading_is_a_documents_title_without_its_marks():
+    assert document_heading("tidal-bores", "# Tidal bores\n\nA bore is a wave.") == "Tidal bores"
+    assert document_heading("notes", "## Where they occur ##\n\nIn estuaries.") == (
+        "Where they occur"
+    )
+    assert document_heading("specialnames", SPECIAL[:300]) == "Special method names"
+    # A title of words stays; a first line that is a sentence is no heading.
+    assert document_heading("My notes", "# Tidal bores") == "My notes"
+    assert document_heading("kestrels", "Kestrels hover over verges.\n\nThey eat voles.") == (
+        "kestrels"
+    )
+
+
+@pytest.fixture
+def bores(alice) -> Dataset:
+    dataset = Dataset.objects.create(owner=alice, name="Estuaries")
+    sentences = " ".join(f"Bore {n} runs up river number {n} at dawn." for n in range(90))
+    document_add(
+        dataset=dataset,
+        title="",
+        data=f"# Tidal bores\n\n{sentences}".encode(),
+        filename="tidal-bores.md",
+    )
+    return dataset
+
+
+def test_the_title_and_the_list_show_the_heading_without_its_marks(client, alice, bores):
+    document = bores.documents.get()
+    client.force_login(alice)
+
+    page = client.get(reverse("passage", args=[bores.pk, document.pk, 0])).content.decode()
+    listing = client.get(reverse("knowledge-documents", args=[bores.pk])).content.decode()
+
+    assert "<h1>Tidal bores</h1>" in page
+    assert "<title>Tidal bores: passage 1" in page
+    first = reverse("passage", args=[bores.pk, document.pk, 0])
+    assert f'<a href="{first}">Tidal bores</a>' in listing
+    assert '<span class="muted document-source">tidal-bores.md</span>' in listing
+    assert "Delete Tidal bores and its" in listing
+
+
+def test_a_passages_page_shows_what_comes_just_before_and_after_it(client, alice, bores):
+    document = bores.documents.get()
+    assert document.chunks.count() >= 3
+    middle = document.chunks.get(position=1).text
+    client.force_login(alice)
+
+    page = client.get(reverse("passage", args=[bores.pk, document.pk, 1])).content.decode()
+
+    before = re.search(r'id="passage-before">([^<]*)</p>', page)[1].removeprefix("…")
+    after = re.search(r'id="passage-after">([^<]*)</p>', page)[1].removesuffix("…")
+    # Read in order, the three are the document's text: no words twice, none left out.
+    words = " ".join(f"{before} {middle} {after}".split())
+    assert words in " ".join(document.text.split())
+    assert before.rstrip().endswith("at dawn.") and after.startswith("Bore ")
+
+
+def finished(alice, dataset, report: str):
+    """A finished research of alice's on `dataset` whose agents read every passage."""
+    root = services.run_start(owner=alice, topic="What are special methods?", dataset_id=dataset.pk)
+    for chunk in dataset.chunks.all():
+        url = f"kb://dataset/{dataset.pk}/document/{chunk.document_id}#{chunk.position}"
+        Source.objects.create(run=root, root=root, kind="chunk", url=url, text=chunk.text)
+    citations_record(run_id=root.pk, report=report)
+    services.run_finish(run_id=root.pk, report=report)
+    root.refresh_from_db()
+    return root
+
+
+def test_every_export_names_a_passage_as_the_page_does_and_the_pdf_opens_its_page(api, alice):
+    dataset = Dataset.objects.create(owner=alice, name="Python reference")
+    document = document_add(
+        dataset=dataset, title="specialnames", data=SPECIAL.encode(), filename="specialnames.txt"
+    )
+    kb = f"kb://dataset/{dataset.pk}/document/{document.pk}#"
+    report = (
+        "# Special methods\n\n## Findings\n\n"
+        f"> Method 3 is looked up on the type.\n>\n> — [specialnames]({kb}0)\n\n"
+        f"> Method 40 is looked up on the type.\n>\n> — [specialnames]({kb}1)\n\n"
+        f"## Sources\n\n- [specialnames, passage 1]({kb}0)\n- [specialnames, passage 2]({kb}1)\n"
+    )
+    root = finished(alice, dataset, report)
+    export = f"/v1/gb/research/{root.pk}/export?format="
+    site = "http://testserver"
+
+    markdown = api.get(export + "md").content.decode()
+    pdf = api.get(export + "pdf").content
+    word = "\n".join(
+        p.text for p in docx.Document(io.BytesIO(api.get(export + "docx").content)).paragraphs
+    )
+    printed = print_html(root, site=site)
+
+    for text in (markdown, word, printed):
+        assert "specialnames" not in text
+    assert f"> — [Special method names]({kb}0)" in markdown
+    assert f"- [Special method names, passage 2]({kb}1)" in markdown
+    assert f"1. [Special method names, passage 1]({kb}0): verified, seen by the root agent" in (
+        markdown
+    )
+    assert "cost $0.00," in markdown and "cost $0.00," in word  # as the page writes money
+    assert "— Special method names ✓" in word
+    assert "1. Special method names, passage 1: verified, seen by the root agent" in word
+    assert '>Special method names<span class="cite-mark"' in printed
+    assert "verified, seen by the root agent" in printed and "research agent" not in printed
+    # No PDF reader opens kb://: each link opens the passage's page in Canopy.
+    assert 'href="kb://' not in printed
+    passages = f"{site}/kb/{dataset.pk}/documents/{document.pk}/passages/"
+    links = [
+        annotation.get_object()["/A"].get("/URI", "")
+        for page in PdfReader(io.BytesIO(pdf)).pages
+        for annotation in page.get("/Annots") or []
+    ]
+    assert len(links) == 6, links  # four in the report, two in its sources checked
+    assert all(link.startswith(passages) for link in links), links
+    text = " ".join("\n".join(p.extract_text() for p in PdfReader(io.BytesIO(pdf)).pages).split())
+    assert "Special method names, passage 2" in text and "specialnames" not in text

@@ -359,7 +359,7 @@ def test_nodes_show_each_agents_kind_and_tier_and_the_panel_its_model(
 
 
 def test_an_analyst_approves_an_edited_plan_and_sends_a_note_from_the_page(
-    page, server, scripted_llm, gates, alice
+    page, web, server, scripted_llm, gates, alice
 ):
     topic = "Dippers: how do they feed underwater?"
     scripted_llm.script(
@@ -376,7 +376,13 @@ def test_an_analyst_approves_an_edited_plan_and_sends_a_note_from_the_page(
         call("wait_subagents"),
         reply("Dipper report."),
     )
-    scripted_llm.script("DIVING-TASK", gated(gates("children"), reply("Dives report.")))
+    # Diving cites a page it read: its item is covered. Prey cites nothing: a gap.
+    article = f"{web.url}/article"
+    scripted_llm.script(
+        "DIVING-TASK",
+        gated(gates("children"), call("read_page", url=article)),
+        reply(f"Dives report ([the article]({article}))."),
+    )
     scripted_llm.script("PREY-TASK", gated(gates("children"), reply("Prey report.")))
 
     log_in(page, server, "alice")
@@ -387,7 +393,7 @@ def test_an_analyst_approves_an_edited_plan_and_sends_a_note_from_the_page(
     root_id = int(re.search(r"/runs/(\d+)/$", page.url).group(1))
 
     # The research pauses on its plan; the analyst edits it and approves it.
-    expect(page.locator("#run-status")).to_have_text("waiting for you")
+    expect(page.locator("#run-status")).to_have_text("needs your review")
     expect(page.locator("#plan-review")).to_be_visible()
     editor = page.get_by_label("Plan items, one per line")
     expect(editor).to_have_value("Diving\nPrey")
@@ -420,8 +426,12 @@ def test_an_analyst_approves_an_edited_plan_and_sends_a_note_from_the_page(
     gates("children").set()
     expect(node(page, "root")).to_have_attribute("data-status", "done")
     expect(items.nth(0)).to_have_attribute("data-status", "covered")
+    expect(items.nth(1)).to_have_attribute("data-status", "gap")  # done, but found nothing
+    expect(items.nth(1).locator(".plan-status")).to_have_text("gap")
     expect(items.nth(2)).to_have_attribute("data-status", "gap")
-    assert Run.objects.get(pk=root_id).report.startswith("Dipper report.")
+    report = Run.objects.get(pk=root_id).report
+    assert report.startswith("Dipper report.")
+    assert "- Item 2: What dippers eat (gap)" in report
 
 
 def test_bob_gets_no_page_and_no_socket_for_alices_research(page, server, alice, bob, run_factory):

@@ -1,5 +1,6 @@
 """The offline demo model: the whole product working with no API key, on real documents."""
 
+import json
 from io import StringIO
 
 import pytest
@@ -269,3 +270,48 @@ def test_the_demo_quotes_prose_not_code_or_headings(text, quote):
     from agents.llm.demo import first_sentence
 
     assert first_sentence(text) == quote
+
+
+def test_the_demos_plan_is_split_from_the_topic_never_from_the_analysts_answers():
+    """`make run`'s first research asks its questions, and an answer such as "The ocean
+    tides on Earth, for a general audience" was cut at its comma into two plan items,
+    "tides work? (The ocean tides on Earth" and "for a general audience)"."""
+    from agents.llm.demo import DemoModel
+    from research.services.clarify import clarified_task
+
+    def planned(topic: str, answer: str) -> list[str]:
+        clarification = {
+            "questions": ["Which part should the research cover?"],
+            "answers": [answer],
+        }
+        task = clarified_task(topic=topic, clarification=clarification)
+        tools = [{"type": "function", "function": {"name": "write_plan", "parameters": {}}}]
+        messages = [
+            {"role": "system", "content": "You research."},
+            {"role": "user", "content": task},
+        ]
+        [call] = DemoModel().chat(model="demo", messages=messages, tools=tools).tool_calls
+        return json.loads(call.arguments)["items"]
+
+    answer = "The ocean tides on Earth, for a general audience"
+    assert planned("How do tides work?", answer) == [f"How do tides work? ({answer})"]
+    assert planned("EV batteries: chemistry and market", answer) == [
+        "chemistry (EV batteries)",
+        "market (EV batteries)",
+    ]
+
+
+def test_the_demo_verifier_names_a_sub_agent_that_found_nothing_as_a_gap():
+    """A researcher of the demo that found no passage for its part was reported "Gaps: None."
+    by the demo's verifier: its part of the draft quotes no source."""
+    from agents.llm.demo import verify_draft
+
+    draft = (
+        "# Draft\n\n# Tides\n\n## Findings\n\n> The moon pulls.\n>\n> — [Moon](kb://dataset/1/document/2#0)"
+        "\n\n## From the sub-agents\n\n### moon (done)\n\n> The moon pulls.\n>\n"
+        "> — [Moon](kb://dataset/1/document/2#0)\n\n### spring (done)\n\n"
+        "> No passage of the dataset matches 'Spring and neap tides'.\n\n## Sources\n\n"
+        "- [Moon](kb://dataset/1/document/2#0)\n\n# Sources it cites\n\n- kb://dataset/1/document/2#0"
+    )
+    verdict = verify_draft(draft)
+    assert verdict.endswith("## Gaps\n- spring found no source for its part.")

@@ -40,8 +40,13 @@ def plan_url(run: Run) -> str:
 # --- the plan ------------------------------------------------------------------------------
 
 
+def cited_reply(text: str, url: str):
+    """A sub-agent's turns that read a page and cite it: what covers its plan item."""
+    return call("read_page", url=url), reply(f"{text} ([the page]({url}))")
+
+
 def test_plan_items_are_covered_by_named_sub_agents_and_one_is_reported_as_a_gap(
-    agent_pool, scripted_llm, alice, api
+    agent_pool, scripted_llm, web, alice, api
 ):
     topic = "Otters: habitat, diet and predators"
     scripted_llm.script(
@@ -56,8 +61,10 @@ def test_plan_items_are_covered_by_named_sub_agents_and_one_is_reported_as_a_gap
         call("wait_subagents"),
         reply("# Otters\n\nThey live by rivers and eat fish."),
     )
-    scripted_llm.script("where otters live", reply("Rivers and coasts."))
-    scripted_llm.script("what otters eat", reply("Fish, mostly."))
+    scripted_llm.script(
+        "where otters live", *cited_reply("Rivers and coasts.", f"{web.url}/notes.txt")
+    )
+    scripted_llm.script("what otters eat", *cited_reply("Fish, mostly.", f"{web.url}/article"))
     root = wait_finished(start(alice, topic))
 
     written, revised = results(scripted_llm, topic, "write_plan")
@@ -117,7 +124,7 @@ def client_for(server, user) -> httpx.Client:
 
 
 def test_a_reviewed_plan_waits_for_approval_and_resumes_after_a_server_restart(
-    transactional_db, scripted_llm, settings, tmp_path, alice
+    transactional_db, scripted_llm, web, settings, tmp_path, alice
 ):
     topic = "Kingfishers: nests and food"
     scripted_llm.script(
@@ -133,7 +140,7 @@ def test_a_reviewed_plan_waits_for_approval_and_resumes_after_a_server_restart(
         reply("Kingfisher report."),
     )
     for task in ("kingfisher nests", "kingfisher food", "kingfisher range"):
-        scripted_llm.script(task, reply(f"{task}: found"))
+        scripted_llm.script(task, *cited_reply(f"{task}: found", f"{web.url}/article"))
 
     server = start_daphne(settings, tmp_path)
     try:
@@ -427,9 +434,7 @@ def test_notes_that_cannot_be_sent_are_refused_with_the_reason(api, api_for, bob
         == 404
     )
     empty = api.post(f"/v1/gb/research/{run.pk}/notes", {"text": "  \x1b "}, format="json")
-    assert empty.status_code == 400 and empty.json() == {
-        "text": ["text must be a non-empty string."]
-    }
+    assert empty.status_code == 400 and empty.json() == {"text": ["text must not be empty."]}
     services.run_finish(run_id=run.pk, report="done")
     ended = api.post(f"/v1/gb/research/{run.pk}/notes", {"text": "too late"}, format="json")
     assert ended.status_code == 400
@@ -678,23 +683,32 @@ def test_the_plans_items_take_their_status_from_the_agents_naming_them_and_the_l
 ):
     """research.selectors.plan_items, as the root's end and the page read it: an item is
     the agents' that name its words in the latest version (not an older version's words),
-    and an item no agent took is the lead's, covered once the lead has researched."""
+    and an item no agent took is the lead's, covered once the lead has researched. An agent
+    covers its item with a report citing a source its tree saw; one that found nothing to
+    cite leaves it a gap, even before the research ends."""
     from research.selectors import plan_items
 
     root = run_factory(topic="Tides")
     services.run_claim(run_id=root.pk)
-    services.plan_write(root_id=root.pk, items=["Moon", "Old words"])
-    services.plan_write(root_id=root.pk, items=["Moon", "Sun", "Wind"])
-    moon, old = (
+    services.plan_write(root_id=root.pk, items=["Moon", "Old words", "Tide tables"])
+    services.plan_write(root_id=root.pk, items=["Moon", "Sun", "Wind", "Tide tables"])
+    moon, old, tables = (
         services.subagent_create(
             parent_id=root.pk,
             launch=services.Launch(
                 name=name, reason="r", task=f"{name} task", plan_item=item, max_steps=5
             ),
         )
-        for name, item in (("moon", "Moon"), ("old", "Old words"))
+        for name, item in (("moon", "Moon"), ("old", "Old words"), ("tables", "Tide tables"))
     )
-    services.run_finish(run_id=moon.pk, report="the moon pulls")
+    services.source_record(run_id=moon.pk, kind="page", url="https://example.org/moon")
+    report = "The moon pulls (https://example.org/moon)."
+    checked = services.citations_checked(run_id=moon.pk, root_id=root.pk, report=report)
+    services.run_finish(run_id=moon.pk, report=report, citations=checked)
+    # Done, but what it cites no agent of the tree saw: no evidence for its item.
+    report = "Tables say so (https://invented.example/tables)."
+    checked = services.citations_checked(run_id=tables.pk, root_id=root.pk, report=report)
+    services.run_finish(run_id=tables.pk, report=report, citations=checked)
     root.refresh_from_db()
 
     def statuses(*, ending: bool) -> dict[str, tuple[str, list[str]]]:
@@ -704,7 +718,8 @@ def test_the_plans_items_take_their_status_from_the_agents_naming_them_and_the_l
         }
 
     assert statuses(ending=False) == {
-        "Moon": ("covered", ["moon"]), "Sun": ("open", []), "Wind": ("open", [])
+        "Moon": ("covered", ["moon"]), "Sun": ("open", []), "Wind": ("open", []),
+        "Tide tables": ("gap", ["tables"]),
     }  # fmt: skip
     # Ending without research of its own: what no agent took is a gap.
     assert statuses(ending=True)["Sun"] == ("gap", [])
@@ -712,6 +727,7 @@ def test_the_plans_items_take_their_status_from_the_agents_naming_them_and_the_l
     assert statuses(ending=True)["Sun"] == ("gap", [])  # a failed read is no research
     services.step_record(run_id=root.pk, kind="tool", tool="web_search", input={"q": "sun"})
     assert statuses(ending=True) == {
-        "Moon": ("covered", ["moon"]), "Sun": ("covered", ["lead"]), "Wind": ("covered", ["lead"])
+        "Moon": ("covered", ["moon"]), "Sun": ("covered", ["lead"]), "Wind": ("covered", ["lead"]),
+        "Tide tables": ("gap", ["tables"]),
     }  # fmt: skip
     assert old.plan_item == "Old words"  # named an item the latest version reworded

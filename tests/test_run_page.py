@@ -156,7 +156,7 @@ def start(page: Page, topic: str, *, review: bool = False, dataset: str | None =
     page.get_by_label("What should Canopy research?").fill(topic)
     page.get_by_label("Step budget").fill("8")
     if dataset:
-        page.get_by_label("Dataset").select_option(label=dataset)
+        page.get_by_label("Knowledge base").select_option(label=dataset)
     if review:
         page.get_by_label("Review the plan first").check()
     page.get_by_role("button", name="Start research").click()
@@ -226,7 +226,7 @@ def test_a_reviewed_research_ends_with_its_report_on_stage(
 
     # Paused on its plan: the page says it waits for the analyst, the review first in view.
     expect(page.locator("#plan-review")).to_be_visible()
-    expect(page.locator("#run-status")).to_have_text("waiting for you")
+    expect(page.locator("#run-status")).to_have_text("needs your review")
     expect(page.locator("#agent-count")).to_have_text("1 · waiting for you")
     expect(page.locator("#elapsed")).to_contain_text("paused")
     expect(page).to_have_title(re.compile("^⏸ Waiting for you"))
@@ -456,7 +456,8 @@ def test_an_item_the_analyst_adds_in_review_is_researched_and_covered_on_the_pag
     tmp_path,  # noqa: F811
 ):
     """The demo model follows the approved plan: an item added in review gets an agent of its
-    own, and the plan on the page shows it covered by that agent."""
+    own, and the plan on the page shows it covered by that agent. An item whose agent found
+    nothing to cite is a gap, on the plan and in the report's coverage, not "covered"."""
     page = sized
     dataset = Dataset.objects.create(owner=alice, name="EV notes")
     document_add(dataset=dataset, title="EV batteries", data=EV_NOTES, filename="ev.md")
@@ -466,11 +467,11 @@ def test_an_item_the_analyst_adds_in_review_is_researched_and_covered_on_the_pag
         page, f"EV batteries ({page.size_name}): chemistry and market", review=True,
         dataset="EV notes",
     )  # fmt: skip
-    expect(page.locator("#run-status")).to_have_text("waiting for you")
+    expect(page.locator("#run-status")).to_have_text("needs your review")
     editor = page.get_by_label("Plan items, one per line")
     expect(editor).to_have_value(re.compile(r".+\n.+"))  # the lead's two items, once loaded
     written = editor.input_value().splitlines()
-    editor.fill("\n".join([*written, "Battery recycling in Europe"]))
+    editor.fill("\n".join([*written, "Battery recycling in Europe", "Kingfisher nesting habits"]))
     page.get_by_role("button", name="Approve plan").click()
 
     expect(page.locator("#run-status")).to_have_text("done", timeout=60_000)
@@ -480,6 +481,15 @@ def test_an_item_the_analyst_adds_in_review_is_researched_and_covered_on_the_pag
     researcher = Run.objects.get(root_id=root_id, plan_item="Battery recycling in Europe")
     assert "Battery recycling in Europe" in researcher.topic and researcher.status == "done"
     expect(added.locator(".plan-agents")).to_contain_text(researcher.name)
+    # The EV notes say nothing of kingfishers: its researcher ends done with nothing to cite.
+    nothing = page.locator("#plan-items .plan-item").nth(3)
+    expect(nothing.locator(".plan-status")).to_have_text("gap")
+    expect(nothing.locator(".plan-agents")).to_contain_text("kingfisher")
+    coverage = page.locator("#report")
+    expect(coverage).to_contain_text("Item 4: Kingfisher nesting habits (gap)")
+    expect(coverage).not_to_contain_text("Every item of the plan")
+    page.locator("#plan-card").scroll_into_view_if_needed()
+    shot(page, tmp_path, "6-plan-with-a-gap")
     no_sideways_scroll(page, "added item covered")
     shot(page, tmp_path, "5-added-item-covered")
     assert_figures_agreed(page)
@@ -596,7 +606,7 @@ def test_a_lead_that_revises_the_approved_plan_shows_the_analyst_what_changed(
     expect(changes).to_have_text(
         "The lead revised the plan you approved (version 1): it adds “Predators”."
     )
-    expect(page.locator("#run-status")).to_have_text("waiting for you")
+    expect(page.locator("#run-status")).to_have_text("needs your review")
     no_sideways_scroll(page, "revised")
     shot(page, tmp_path, "9-revised")
     page.get_by_role("button", name="Approve plan").click()

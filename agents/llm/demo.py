@@ -56,6 +56,8 @@ class Conversation:
         task, self.earlier = split_task(task.split("\n\nYour step budget:")[0])
         task, _, answered = task.partition(CLARIFIED)
         answers = re.findall(r"^  Answer: (.+)$", answered, re.M)
+        # The facets of a plan come from the topic alone: an answer's commas split no item.
+        self.topic = task
         self.task = f"{task} ({'; '.join(answers)})" if answers else task
         self.system = next((m["content"] for m in messages if m["role"] == "system"), "")
         self.calls: list[tuple[str, dict]] = []
@@ -141,7 +143,7 @@ class Policy:
         """The lead writes its plan first: one item per facet of the topic (seed 001)."""
         if "write_plan" not in self.tools or self.c.called("write_plan") or self.c.approved_plan:
             return None
-        facets = plan_facets(self.c.task)
+        facets = plan_facets(self.c.topic)
         items = [facet for _, facet in facets] if len(facets) >= 2 else [focus_of(self.c.task)]
         return _calls(("write_plan", {"items": [item[:200] for item in items]}))
 
@@ -174,7 +176,7 @@ class Policy:
         (an item the analyst added or reworded is researched as they wrote it), else the
         facets of the topic."""
         if not self.c.approved_plan:
-            return plan_facets(self.c.task)
+            return plan_facets(self.c.topic)
         facets: list[tuple[str, str]] = []
         for item in self.c.approved_plan:
             words = [w for w in re.findall(r"[a-z0-9]+", item.lower()) if w not in STOPWORDS]
@@ -357,7 +359,19 @@ def verify_draft(task: str) -> str:
                 if claim:
                     claims.append(f'- "{claim[:200]}": it cites {url}, which no agent read.')
                 break
-    return "\n".join(["## Unsupported claims", *(claims or ["None."]), "", "## Gaps", "None."])
+    # A sub-agent whose part of the draft quotes no source found nothing for it: a gap.
+    gaps = [
+        f"- {name} found no source for its part."
+        for name, body in SUBAGENT_PART.findall(draft)
+        if not CITED.search(body)
+    ]
+    return "\n".join(
+        ["## Unsupported claims", *(claims or ["None."]), "", "## Gaps", *(gaps or ["None."])]
+    )
+
+
+# A sub-agent's part of a demo draft ("## From the sub-agents"): its name, then its findings.
+SUBAGENT_PART = re.compile(r"^### ([\w-]+) \(\w+\)\n\n(.*?)(?=^#{2,3} |\Z)", re.S | re.M)
 
 
 def _quote(result: str) -> str:

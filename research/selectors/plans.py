@@ -3,16 +3,19 @@ version, each with the status its sub-agents give it, and the history of version
 
 An item's identity is its text: a sub-agent names the item it covers (`Run.plan_item`), so an
 item reworded by the lead or the analyst is a new item that needs its own research, never one
-"covered" by work on the old words. An item no sub-agent took is the lead's own: covered when
-the lead ended done after research of its own (a search, a page or a knowledge-base query),
-a gap otherwise.
+"covered" by work on the old words. A sub-agent covers its item when it ended done with a
+report that cites at least one source the tree saw (a verified citation): one that ended done
+having found nothing ("No passage of the dataset matches ...") leaves its item a gap, so that
+the plan, the report's coverage section and the verifier never call covered what nothing
+supports. An item no sub-agent took is the lead's own: covered when the lead ended done after
+research of its own (a search, a page or a knowledge-base query), a gap otherwise.
 """
 
 from functools import cache
 from typing import Any
 
 from research.events.payloads import iso
-from research.models import ACTIVE_STATUSES, Plan, Run, State, Status, Step
+from research.models import ACTIVE_STATUSES, Citation, Plan, Run, State, Status, Step
 from research.sql import Instances, one, placeholders
 
 # An item's status, from the sub-agents that name it (seed 001: coverage and gaps).
@@ -20,12 +23,14 @@ OPEN, WORKING, COVERED, FAILED, GAP = "open", "working", "covered", "failed", "g
 
 
 def item_status(agents: list[Run], *, research_ended: bool) -> str:
+    """`agents` carry `cites`: whether the agent's report cites a source its tree saw. The
+    page's script follows this rule live (static/page/plan.js, `live`)."""
     if any(agent.status in ACTIVE_STATUSES for agent in agents):
         return WORKING
-    if any(agent.status == Status.DONE for agent in agents):
+    if any(agent.status == Status.DONE and agent.cites for agent in agents):
         return COVERED
-    if research_ended:
-        return GAP
+    if research_ended or any(agent.status == Status.DONE for agent in agents):
+        return GAP  # nobody covered it, or its agents found nothing to cite
     return FAILED if agents else OPEN
 
 
@@ -75,14 +80,16 @@ def _latest_sql() -> str:
 
 @cache
 def _covering() -> Instances:
-    return Instances(Run, ["id", "name", "status", "plan_item"])
+    return Instances(Run, ["id", "name", "status", "plan_item"], alias="r", extra=["cites"])
 
 
 @cache
 def _covering_sql() -> str:
+    # Each agent's citations are stored with its finish (research.services.run_finish).
     return (
-        f"SELECT {_covering().columns} FROM {Run._meta.db_table} "
-        "WHERE root_id = %s AND plan_item <> '' ORDER BY id"
+        f"SELECT {_covering().columns}, EXISTS (SELECT 1 FROM {Citation._meta.db_table} c "
+        "WHERE c.run_id = r.id AND c.verified) "
+        f"FROM {Run._meta.db_table} r WHERE r.root_id = %s AND r.plan_item <> '' ORDER BY r.id"
     )
 
 

@@ -2,7 +2,9 @@
 // research waits for the analyst, the plan sits first on the page with a primary Approve.
 import { postJson, getJson } from "./http.js";
 
-const MARKS = { open: "○", working: "◐", covered: "✓", failed: "✗", gap: "!" };
+const MARKS = { open: "○", working: "◐", checking: "…", covered: "✓", failed: "✗", gap: "!" };
+// What the server said of an item once its agents had ended.
+const JUDGED = new Set(["covered", "gap"]);
 // "1. ", "2) ", "- ", "* " at the head of a pasted line: the page numbers items itself.
 const LIST_MARK = /^\s*(?:\d+[.)]|[-*•])\s+/;
 
@@ -39,15 +41,17 @@ export function createPlan(state, page, config, announce) {
   }
 
   // An item's status follows its sub-agents as the tree shows them, in the same frame (the
-  // rule of research/selectors/plans.py item_status). An item no sub-agent took keeps the
-  // server's word: only the server knows whether the lead researched it itself.
+  // rule of research/selectors/plans.py item_status). Only the server knows whether an agent
+  // that ended done cited a source its tree saw (covered) or found nothing (a gap), and
+  // whether the lead researched an item no sub-agent took: there the page keeps the server's
+  // word, and says "checking" until the plan reloaded after that agent's end brings it.
   function live(entry) {
     const root = state.rootRun();
     const covering = state.list().filter((run) => run.parent_id !== null && run.plan_item === entry.text);
     if (!covering.length) return entry;
     let status;
     if (covering.some((run) => run.active)) status = "working";
-    else if (covering.some((run) => run.ending === "done")) status = "covered";
+    else if (covering.some((run) => run.ending === "done")) status = JUDGED.has(entry.status) ? entry.status : "checking";
     else status = root && !root.active ? "gap" : "failed";
     const agents = covering.map((run) => ({ id: run.id, name: run.name, status: run.status }));
     return { ...entry, status, agents };
@@ -68,13 +72,16 @@ export function createPlan(state, page, config, announce) {
     const status = document.createElement("span");
     status.className = "badge plan-status";
     status.textContent = entry.status;
-    li.append(mark, text, " ", status);
+    const body = document.createElement("span");
+    body.className = "plan-body";
+    body.append(text, " ", status);
     if (entry.agents.length) {
       const agents = document.createElement("span");
       agents.className = "plan-agents muted";
       agents.textContent = ` by ${entry.agents.map((agent) => agent.name).join(", ")}`;
-      li.append(agents);
+      body.append(agents);
     }
+    li.append(mark, body);
     return li;
   }
 

@@ -295,12 +295,15 @@ PLAIN_ARGUMENTS = ("query", "question", "url", "name", "to", "text")
 
 def arguments_in_words(arguments: Any) -> str:
     """A tool call's arguments as words: `query “otters”, max_steps 5`; "" when it has none.
-    An argument string the model sent unparsed (`{"raw": "{}"}`) is read as JSON first."""
+    Arguments as the model sent them, a JSON text (`{"raw": "{}"}` when unparsed), are read
+    as JSON first: a transcript line says `query “tides”`, not `{"question": "tides"}`."""
     if isinstance(arguments, dict) and set(arguments) == {"raw"}:
+        arguments = arguments["raw"] or "{}"
+    if isinstance(arguments, str):
         try:
-            arguments = json.loads(arguments["raw"] or "{}")
-        except (TypeError, ValueError):
-            return _clip(str(arguments["raw"]))
+            arguments = json.loads(arguments)
+        except ValueError:
+            return _clip(arguments)
     if not isinstance(arguments, dict):
         return _clip(str(arguments)) if arguments not in (None, "") else ""
     if len(arguments) == 1 and (key := next(iter(arguments))) in PLAIN_ARGUMENTS:
@@ -329,7 +332,7 @@ def step_line(step: Any) -> str:
         called = [call for call in (step.input or {}).get("tool_calls", []) if call]
         if called:
             return _clip("called " + "; ".join(_called(call) for call in called))
-        return _clip(step.output or "") or "(no text)"
+        return _clip(re.sub(r"(?m)^#{1,6}\s+", "", step.output or "")) or "(no text)"  # no "#"
     return arguments_in_words(step.input or {})
 
 

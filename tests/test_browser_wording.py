@@ -174,3 +174,38 @@ def test_the_api_docs_lead_back_to_the_research_list(page, server, alice):  # no
 
     back.click()
     expect(page.get_by_role("heading", name="Start a research")).to_be_visible()
+
+
+def test_a_transcript_says_what_the_model_called_and_wrote_in_words(
+    page,
+    server,  # noqa: F811
+    scripted_llm,
+    alice,
+):
+    """The agent panel's transcript read `called query {"question": "…"}` and "# Research …":
+    a model turn's line says its calls in words, and its text without Markdown's marks."""
+    from research import services
+    from tests.conftest import wait_finished
+
+    topic = f"Tides in words ({page.size_name})"
+    scripted_llm.script(
+        topic,
+        call("web_search", query="spring and neap tides"),
+        reply("# Tides\n\n## Findings\n\nThe moon pulls the sea."),
+    )
+    root = wait_finished(services.run_start(owner=alice, topic=topic))
+
+    log_in(page, server, "alice")
+    page.goto(f"{server.url}/runs/{root.pk}/?agent={root.pk}")
+    transcript = page.locator("#panel details").filter(has_text="Transcript").first
+    transcript.locator("summary").first.click()
+    lines = transcript.locator(".step-model > details > summary")
+    expect(lines).to_have_text(
+        [
+            "model called web_search spring and neap tides",
+            "model Tides Findings The moon pulls the sea.",
+        ]
+    )
+    expect(transcript).not_to_contain_text('{"query"')
+    no_sideways_scroll(page, "the transcript")
+    shot(page, "transcript", full_page=True)

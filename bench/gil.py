@@ -20,9 +20,7 @@ runs daphne with the collector off after startup (both on bench/gc_settings.py).
 
 import argparse
 import asyncio
-import json
 import os
-import signal
 import statistics
 import sys
 import threading
@@ -225,16 +223,9 @@ GC_LOG = Path(f"/tmp/canopy-bench-gc-{os.getpid()}.json")
 
 
 def collections(pid: int) -> list[tuple[int, float, float]]:
-    """daphne's garbage collections so far, asked for with SIGUSR1 (bench/gc_settings.py):
-    (generation, wall ms, CPU ms) each."""
-    GC_LOG.unlink(missing_ok=True)
-    os.kill(pid, signal.SIGUSR1)
-    deadline = time.monotonic() + 10
-    while not GC_LOG.exists():
-        if time.monotonic() > deadline:
-            raise SystemExit("the web process wrote no collections (is it on gc_settings?)")
-        time.sleep(0.01)
-    return json.loads(GC_LOG.read_text())
+    """daphne's garbage collections so far (bench/gc_settings.py): (generation, wall ms,
+    CPU ms) each."""
+    return research_cpu.asked(pid, GC_LOG, "gc_settings")
 
 
 def print_pauses(pauses: list) -> None:

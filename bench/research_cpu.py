@@ -224,15 +224,20 @@ def log_threads() -> None:
 
 def thread_sums(pid: int) -> dict[str, float]:
     """The web process's CPU seconds and context switches so far by thread role
-    ({"cpu": ..., "switches": ...}), asked for with SIGUSR1."""
-    THREAD_LOG.unlink(missing_ok=True)
+    ({"cpu": ..., "switches": ...})."""
+    return asked(pid, THREAD_LOG, "thread_settings")
+
+
+def asked(pid: int, log: Path, settings: str):
+    """What daphne on bench/<settings>.py writes to `log` when sent SIGUSR1, as JSON."""
+    log.unlink(missing_ok=True)
     os.kill(pid, signal.SIGUSR1)
     deadline = time.monotonic() + 10
-    while not THREAD_LOG.exists():
+    while not log.exists():
         if time.monotonic() > deadline:
-            raise SystemExit("the web process wrote no thread sums (is it on thread_settings?)")
+            raise SystemExit(f"the web process wrote nothing to {log} (is it on {settings}?)")
         time.sleep(0.01)
-    return json.loads(THREAD_LOG.read_text())
+    return json.loads(log.read_text())
 
 
 def thread_change(before: dict, after: dict) -> dict[str, dict[str, float]]:

@@ -30,7 +30,7 @@ def shot(page: Page, name: str) -> None:
     browsing.shot(page, SCREENSHOTS, name, full_page=True)
 
 
-def inside(page: Page, box: dict, within: dict) -> bool:
+def inside(box: dict, within: dict) -> bool:
     return (
         box["x"] >= within["x"] - 1 and box["x"] + box["width"] <= within["x"] + within["width"] + 1
     )
@@ -57,7 +57,7 @@ def test_a_pasted_address_wraps_in_the_list_and_on_the_run_page(page, server, al
     for listed in (long_row, other_row):
         for action in listed.locator("button, a").all():
             if action.is_visible():
-                assert inside(page, action.bounding_box(), card), action.inner_text()
+                assert inside(action.bounding_box(), card), action.inner_text()
     # The long topic wraps within its cell: it covers no other column of its row.
     topic_box = long_row.locator(".topic-cell").bounding_box()
     status_box = long_row.locator("[data-status]").first.bounding_box()
@@ -69,8 +69,11 @@ def test_a_pasted_address_wraps_in_the_list_and_on_the_run_page(page, server, al
     items = page.locator("#plan-items .plan-item")
     expect(items).to_have_count(2)
     no_sideways_scroll(page, "the run page")
-    plan = page.locator("#plan-card").bounding_box()
-    assert inside(page, items.nth(0).locator(".plan-text").bounding_box(), plan)
+    plan, words = page.evaluate(  # in one go: the plan is drawn again as events come
+        """() => ["#plan-card", "#plan-items .plan-item .plan-text"].map(
+          (part) => document.querySelector(part).getBoundingClientRect().toJSON())"""
+    )
+    assert inside(words, plan)
     page.locator("#plan-card").scroll_into_view_if_needed()
     shot(page, "run-with-an-address")
 
@@ -90,9 +93,15 @@ def test_a_plan_item_takes_its_line_and_its_status_follows_on_a_phone(page, serv
     page.goto(f"{server.url}/runs/{research.pk}/")
     item = page.locator("#plan-items .plan-item").first
     expect(item.locator(".plan-status")).to_be_visible()
-    words = item.locator(".plan-text").bounding_box()
-    body = item.locator(".plan-body").bounding_box()
-    status = item.locator(".plan-status").bounding_box()
+    # Read in one go: the plan is drawn again as its events come, and a box read from an
+    # item drawn over meanwhile would be none.
+    words, body, status = page.evaluate(
+        """() => {
+          const item = document.querySelector("#plan-items .plan-item");
+          return [".plan-text", ".plan-body", ".plan-status"].map(
+            (part) => item.querySelector(part).getBoundingClientRect().toJSON());
+        }"""
+    )
     if page.size_name == "phone":
         # The words span the item's width; the status sits on a line below them.
         assert words["width"] >= body["width"] * 0.8, (words, body)

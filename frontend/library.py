@@ -64,6 +64,13 @@ def status_label(run: Run) -> str:
     return ENDING_LABELS[ending_of(status=run.status, error=run.error)][0]
 
 
+def status_tone(run: Run) -> str:
+    """The badge's colour beside status_label: its status while it works, else its ending's."""
+    if run.is_active:
+        return run.status
+    return ENDING_LABELS[ending_of(status=run.status, error=run.error)][1]
+
+
 @dataclass(frozen=True)
 class Row:
     """A research as the list shows it."""
@@ -77,11 +84,7 @@ class Row:
 
     @classmethod
     def of(cls, run: Run, progress: TreeProgress | None, thread: ThreadMark | None = None) -> "Row":
-        if run.is_active:
-            tone = run.status
-        else:
-            tone = ENDING_LABELS[ending_of(status=run.status, error=run.error)][1]
-        return cls(run, status_label(run), tone, run.worked_seconds(), progress, thread)
+        return cls(run, status_label(run), status_tone(run), run.worked_seconds(), progress, thread)
 
     @property
     def duration(self) -> str:

@@ -19,6 +19,7 @@ from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_GET
 
+from research.clean import strip_controls
 from research.fulltext import parse_chunk_url, passage_name, source_names
 from research.models import Chunk, Document
 
@@ -77,7 +78,7 @@ def document_heading(title: str, text_head: str) -> str:
     # A first line that ends as a sentence does is the text's start, not its heading.
     named = slug in first.lower() and not first.endswith(".")
     if first and (marked or underlined or named):
-        return first[:HEADING_MAX]
+        return strip_controls(first)[:HEADING_MAX]  # a Word export refuses control characters
     return title
 
 

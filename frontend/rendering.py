@@ -147,15 +147,18 @@ def passage_link_text(text: str, url: str, titles: dict[str, str]) -> str:
 KB_LINK = re.compile(r"\[(?P<text>[^\[\]\n]+)\]\((?P<url>kb://[^()\s]+)\)")
 
 
+def link_text(words: str) -> str:
+    """Words as a Markdown link's text: a title's "\\", "[" or "]" ends no link."""
+    return re.sub(r"[\\\[\]]", r"\\\g<0>", words)
+
+
 def titled_passages(text: str, titles: dict[str, str]) -> str:
     """A report's Markdown with its kb:// links' texts as passage_link_text says them: what
     an export writes where the page renders."""
 
     def titled(link: re.Match) -> str:
         words = passage_link_text(link["text"], link["url"], titles)
-        if words != link["text"]:
-            words = re.sub(r"[\[\]]", r"\\\g<0>", words)  # a title's "]" ends no link text
-        return f"[{words}]({link['url']})"
+        return f"[{words if words == link['text'] else link_text(words)}]({link['url']})"
 
     return KB_LINK.sub(titled, text or "")
 
@@ -302,10 +305,10 @@ def arguments_in_words(arguments: Any) -> str:
     if isinstance(arguments, str):
         try:
             arguments = json.loads(arguments)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
             return _clip(arguments)
     if not isinstance(arguments, dict):
-        return _clip(str(arguments)) if arguments not in (None, "") else ""
+        return _clip(_value_words(arguments)) if arguments not in (None, "") else ""
     if len(arguments) == 1 and (key := next(iter(arguments))) in PLAIN_ARGUMENTS:
         return _clip(str(arguments[key]))  # `web_search otter census` says it all
     return _clip(", ".join(f"{key} {_value_words(value)}" for key, value in arguments.items()))

@@ -76,7 +76,8 @@ def test_a_passage_is_named_by_its_heading_and_opened_as_cited(page, server, scr
         reply(
             "# Tidal bores\n\n## Findings\n\n"
             f"> {claim}.\n>\n> — [tidal-bores]({kb})\n\n"
-            "### spring (done)\n\n> No passage of the dataset matches 'Spring and neap tides'.\n\n"
+            "### spring (done)\n\n"
+            "> No passage of the knowledge base matches 'Spring and neap tides'.\n\n"
             f"## Sources\n\n- [tidal-bores, passage 2]({kb})\n"
         ),
     )

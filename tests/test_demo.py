@@ -310,7 +310,7 @@ def test_the_demo_verifier_names_a_sub_agent_that_found_nothing_as_a_gap():
         "# Draft\n\n# Tides\n\n## Findings\n\n> The moon pulls.\n>\n> — [Moon](kb://dataset/1/document/2#0)"
         "\n\n## From the sub-agents\n\n### moon (done)\n\n> The moon pulls.\n>\n"
         "> — [Moon](kb://dataset/1/document/2#0)\n\n### spring (done)\n\n"
-        "> No passage of the dataset matches 'Spring and neap tides'.\n\n## Sources\n\n"
+        "> No passage of the knowledge base matches 'Spring and neap tides'.\n\n## Sources\n\n"
         "- [Moon](kb://dataset/1/document/2#0)\n\n# Sources it cites\n\n- kb://dataset/1/document/2#0"
     )
     verdict = verify_draft(draft)

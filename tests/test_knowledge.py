@@ -449,6 +449,6 @@ def test_query_and_remember_without_a_dataset_or_words_are_tool_errors(alice):
         QUERY.handler(context(run), {"question": "   "})
     with pytest.raises(ToolError, match="fact must not be empty"):
         REMEMBER.handler(context(run), {"fact": ""})
-    assert "No passage of the dataset matches" in QUERY.handler(
+    assert "No passage of the knowledge base matches" in QUERY.handler(
         context(run), {"question": "zebras"}
     )

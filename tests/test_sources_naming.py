@@ -45,7 +45,8 @@ def test_a_link_in_a_list_of_sources_quotes_nothing_and_a_finding_keeps_its_quot
     report = (
         "## Findings\n\n"
         f"> Dictionaries preserve insertion order.\n>\n> — [typesmapping]({kb})\n\n"
-        "### spring (done)\n\n> No passage of the dataset matches 'Spring and neap tides'.\n\n"
+        "### spring (done)\n\n"
+        "> No passage of the knowledge base matches 'Spring and neap tides'.\n\n"
         f"## Sources\n\n- [typesmapping, passage 46]({kb})\n"
         f"- Dictionaries keep their insertion order ([typesmapping]({kb})).\n"
     )
@@ -174,3 +175,37 @@ def test_every_export_names_a_passage_as_the_page_does_and_the_pdf_opens_its_pag
     assert all(link.startswith(passages) for link in links), links
     text = " ".join("\n".join(p.extract_text() for p in PdfReader(io.BytesIO(pdf)).pages).split())
     assert "Special method names, passage 2" in text and "specialnames" not in text
+
+
+def test_a_heading_with_a_control_character_or_brackets_still_exports(api, alice):
+    """Headings come from what the analyst uploaded: a control character made the Word
+    export a 500 (Word refuses it), and a "]" or "\\" in a heading ended its links early in
+    the Markdown, PDF and Word exports, which then showed "[...](kb://...)" as text."""
+    dataset = Dataset.objects.create(owner=alice, name="Odd headings")
+    bell = document_add(
+        dataset=dataset,
+        title="notes",
+        data=b"# Tidal\x07 bores\n\nA bore is a wave.",
+        filename="n.md",
+    )
+    bracket = document_add(
+        dataset=dataset,
+        title="more",
+        data=b"# Bores] and tides \\\n\nThe tide comes in.",
+        filename="m.md",
+    )
+    bell_kb = f"kb://dataset/{dataset.pk}/document/{bell.pk}#0"
+    bracket_kb = f"kb://dataset/{dataset.pk}/document/{bracket.pk}#0"
+    report = f"# Bores\n\nA bore is a wave ([notes]({bell_kb})); so is this ([more]({bracket_kb}))."
+    root = finished(alice, dataset, report)
+    export = f"/v1/gb/research/{root.pk}/export?format="
+
+    word = api.get(export + "docx")
+    assert word.status_code == 200
+    text = "\n".join(p.text for p in docx.Document(io.BytesIO(word.content)).paragraphs)
+    assert "Tidal bores" in text and "Bores] and tides \\" in text
+    markdown = api.get(export + "md").content.decode()
+    assert f"[Bores\\] and tides \\\\]({bracket_kb})" in markdown
+    assert f"1. [Tidal bores]({bell_kb})" in markdown
+    html = render_report_page(markdown, [], []).html
+    assert "](kb://" not in html  # every link still a link

@@ -119,3 +119,31 @@ def test_the_api_docs_lead_back_to_the_research_list(client, alice):
 
     assert '<nav class="swagger-ui" aria-label="Canopy">' in html
     assert '<a href="/">← All research</a>' in html
+
+
+def test_a_follow_ups_badge_in_the_thread_says_what_it_waits_for(client, alice, run_factory):
+    """The thread's navigation printed a follow-up's raw status ("paused")."""
+    earlier = run_factory(topic="Otters")
+    services.run_finish(run_id=earlier.pk, report="Otters are back.")
+    later = run_factory(topic="Otters: why now?", follows_id=earlier.pk)
+    Run.objects.filter(pk=later.pk).update(status=Status.PAUSED, state=State.REVIEWING)
+    client.force_login(alice)
+
+    thread = re.search(
+        r'<nav class="thread".*?</nav>', client.get(f"/runs/{earlier.pk}/").content.decode(), re.S
+    ).group(0)
+
+    assert '<span class="badge status-paused">needs your review</span>' in thread
+    assert ">paused<" not in thread
+
+
+def test_a_transcript_line_reads_any_arguments_the_model_sent():
+    """A model's arguments are a JSON text: too deep for the parser, it is shown as sent
+    (it was a 500 of the agent panel); not an object, its value in words, not Python's."""
+    from frontend.rendering import arguments_in_words
+
+    deep = "[" * 100_000
+    assert arguments_in_words(deep) == deep[:89] + "…"
+    assert arguments_in_words('["tides", "moon"]') == "[“tides”, “moon”]"
+    assert arguments_in_words("true") == "true"
+    assert arguments_in_words('{"query": "spring tides"}') == "spring tides"

@@ -79,7 +79,7 @@ def query(
     hits = search_chunks(dataset_id=dataset_id, question=question, limit=QUERY_LIMIT)
     if not hits:
         return (
-            f"No passage of the dataset matches {question!r}. Try other words (names, "
+            f"No passage of the knowledge base matches {question!r}. Try other words (names, "
             "technical terms), or search the web."
         )
     facts = selectors.remembered_facts(document_ids={hit.document_id for hit in hits})
@@ -106,7 +106,7 @@ def query(
         for number, (url, hit) in enumerate(zip(urls, hits, strict=True), start=1)
     ]
     return (
-        f"{len(hits)} passages of the dataset, best first. Cite a passage by its kb:// "
+        f"{len(hits)} passages of the knowledge base, best first. Cite a passage by its kb:// "
         "address.\n\n" + "\n\n".join(parts)
     )
 

@@ -13,7 +13,7 @@ from rest_framework import serializers
 from frontend import passages
 from frontend.clarify_export import markdown_section
 from frontend.passages import kb_titles
-from frontend.rendering import KB_LINK, titled_passages
+from frontend.rendering import KB_LINK, link_text, titled_passages
 from frontend.templatetags.canopy import usd
 from frontend.terminal.render import one_line
 from research import selectors
@@ -84,7 +84,7 @@ def export_markdown(run: Run, *, passage_link=None) -> str:
         parts.append(clarified)
     if citations:
         sources = [
-            f"{number}. [{name}]({citation.url}): "
+            f"{number}. [{link_text(name)}]({citation.url}): "
             f"{provenance(citation)}{_passage(citation.url, passage_link)}"
             for number, (citation, name) in enumerate(
                 zip(citations, cited_names(citations, titles), strict=True), start=1

@@ -87,7 +87,7 @@ class Thread:
 def thread_of(run: Run) -> Thread:
     """The chain of researches `run` follows up, and every research that follows it up
     (follow-ups of follow-ups too), at most THREAD_MAX each way."""
-    fields = ("pk", "topic", "status", "error", "created_at", "follows_id", "owner_id")
+    fields = ("pk", "topic", "status", "state", "error", "created_at", "follows_id", "owner_id")
     earlier: list[Run] = []
     follows_id = run.follows_id
     while follows_id is not None and len(earlier) < THREAD_MAX:

@@ -6,7 +6,7 @@ const TITLE_MARKS = { done: "✓ Done", cancelled: "Cancelled", interrupted: "In
 
 /** What a research waiting for the analyst waits for: answers to its lead's questions, else
  * its plan's review (frontend/library.py status_label). "Waiting for you" is left to where
- * the kind is not known: the agents tile, the tab's title. */
+ * the kind is not known: the agents tile. */
 export function waitingWord(run) {
   return run.state === "clarifying" ? "needs your answers" : "needs your review";
 }
@@ -76,7 +76,8 @@ export function createTiles(state, page) {
     page.noteCard.hidden = !root.active;
     page.notify.hidden = !(canNotify && root.active && Notification.permission === "default");
 
-    if (paused) document.title = `⏸ Waiting for you · ${baseTitle}`;
+    const waiting = waitingWord(root);
+    if (paused) document.title = `⏸ ${waiting[0].toUpperCase()}${waiting.slice(1)} · ${baseTitle}`;
     else if (!root.active) document.title = `${TITLE_MARKS[root.ending] || endingWord(root)} · ${baseTitle}`;
     else document.title = baseTitle;
     const asks = root.state === "clarifying";

@@ -90,6 +90,21 @@ def document_headings(documents: QuerySet[Document]) -> dict[int, str]:
     }
 
 
+# A knowledge base with more documents than this sends the run page no headings: its feed
+# names passages by number, as for any document outside the research's knowledge base.
+PAGE_HEADINGS_MAX = 500
+
+
+def dataset_headings(*, dataset_id: int | None, owner_id: int) -> dict[int, str]:
+    """Document id -> document_heading for a research's knowledge base (its owner's): what the
+    run page's script names a passage with as messages arrive (static/page/format.js)."""
+    if dataset_id is None:
+        return {}
+    documents = Document.objects.filter(dataset_id=dataset_id, dataset__owner_id=owner_id)
+    headings = document_headings(documents.order_by("pk")[: PAGE_HEADINGS_MAX + 1])
+    return {} if len(headings) > PAGE_HEADINGS_MAX else headings
+
+
 def kb_titles(*, owner_id: int, urls: Iterable[str]) -> dict[str, str]:
     """kb:// address -> the title of its document, for the owner's datasets: one query."""
     addresses = {url: parse_chunk_url(url) for url in urls}

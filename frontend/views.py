@@ -9,7 +9,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 
-from frontend import knowledge, library
+from frontend import knowledge, library, passages
 from frontend.forms import STARTER, StartResearchForm
 from frontend.progress import header_tiles
 from frontend.rendering import duration_text, sentence, step_line, steps_text
@@ -111,6 +111,8 @@ def run_page(
         "resume": reverse("api:run-resume", args=[run.pk]),
         "resumable": endings.resumable(status=run.status, error=run.error),
         "resumed": selectors.resumed_run_ids(root_id=run.pk),
+        # A passage a message names, by its document's heading (the feed's script).
+        "documents": passages.dataset_headings(dataset_id=run.dataset_id, owner_id=run.owner_id),
     }
     context = {
         "run": run,

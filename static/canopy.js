@@ -94,7 +94,7 @@ const tree = createTree(
   select
 );
 const list = createAgentList(state, byId("agent-list"), select);
-const feed = createFeed(state, byId("message-feed"), byId("feed-empty"));
+const feed = createFeed(state, byId("message-feed"), byId("feed-empty"), config.documents);
 const panel = createPanel(state, page.panel, config);
 const plan = createPlan(state, page, config, announce);
 const tiles = createTiles(state, page);

@@ -129,11 +129,12 @@ def test_a_passage_is_named_by_its_heading_and_opened_as_cited(page, server, scr
     shot(quoted, "3-passage-from-finding", full_page=False)
     quoted.close()
 
-    # The live feed (the page's script knows no title): the passage in words, opening it.
+    # The live feed, drawn by the page's script with its knowledge base's headings: the
+    # passage named as the panel and the report name it, opening it.
     path = f"/kb/{dataset.pk}/documents/{document.pk}/passages/1/"
     feed = page.locator("#message-feed .feed-text")
     expect(feed).to_have_count(1)
-    words = f"passage 2 of document {document.pk}"
+    words = "Tidal bores, passage 2"
     expect(feed.locator("a")).to_have_text([words])
     expect(feed.get_by_role("link", name=words)).to_have_attribute("href", path)
     expect(feed).not_to_contain_text("kb://")

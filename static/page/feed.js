@@ -2,7 +2,7 @@
 // in them are links (a source a sibling names is one click away).
 import { appendLinked, clockTime } from "./format.js";
 
-export function createFeed(state, feed, empty) {
+export function createFeed(state, feed, empty, titles = {}) {
   return {
     render() {
       const shown = new Set();
@@ -26,7 +26,7 @@ export function createFeed(state, feed, empty) {
         meta.append(from, " → ", to, " ", time);
         const text = document.createElement("p");
         text.className = "feed-text prewrap";
-        appendLinked(text, message.text, feed.dataset.passageUrl);
+        appendLinked(text, message.text, feed.dataset.passageUrl, titles);
         item.append(meta, text);
         feed.appendChild(item);
       }

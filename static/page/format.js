@@ -99,21 +99,27 @@ function cleanAddress(address) {
   return address.slice(0, end);
 }
 
-/** How a message names a kb:// passage when no title is at hand: "passage 2 of document 7",
- * counted from 1 as the passage's page counts (frontend/passages.py passage_label). */
-export function passageLabel(address) {
+/** How a message names a kb:// passage, counted from 1 as the passage's page counts: "Tidal
+ * bores, passage 2" by its document's heading when `titles` (document id -> heading) has it,
+ * else "passage 2 of document 7" (frontend/passages.py passage_label; research/fulltext.py
+ * passage_name). */
+export function passageLabel(address, titles = {}) {
   const chunk = CHUNK.exec(address);
-  return chunk ? `passage ${Number(chunk[3]) + 1} of document ${chunk[2]}` : address;
+  if (!chunk) return address;
+  const passage = Number(chunk[3]) + 1;
+  const title = Object.hasOwn(titles, chunk[2]) ? titles[chunk[2]] : "";
+  return title ? `${title}, passage ${passage}` : `passage ${passage} of document ${chunk[2]}`;
 }
 
 /**
  * Append `text` to `element` as text, its addresses as links: a web address opens its page,
  * a kb:// address its passage, through `passagePattern` ("/kb/{dataset}/documents/{document}/
- * passages/{position}/", the server's passage_href_pattern), named in words (passageLabel),
+ * passages/{position}/", the server's passage_href_pattern), named in words (passageLabel,
+ * with `titles`: the research's knowledge base's headings, the page's config `documents`),
  * its address on hover. The agent panel's messages are linked the same way by the server
  * (frontend/templatetags/canopy.py `linked`).
  */
-export function appendLinked(element, text, passagePattern) {
+export function appendLinked(element, text, passagePattern, titles = {}) {
   let position = 0;
   for (const match of text.matchAll(ADDRESS)) {
     const address = cleanAddress(match[0]);
@@ -133,7 +139,7 @@ export function appendLinked(element, text, passagePattern) {
     link.target = "_blank";
     link.rel = "noopener noreferrer nofollow";
     link.title = address;
-    link.textContent = chunk ? passageLabel(address) : address;
+    link.textContent = chunk ? passageLabel(address, titles) : address;
     element.append(link);
     position = match.index + address.length;
   }

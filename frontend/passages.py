@@ -121,8 +121,9 @@ def kb_titles(*, owner_id: int, urls: Iterable[str]) -> dict[str, str]:
 
 def passage_label(url: str, titles: dict[str, str]) -> str:
     """How a message names the kb:// passage it links to: "Tidal bores, passage 2" when its
-    document's title is known, else "passage 2 of document 7" (static/page/format.js too,
-    which knows no title); any other address as written."""
+    document's title is known, else "passage 2 of document 7" (static/page/format.js
+    passageLabel, with the research's knowledge base's headings); any other address as
+    written."""
     address = parse_chunk_url(url)
     if address is None:
         return url

@@ -19,9 +19,10 @@ from markdown_it.token import Token
 
 from frontend.clarify_export import HEADING as CLARIFY_HEADING
 from frontend.clarify_export import asked
+from frontend.passages import cited_names
 from frontend.rendering import _linkify, _markdown, titled_passages
 from frontend.templatetags.canopy import usd
-from frontend.terminal.export import cited_names, export_titles, provenance
+from frontend.terminal.export import export_titles, provenance
 from frontend.terminal.render import one_line
 from research import selectors
 from research.models import Citation, Run

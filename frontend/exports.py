@@ -33,10 +33,9 @@ from rest_framework.views import APIView
 from frontend.clarify_export import HEADING as CLARIFY_HEADING
 from frontend.clarify_export import asked
 from frontend.export_docx import export_docx
-from frontend.passages import passage_href
+from frontend.passages import cited_names, passage_href
 from frontend.rendering import render_report, titled_passages
 from frontend.terminal.export import (
-    cited_names,
     export_json,
     export_markdown,
     export_titles,

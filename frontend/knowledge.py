@@ -12,12 +12,13 @@ from dataclasses import dataclass
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.db.models.functions import Left
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from frontend.passages import document_headings
+from frontend.passages import HEAD_CHARS, document_heading, document_headings
 from frontend.rendering import sentence
 from research import selectors, services
 from research.errors import InvalidInput, NotFound
@@ -84,13 +85,14 @@ class DocumentRow:
 
 
 def document_rows(dataset: Dataset) -> list[DocumentRow]:
-    titles = document_headings(Document.objects.filter(dataset=dataset))
     rows = []
-    for document in selectors.document_list(dataset=dataset):
+    # The start of each text, for its heading, in the list's own query.
+    documents = selectors.document_list(dataset=dataset).annotate(head=Left("text", HEAD_CHARS))
+    for document in documents:
         passages = document.chunk_count
         kind = "fact" if document.remembered_by_id else TYPE_WORDS.get(document.content_type)
         first = reverse("passage", args=[dataset.pk, document.pk, 0]) if passages else ""
-        title = titles.get(document.pk, document.title)
+        title = document_heading(document.title, document.head)
         rows.append(DocumentRow(document, title, kind or "text", passages, first))
     return rows
 

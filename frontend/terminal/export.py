@@ -10,9 +10,8 @@ import json
 from django.utils import timezone
 from rest_framework import serializers
 
-from frontend import passages
 from frontend.clarify_export import markdown_section
-from frontend.passages import kb_titles
+from frontend.passages import cited_names, kb_titles
 from frontend.rendering import KB_LINK, link_text, titled_passages
 from frontend.templatetags.canopy import usd
 from frontend.terminal.render import one_line
@@ -107,16 +106,6 @@ def export_titles(run: Run, citations) -> dict[str, str]:
     urls = [citation.url for citation in citations]
     urls += [link["url"] for link in KB_LINK.finditer(run.report or "")]
     return kb_titles(owner_id=run.owner_id, urls=urls)
-
-
-def cited_names(citations, titles: dict[str, str] | None = None) -> list[str]:
-    """What an export's list of sources calls each citation, as the run page's "Sources
-    cited" does (frontend.passages.cited_names); `titles` read here when not given."""
-    citations = list(citations)
-    if titles is None and citations:
-        owner_id = citations[0].run.owner_id  # a research's citations are its owner's
-        titles = kb_titles(owner_id=owner_id, urls=[citation.url for citation in citations])
-    return passages.cited_names(citations, titles or {})
 
 
 def _passage(url: str, passage_link) -> str:

@@ -4,9 +4,9 @@ version, each with the status its sub-agents give it, and the history of version
 An item's identity is its text: a sub-agent names the item it covers (`Run.plan_item`), so an
 item reworded by the lead or the analyst is a new item that needs its own research, never one
 "covered" by work on the old words. A sub-agent covers its item when it ended done with a
-report that cites at least one source the tree saw (a verified citation): one that ended done
-having found nothing ("No passage of the knowledge base matches ...") leaves its item a gap, so that
-the plan, the report's coverage section and the verifier never call covered what nothing
+report that cites at least one source the tree saw (a verified citation): one that ended
+done having found nothing ("No passage of the knowledge base matches ...") leaves its item a
+gap, so that the plan and the report's coverage section never call covered what nothing
 supports. An item no sub-agent took is the lead's own: covered when the lead ended done after
 research of its own (a search, a page or a knowledge-base query), a gap otherwise.
 """

@@ -4,6 +4,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from datetime import datetime
 
 import httpx
@@ -73,7 +74,16 @@ def test_a_child_the_pool_can_seat_starts_with_its_spawn_the_other_waits_its_slo
         wait,
         reply("fir report"),
     )
-    scripted_llm.script("fir left half", reply("left done"))
+
+    def left_done(messages: list[dict]):
+        # The seated child ends only once the root is told to wait: had it ended first, its
+        # own slot, not the root's, would have let the other child in (a slow machine did).
+        deadline = time.monotonic() + 20
+        while not told_to_wait and time.monotonic() < deadline:
+            time.sleep(0.01)
+        return reply("left done")
+
+    scripted_llm.script("fir left half", left_done)
     scripted_llm.script("fir right half", reply("right done"))
     pool = AgentPool(max_active=2).start()
     try:

@@ -21,8 +21,7 @@ from frontend.clarify_export import HEADING as CLARIFY_HEADING
 from frontend.clarify_export import asked
 from frontend.passages import cited_names
 from frontend.rendering import _linkify, _markdown, titled_passages
-from frontend.templatetags.canopy import usd
-from frontend.terminal.export import export_titles, provenance
+from frontend.terminal.export import colophon, export_titles, provenance
 from frontend.terminal.render import one_line
 from research import selectors
 from research.models import Citation, Run
@@ -59,12 +58,7 @@ def export_docx(run: Run) -> bytes:
             paragraph = document.add_paragraph(f"{number}. ", style=NUMBERED[0])
             add_hyperlink(paragraph, citation.url, name)
             paragraph.add_run(f": {provenance(citation)}")
-    finished = run.finished_at.strftime("%Y-%m-%d %H:%M UTC") if run.finished_at else run.status
-    agents = len(selectors.subtree_runs(run=run))
-    document.add_paragraph().add_run(
-        f"Canopy research {run.pk}, model {run.model}, {agents} agents, "
-        f"cost {usd(run.tree_cost_usd)}, {finished}."
-    ).italic = True
+    document.add_paragraph().add_run(colophon(run)).italic = True
     out = io.BytesIO()
     document.save(out)
     return out.getvalue()

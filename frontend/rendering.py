@@ -6,7 +6,6 @@ raw HTML off (a `<script>` stays text), and nh3 then keeps only the tags and att
 page styles, as a second wall in case a renderer rule ever lets something through.
 """
 
-import json
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -287,67 +286,6 @@ def _note_html(verdict: str, note: str) -> str:
         f'<span class="cite-mark" aria-hidden="true">{mark}</span>'
         f'<span class="visually-hidden"> ({note})</span>'
     )
-
-
-# --- A transcript's steps in one line -------------------------------------------------------
-
-SUMMARY_LIMIT = 90
-# An argument whose value alone says what the call did, when it is the only one.
-PLAIN_ARGUMENTS = ("query", "question", "url", "name", "to", "text")
-
-
-def arguments_in_words(arguments: Any) -> str:
-    """A tool call's arguments as words: `query “otters”, max_steps 5`; "" when it has none.
-    Arguments as the model sent them, a JSON text (`{"raw": "{}"}` when unparsed), are read
-    as JSON first: a transcript line says `query “tides”`, not `{"question": "tides"}`."""
-    if isinstance(arguments, dict) and set(arguments) == {"raw"}:
-        arguments = arguments["raw"] or "{}"
-    if isinstance(arguments, str):
-        try:
-            arguments = json.loads(arguments)
-        except (ValueError, RecursionError):  # not JSON, or nested past the parser's depth
-            return _clip(arguments)
-    if not isinstance(arguments, dict):
-        return _clip(_value_words(arguments)) if arguments not in (None, "") else ""
-    if len(arguments) == 1 and (key := next(iter(arguments))) in PLAIN_ARGUMENTS:
-        return _clip(str(arguments[key]))  # `web_search otter census` says it all
-    return _clip(", ".join(f"{key} {_value_words(value)}" for key, value in arguments.items()))
-
-
-def _value_words(value: Any) -> str:
-    if isinstance(value, str):
-        return f"“{' '.join(value.split())}”"
-    if isinstance(value, list):
-        return "[" + ", ".join(_value_words(item) for item in value) + "]"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{k} {_value_words(v)}" for k, v in value.items()) + "}"
-    return json.dumps(value)
-
-
-def tool_call_words(name: str, arguments: Any) -> str:
-    words = arguments_in_words(arguments)
-    return f"{name} {words}" if words else name
-
-
-def step_line(step: Any) -> str:
-    """What a model turn called or said, or what a tool was asked (its name shows beside)."""
-    if step.kind == "model":
-        called = [call for call in (step.input or {}).get("tool_calls", []) if call]
-        if called:
-            return _clip("called " + "; ".join(_called(call) for call in called))
-        return _clip(re.sub(r"(?m)^#{1,6}\s+", "", step.output or "")) or "(no text)"  # no "#"
-    return arguments_in_words(step.input or {})
-
-
-def _called(call: Any) -> str:
-    if isinstance(call, list | tuple):
-        return tool_call_words(str(call[0]), call[1] if len(call) > 1 else {})
-    return str(call)
-
-
-def _clip(text: str, limit: int = SUMMARY_LIMIT) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 # --- Figures and endings, as the run page writes them (static/page/format.js too) -----------

@@ -11,8 +11,9 @@ from django.views.decorators.http import require_GET, require_http_methods
 
 from frontend import knowledge, library, passages
 from frontend.forms import STARTER, StartResearchForm
+from frontend.lines import step_line
 from frontend.progress import header_tiles
-from frontend.rendering import duration_text, sentence, step_line, steps_text
+from frontend.rendering import duration_text, sentence, steps_text
 from frontend.reports import report_parts
 from frontend.throttled import retry_message, throttled
 from research import endings, selectors, services

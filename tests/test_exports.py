@@ -337,3 +337,18 @@ def test_two_passages_of_one_document_are_named_apart_in_every_export(api, alice
     printed = print_html(root)  # the PDF's page, before Chromium prints it
     assert f'Tidal bores, passage 1: <a href="{kb}0">' in printed
     assert f'Tidal bores, passage 2: <a href="{kb}1">' in printed
+
+
+def test_every_export_closes_with_one_agent_in_the_singular(api, run_factory):
+    """The Markdown and Word footers said "1 agents" where the PDF said "1 agent"."""
+    root = run_factory(topic="Why are there two tides a day?")
+    services.run_finish(run_id=root.pk, report="# Tides\n\nTwo bulges.")
+
+    markdown = export(api, root.pk, "md").content.decode()
+    word = [p.text for p in opened(export(api, root.pk, "docx").content).paragraphs]
+
+    assert f"*Canopy research {root.pk}, model " in markdown
+    assert ", 1 agent, cost $0.00, " in markdown
+    closing = [line for line in word if line.startswith(f"Canopy research {root.pk},")]
+    assert len(closing) == 1 and ", 1 agent, cost " in closing[0]
+    assert print_html(root).count(" 1 agent ") == 1

@@ -363,6 +363,10 @@ def test_a_cancelled_research_reads_cancelled_and_the_verifier_shows_its_task_cu
     assert page.locator("#panel").evaluate("panel => panel.scrollTop") == 0
     task = page.locator("#panel .task-long")
     expect(task).to_contain_text("Show the whole task")
+    # Its first words read as words, not Markdown: no "# Draft", no "**", no addresses.
+    expect(task.locator(".task-start")).to_contain_text("CHECK-TASK Draft claim 0: bold text link")
+    for markup in ("#", "**", "https://"):
+        expect(task.locator(".task-start")).not_to_contain_text(markup)
     # Measured in the page in one go: a live event may load the panel again meanwhile, and
     # bounding_box() of the element it replaced is None (seen once in a full run).
     height = page.wait_for_function(

@@ -140,7 +140,7 @@ def test_a_follow_ups_badge_in_the_thread_says_what_it_waits_for(client, alice, 
 def test_a_transcript_line_reads_any_arguments_the_model_sent():
     """A model's arguments are a JSON text: too deep for the parser, it is shown as sent
     (it was a 500 of the agent panel); not an object, its value in words, not Python's."""
-    from frontend.rendering import arguments_in_words
+    from frontend.lines import arguments_in_words
 
     deep = "[" * 100_000
     assert arguments_in_words(deep) == deep[:89] + "…"

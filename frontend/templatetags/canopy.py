@@ -9,8 +9,9 @@ from django import template
 from django.utils.html import escape, format_html
 from django.utils.safestring import SafeString, mark_safe
 
+from frontend.lines import plain_line
 from frontend.passages import kb_titles, passage_href, passage_href_pattern, passage_label
-from research.models import Message, Step
+from research.models import Message
 from research.services.citations import bare_urls
 
 register = template.Library()
@@ -93,23 +94,9 @@ def pretty_json(value: object) -> str:
 
 
 @register.filter
-def step_summary(step: Step) -> str:
-    """One line for a transcript step: what a model turn called or said, what a tool got."""
-    if step.kind == Step.Kind.MODEL:
-        called = [str(call[0]) for call in (step.input or {}).get("tool_calls", []) if call]
-        if called:
-            return "called " + ", ".join(called)
-        return _line(step.output) or "(no text)"
-    arguments = step.input or {}
-    for key in SUMMARY_KEYS:
-        if arguments.get(key):
-            return _line(str(arguments[key]))
-    return _line(json.dumps(arguments, ensure_ascii=False))
+def task_preview(task: str) -> str:
+    """A long task's first words, one line without Markdown headings' "#"."""
+    return plain_line(task, TASK_PREVIEW)
 
 
-SUMMARY_KEYS = ("query", "question", "url", "name", "to", "names", "text", "wait_seconds")
-
-
-def _line(text: str, limit: int = 90) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+TASK_PREVIEW = 160

@@ -90,14 +90,19 @@ def export_markdown(run: Run, *, passage_link=None) -> str:
             )
         ]
         parts.append("## Sources checked\n\n" + "\n".join(sources))
+    parts.append(f"---\n*{colophon(run)}*")
+    return "\n\n".join(parts) + "\n"
+
+
+def colophon(run: Run) -> str:
+    """The line that closes an export: which research, its model, agents, cost and end."""
     finished = run.finished_at.strftime("%Y-%m-%d %H:%M UTC") if run.finished_at else run.status
     agents = len(selectors.subtree_runs(run=run))
     followup = f", a follow-up of research {run.follows_id}" if run.follows_id else ""
-    parts.append(
-        f"---\n*Canopy research {run.pk}{followup}, model {run.model}, {agents} agents, "
-        f"cost {usd(run.tree_cost_usd)}, {finished}.*"
+    return (
+        f"Canopy research {run.pk}{followup}, model {run.model}, "
+        f"{agents} agent{'' if agents == 1 else 's'}, cost {usd(run.tree_cost_usd)}, {finished}."
     )
-    return "\n\n".join(parts) + "\n"
 
 
 def export_titles(run: Run, citations) -> dict[str, str]:

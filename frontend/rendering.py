@@ -156,10 +156,17 @@ def titled_passages(text: str, titles: dict[str, str]) -> str:
     an export writes where the page renders."""
 
     def titled(link: re.Match) -> str:
+        if link["url"] is None:
+            return link[0]  # code: a link written in backticks is shown as written
         words = passage_link_text(link["text"], link["url"], titles)
         return f"[{words if words == link['text'] else link_text(words)}]({link['url']})"
 
-    return KB_LINK.sub(titled, text or "")
+    return CODE_OR_KB_LINK.sub(titled, text or "")
+
+
+# Code spans and fences (a run of backticks to the next run as long, or ~~~ fences), then
+# KB_LINK: a kb:// link inside code is left as written.
+CODE_OR_KB_LINK = re.compile(r"(?P<ticks>`+)[\s\S]*?(?P=ticks)|~~~[\s\S]*?~~~|" + KB_LINK.pattern)
 
 
 def _shift_headings(tokens: list[Token], offset: int) -> list[tuple[str, str]]:

@@ -209,3 +209,24 @@ def test_a_heading_with_a_control_character_or_brackets_still_exports(api, alice
     assert f"1. [Tidal bores]({bell_kb})" in markdown
     html = render_report_page(markdown, [], []).html
     assert "](kb://" not in html  # every link still a link
+
+
+def test_a_link_written_in_code_is_exported_as_written(api, alice):
+    """A report about Markdown may quote a kb:// link in backticks or a fence: the exports
+    named it by its heading there too, which changed the code the report quoted."""
+    dataset = Dataset.objects.create(owner=alice, name="Python reference")
+    document = document_add(
+        dataset=dataset, title="specialnames", data=SPECIAL.encode(), filename="specialnames.txt"
+    )
+    kb = f"kb://dataset/{dataset.pk}/document/{document.pk}#0"
+    report = (
+        f"# Links\n\nWrite `[specialnames]({kb})` to cite it, as in\n\n"
+        f"```\n[specialnames]({kb})\n```\n\nwhich reads [specialnames]({kb})."
+    )
+    root = finished(alice, dataset, report)
+
+    markdown = api.get(f"/v1/gb/research/{root.pk}/export?format=md").content.decode()
+
+    assert f"Write `[specialnames]({kb})` to cite it" in markdown
+    assert f"```\n[specialnames]({kb})\n```" in markdown
+    assert f"which reads [Special method names]({kb})." in markdown

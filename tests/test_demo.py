@@ -152,6 +152,21 @@ def test_a_one_item_plan_the_lead_researched_itself_is_covered_by_the_lead(
     assert item["agents"] == [{"id": root.pk, "name": "lead", "status": "done"}]
 
 
+def test_a_long_address_in_the_topic_is_one_source_never_a_cut_copy(agent_pool, alice):
+    """The demo's report heading cut the topic at 200 characters, inside a pasted address:
+    the cut copy was cited as a second source, flagged."""
+    address = "https://example.org/" + "tides/" * 50 + "spring"
+    topic = f"What does this page say about spring and neap tides: {address} and why?"
+    root = services.run_start(owner=alice, topic=topic, model="demo")
+    root = wait_finished(root, timeout=30)
+
+    assert root.status == "done", root.error
+    heading = root.report.splitlines()[0]
+    assert heading == "# What does this page say about spring and neap tides: …"  # whole words
+    cited = [c.url for c in Citation.objects.filter(run=root) if c.url.startswith("https://ex")]
+    assert all(url == address for url in cited), cited  # no cut copy
+
+
 def test_demo_answers_the_python_question_from_the_starter_dataset(agent_pool, alice):
     call_command("load_starter_dataset", user="alice", stdout=StringIO())
     dataset = Dataset.objects.get(owner=alice, name="Python reference")
@@ -304,7 +319,7 @@ def test_the_demos_plan_is_split_from_the_topic_never_from_the_analysts_answers(
 def test_the_demo_verifier_names_a_sub_agent_that_found_nothing_as_a_gap():
     """A researcher of the demo that found no passage for its part was reported "Gaps: None."
     by the demo's verifier: its part of the draft quotes no source."""
-    from agents.llm.demo import verify_draft
+    from agents.llm.demo_verifier import verify_draft
 
     draft = (
         "# Draft\n\n# Tides\n\n## Findings\n\n> The moon pulls.\n>\n> — [Moon](kb://dataset/1/document/2#0)"

@@ -14,6 +14,7 @@ from typing import Any
 
 from agents.llm.base import ChatResponse, ToolCall
 from agents.llm.demo_followup import earlier_section, split_task
+from agents.llm.demo_verifier import CITED, verify_draft
 from agents.loop.calls import SPAWNS
 from research.fulltext import source_names
 from research.services.clarify import ANSWERS_HEAD
@@ -298,9 +299,22 @@ def _urls(results: list[str]) -> list[str]:
     return seen
 
 
+def report_title(task: str, limit: int = 200) -> str:
+    """The task as the report's heading, cut between words: an address it holds is never cut
+    (a cut copy read as a second source, flagged), and one word longer than `limit` stays."""
+    kept: list[str] = []
+    length = -1
+    for word in task.split():
+        length += 1 + len(word)
+        if kept and length > limit:
+            return " ".join(kept) + " …"
+        kept.append(word)
+    return " ".join(kept)
+
+
 def extractive_report(c: Conversation) -> str:
     """Quote what the tools returned, cite where it came from, say what is missing."""
-    lines = [f"# {c.task.strip()[:200]}", ""]
+    lines = [f"# {report_title(c.task)}", ""]
     lines.append(
         "*Written by the offline demo model: an extractive summary that quotes the documents "
         "the agents found. It does not reason like a language model.*"
@@ -335,7 +349,6 @@ SUBAGENT_BLOCK = re.compile(
     r"^## ([\w-]+) \(run \d+\): (\w+)\n\n(.*?)(?=^## [\w-]+ \(run |\Z)", re.S | re.M
 )
 FINDINGS = re.compile(r"^## Findings\n(.*?)(?=^## |\Z)", re.S | re.M)
-CITED = re.compile(r"— \[([^\]]+)\]\(((?:kb|https?)://[^)\s]+)\)")
 
 
 HIT = re.compile(
@@ -343,35 +356,6 @@ HIT = re.compile(
     r"(?P<text>.*?)(?=\n\n\[\d+\] |\Z)",
     re.S | re.M,
 )
-
-
-def verify_draft(task: str) -> str:
-    """The verifier's role, deterministically: a claim whose cited source no agent of the
-    research read is unsupported (agents.loop.review writes that into the verifier's task)."""
-    draft, _, sources = task.partition("# Sources it cites")
-    unread = re.findall(r"^- (\S+): NO AGENT OF THIS RESEARCH READ IT$", sources, re.M)
-    claims = []
-    for url in unread:
-        for line in draft.splitlines():
-            if url in line:
-                claim = re.sub(r"\s*[—(]?\s*\[[^\]]*\]\([^)]*\)\)?", "", line)
-                claim = claim.strip(' >-*"').strip()
-                if claim:
-                    claims.append(f'- "{claim[:200]}": it cites {url}, which no agent read.')
-                break
-    # A sub-agent whose part of the draft quotes no source found nothing for it: a gap.
-    gaps = [
-        f"- {name} found no source for its part."
-        for name, body in SUBAGENT_PART.findall(draft)
-        if not CITED.search(body)
-    ]
-    return "\n".join(
-        ["## Unsupported claims", *(claims or ["None."]), "", "## Gaps", *(gaps or ["None."])]
-    )
-
-
-# A sub-agent's part of a demo draft ("## From the sub-agents"): its name, then its findings.
-SUBAGENT_PART = re.compile(r"^### ([\w-]+) \(\w+\)\n\n(.*?)(?=^#{2,3} |\Z)", re.S | re.M)
 
 
 def _quote(result: str) -> str:

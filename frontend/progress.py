@@ -47,6 +47,11 @@ def progress_text(progress: TreeProgress) -> str:
     return f"{agents_text(progress)} · elapsed {elapsed_text(progress.elapsed_seconds())}"
 
 
+# A tile's words while the research waits for the analyst: its clock stopped, its agents idle
+# (static/page/tiles.js says it the same way).
+WAITING = "waiting for you"
+
+
 def header_tiles(snapshot: dict) -> dict[str, str]:
     """The run page's header tiles but its cost as static/page/tiles.js draws them from the
     same snapshot (the one the page embeds), for its first paint: the header agrees with
@@ -59,7 +64,7 @@ def header_tiles(snapshot: dict) -> dict[str, str]:
     done = sum(1 for run in runs if run["ending"] == "done")
     agents = str(len(runs))
     if paused:
-        agents += " · waiting for you"
+        agents += f" · {WAITING}"
     elif working:
         agents += f" · {working} working"
     tokens_in = sum(run["input_tokens"] or 0 for run in runs)
@@ -68,7 +73,7 @@ def header_tiles(snapshot: dict) -> dict[str, str]:
         "tokens": f"{tokens_in:,} in · {tokens_out:,} out",
         "agents": agents,
         "progress": agents_done_text(ended, len(runs), "done" if ended == done else "ended"),
-        "worked": duration_text(root["worked_seconds"]) + (" · paused" if paused else ""),
+        "worked": duration_text(root["worked_seconds"]) + (f" · {WAITING}" if paused else ""),
         "messages": str(len(snapshot["messages"])),
     }
 

@@ -104,6 +104,10 @@ def test_a_paused_research_says_what_it_waits_for_in_the_analysts_words(
     assert badges(page) == ["needs your answers"]
     expect(agent_doing(page)).to_have_text("needs your answers")
     expect(page.locator('#panel [data-live="badges"]')).to_have_text("needs your answers")
+    # Its clock stopped while it waits, said as the agents' tile says it: never "paused".
+    expect(page.locator("#elapsed")).to_contain_text(" · waiting for you")
+    expect(page.locator("#panel")).to_contain_text(" · waiting for you")
+    expect(page.locator("body")).not_to_contain_text("paused")
     meta = page.locator(".run-meta")
     expect(meta).to_have_text(
         "Model scripted · step budget 8 for the root agent · knowledge base Birds"
@@ -122,6 +126,8 @@ def test_a_paused_research_says_what_it_waits_for_in_the_analysts_words(
     expect(status).to_have_text("needs your review")
     expect(agent_doing(page)).to_have_text("needs your review")
     expect(page.locator('#panel [data-live="badges"]')).to_have_text("needs your review")
+    expect(page.locator("#elapsed")).to_contain_text(" · waiting for you")
+    expect(page.locator("body")).not_to_contain_text("paused")
     seen = badges(page)
     assert seen[0] == "needs your answers" and seen[-1] == "needs your review", seen
     assert not {"paused", "waiting for you"} & set(seen), seen

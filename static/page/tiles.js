@@ -2,6 +2,9 @@
 // at the end and the buttons that only make sense while the research is active.
 import { count, duration, endingWord, plural, usd } from "./format.js";
 
+// A tile's words while the research waits for the analyst: its clock stopped, its agents
+// idle (frontend/progress.py says it first).
+const WAITING = "waiting for you";
 const TITLE_MARKS = { done: "✓ Done", cancelled: "Cancelled", interrupted: "Interrupted", out_of_time: "Out of time", failed: "✗ Failed" };
 
 /** What a research waiting for the analyst waits for: answers to its lead's questions, else
@@ -35,7 +38,7 @@ export function createTiles(state, page) {
 
   function renderClock(root) {
     const paused = root.status === "paused";
-    page.elapsed.textContent = duration(state.workedSeconds(root)) + (paused ? " · paused" : "");
+    page.elapsed.textContent = duration(state.workedSeconds(root)) + (paused ? ` · ${WAITING}` : "");
   }
 
   // The clock alone, between renders: the rest of the header changes only with the tree and
@@ -54,7 +57,7 @@ export function createTiles(state, page) {
     page.cost.textContent = usd(root.tree_cost_usd);
     page.tokens.textContent = `${count(tally.input)} in · ${count(tally.output)} out`;
     let agents = String(tally.total);
-    if (paused) agents += " · waiting for you";
+    if (paused) agents += ` · ${WAITING}`;
     else if (tally.working) agents += ` · ${tally.working} working`;
     page.agents.textContent = agents;
     // "done" while every agent that ended ended well; a cancelled one is not done.

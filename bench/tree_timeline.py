@@ -98,14 +98,14 @@ def note_arrivals(llm: ScriptedLLM) -> list[tuple[float, str]]:
     """(time, task) of each call the scripted model receives, in order."""
     arrivals: list[tuple[float, str]] = []
     lock = threading.Lock()
-    answer = llm._answer
+    taken = llm._taken  # every request, on the threaded server and on the loop
 
     def noted(body):
         with lock:
             arrivals.append((time.time(), task_of(body.get("messages") or [])))
-        return answer(body)
+        return taken(body)
 
-    llm._answer = noted
+    llm._taken = noted
     return arrivals
 
 

@@ -48,14 +48,14 @@ unless `ScriptedLLM(keep_alive=True)` keeps them open between requests as a real
 import itertools
 import json
 import socket
-import sys
 import threading
 import time
 from collections import deque
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from agents.llm.scripted_loop import LoopServer, close_django_connections
 from agents.llm.turns import (  # noqa: F401  (the script helpers tests import from here)
     NO_MORE_TURNS,
     NO_SCRIPT,
@@ -64,6 +64,7 @@ from agents.llm.turns import (  # noqa: F401  (the script helpers tests import f
     as_turn,
     call,
     calls,
+    error_body,
     fail,
     raw_call,
     reply,
@@ -71,13 +72,25 @@ from agents.llm.turns import (  # noqa: F401  (the script helpers tests import f
 )
 
 
+@dataclass(frozen=True)
+class Taken:
+    """A request's turn as its script gave it, before it is played."""
+
+    spec: TurnSpec | None
+    messages: list[dict[str, Any]]
+    match: str | None
+    task: str
+    model: str
+
+
 class ScriptedLLM:
     """The server; see the module docstring. Thread-safe: agents call it from many threads."""
 
     def __init__(self, *, keep_alive: bool = False) -> None:
         # Tests want one request per connection (see _Handler); benchmarks keep connections
-        # alive, as a real endpoint does, so a call's cost is not a new TCP connection's.
-        self._handler = _KeepAliveHandler if keep_alive else _Handler
+        # alive, as a real endpoint does, so a call's cost is not a new TCP connection's, and
+        # on one loop (agents.llm.scripted_loop), so that the model costs their machine little.
+        self._keep_alive = keep_alive
         self._lock = threading.Lock()
         self._scripts: dict[str, deque[TurnSpec]] = {}
         self._requests: list[dict[str, Any]] = []
@@ -87,14 +100,17 @@ class ScriptedLLM:
         self._connections = 0
         self._answering = 0.0
         self._stopping = threading.Event()
-        self._server: _Server | None = None
+        self._server: _Server | LoopServer | None = None
         self._thread: threading.Thread | None = None
 
     # --- lifecycle ------------------------------------------------------------------------
 
     def start(self) -> "ScriptedLLM":
         self._stopping.clear()
-        server = _Server(("127.0.0.1", 0), self._handler)
+        if self._keep_alive:
+            self._server = LoopServer(self).start()
+            return self
+        server = _Server(("127.0.0.1", 0), _Handler)
         server.scripted = self
         self._server = server
         self._thread = threading.Thread(
@@ -108,7 +124,8 @@ class ScriptedLLM:
             return
         # Wakes handlers sleeping in slow() turns, so stop() never waits for them.
         self._stopping.set()
-        self._server.shutdown()
+        if isinstance(self._server, _Server):
+            self._server.shutdown()
         self._server.server_close()
         if self._thread is not None:
             self._thread.join(timeout=5)
@@ -196,15 +213,23 @@ class ScriptedLLM:
     # --- answering ------------------------------------------------------------------------
 
     def _answer(self, body: dict[str, Any]) -> tuple[Turn, dict[str, Any]]:
+        return self._answered(self._taken(body))
+
+    def _taken(self, body: dict[str, Any]) -> Taken:
+        """The request recorded and the next turn of its script taken (not yet played)."""
         messages = body.get("messages") or []
         task = task_of(messages)
         with self._lock:
             self._requests.append(body)
             match, spec = self._take(task)
-        turn = self._resolve(spec, messages, match=match, task=task)
+        return Taken(spec, messages, match, task, str(body.get("model", "scripted")))
+
+    def _answered(self, taken: Taken) -> tuple[Turn, dict[str, Any]]:
+        """The turn played (a function turn called) and its body."""
+        turn = self._resolve(taken.spec, taken.messages, match=taken.match, task=taken.task)
         if turn.status is not None:
-            return turn, _error_body(turn)
-        return turn, self._completion(turn, model=str(body.get("model", "scripted")))
+            return turn, error_body(turn)
+        return turn, self._completion(turn, model=taken.model)
 
     def _take(self, task: str) -> tuple[str | None, TurnSpec | None]:
         """The next turn of the longest matching script (called under the lock)."""
@@ -285,7 +310,7 @@ class _Server(ThreadingHTTPServer):
         try:
             super().process_request_thread(request, client_address)
         finally:
-            _close_django_connections()
+            close_django_connections()
 
     # Every agent of a benchmark may connect at once (bench/loop_agents.py: 200 tasks in one
     # go); a backlog too small for them (the default is 5; 64 was too few for 120) makes the
@@ -296,7 +321,7 @@ class _Server(ThreadingHTTPServer):
 
 class _Handler(BaseHTTPRequestHandler):
     # HTTP/1.0: one request per connection, so no kept-alive connection outlives stop() and
-    # a stopped server really looks down.
+    # a stopped server really looks down (kept-alive connections: agents.llm.scripted_loop).
     protocol_version = "HTTP/1.0"
 
     def parse_request(self) -> bool:
@@ -313,16 +338,14 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _post(self) -> None:
         if not self.path.rstrip("/").endswith("/chat/completions"):
-            self._send(404, _error_body(Turn(status=404, error_message=f"no route {self.path}")))
+            self._send(404, error_body(Turn(status=404, error_message=f"no route {self.path}")))
             return
         try:
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
         except ValueError:
             body = None
         if not isinstance(body, dict):
-            self._send(
-                400, _error_body(Turn(status=400, error_message="body is not a JSON object"))
-            )
+            self._send(400, error_body(Turn(status=400, error_message="body is not a JSON object")))
             return
         scripted: ScriptedLLM = self.server.scripted  # type: ignore[attr-defined]
         turn, payload = scripted._answer(body)
@@ -335,7 +358,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._send(turn.status or 200, payload)
 
     def do_GET(self) -> None:
-        self._send(404, _error_body(Turn(status=404, error_message=f"no route {self.path}")))
+        self._send(404, error_body(Turn(status=404, error_message=f"no route {self.path}")))
 
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet: test output is for the tests."""
@@ -350,23 +373,6 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.write(data)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client timed out and left; the turn is spent, as with a real endpoint
-
-
-class _KeepAliveHandler(_Handler):
-    """HTTP/1.1: the client's connection stays open between requests (benchmarks)."""
-
-    protocol_version = "HTTP/1.1"
-    # Headers and body go out in two writes: with Nagle's algorithm the body would wait for
-    # the client's delayed ACK (40 ms) on a kept connection.
-    disable_nagle_algorithm = True
-
-
-def _close_django_connections() -> None:
-    """A turn function may read the test's database from this request's thread: close that
-    thread's connection when the thread ends, or each request leaks one."""
-    django_db = sys.modules.get("django.db")
-    if django_db is not None:
-        django_db.connections.close_all()
 
 
 def task_of(messages: list[dict[str, Any]]) -> str:
@@ -391,8 +397,3 @@ def _tool_names(messages: list[dict[str, Any]]) -> dict[str, str]:
         for tool_call in message.get("tool_calls") or []
         if "id" in tool_call
     }
-
-
-def _error_body(turn: Turn) -> dict[str, Any]:
-    kind = "server_error" if (turn.status or 500) >= 500 else "invalid_request_error"
-    return {"error": {"message": turn.error_message, "type": kind, "param": None, "code": None}}

@@ -74,3 +74,9 @@ def status_text(status: int) -> str:
         return f"scripted failure: {status} {HTTPStatus(status).phrase}"
     except ValueError:
         return f"scripted failure: {status}"
+
+
+def error_body(turn: Turn) -> dict[str, Any]:
+    """A failing turn's body, as an OpenAI-compatible endpoint words its errors."""
+    kind = "server_error" if (turn.status or 500) >= 500 else "invalid_request_error"
+    return {"error": {"message": turn.error_message, "type": kind, "param": None, "code": None}}

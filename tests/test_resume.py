@@ -349,3 +349,26 @@ def test_a_done_or_cancelled_research_is_not_resumable_and_another_owner_gets_40
     assert response.status_code == 429
     assert "the limit is 3" in response.json()["detail"]
     assert Run.objects.get(pk=interrupted.pk).status == "failed"
+
+
+def test_a_resumed_research_does_not_count_the_time_it_was_down_as_worked(api, run_factory):
+    """A research interrupted for an hour said it had worked an hour more once resumed: the
+    clock ran from its start to now, the outage inside."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    root = run_factory()
+    started = timezone.now() - timedelta(hours=1, seconds=12)
+    Run.objects.filter(pk=root.pk).update(status="working", started_at=started)
+    services.run_finish(run_id=root.pk, error=endings.WORKER_LOST)
+    Run.objects.filter(pk=root.pk).update(finished_at=started + timedelta(seconds=12))
+    before = Run.objects.get(pk=root.pk).worked_seconds()
+
+    assert api.post(f"/v1/gb/research/{root.pk}/resume").status_code == 202
+    resumed = Run.objects.get(pk=root.pk)
+
+    assert round(before) == 12
+    assert resumed.finished_at is None and resumed.status == "queued"
+    assert 12 <= resumed.worked_seconds() < 14  # not 3,612
+    assert api.get(f"/v1/gb/research/{root.pk}").json()["worked_seconds"] < 14

@@ -14,6 +14,7 @@ from decimal import Decimal
 from django.conf import settings
 from django.db import transaction
 from django.db.models import Sum
+from django.utils import timezone
 
 from research import endings
 from research.errors import InvalidInput, NotResumable
@@ -85,6 +86,7 @@ def research_resume(*, run: Run, by: str = Resume.By.ANALYST) -> Resume:
         cost_before_usd=run.tree_cost_usd,
         seq_before=run.event_seq,
     )
+    _stop_clocks_while_down(ids)
     # No worker: the root is claimed as a new one is; its agent starts the sub-agents that go
     # on (agents.loop.checkpoints.restart_children), in the process that runs the tree.
     Run.objects.filter(pk__in=ids).update(
@@ -153,3 +155,18 @@ def spend_by_attempt(*, root_id: int) -> list[dict[str, object]]:
             }
         )
     return attempts
+
+
+def _stop_clocks_while_down(ids: list[int]) -> None:
+    """The time between each run's interruption and now was not worked: it joins the run's
+    paused time, or a research resumed after an hour's outage would say it worked an hour
+    more (Run.worked_seconds counts from its start to its end, or to now once it goes on)."""
+    now = timezone.now()
+    runs = list(
+        Run.objects.filter(pk__in=ids, started_at__isnull=False, finished_at__isnull=False).only(
+            "pk", "finished_at", "paused_seconds"
+        )
+    )
+    for run in runs:
+        run.paused_seconds += max(0.0, (now - run.finished_at).total_seconds())
+    Run.objects.bulk_update(runs, ["paused_seconds"])

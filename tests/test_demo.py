@@ -180,8 +180,9 @@ def test_demo_answers_the_python_question_from_the_starter_dataset(agent_pool, a
     assert root.status == "done", root.error
     names = sorted(Run.objects.filter(parent=root).values_list("name", flat=True))
     assert names == ["context", "exceptions"]
-    # The context-manager passage of the reference is quoted, and cited with its address.
-    assert "context manager* is an object that defines the runtime context" in root.report
+    # The context-manager passage of the reference is quoted, and cited with its address
+    # (its own "*" escaped: the quote shows as the reference writes it, not as emphasis).
+    assert "context manager\\* is an object that defines the runtime context" in root.report
     assert "— [context-managers](kb://dataset/" in root.report
     assert root.report.count("kb://dataset/") >= 2
 
@@ -227,6 +228,22 @@ def test_a_demo_reports_sources_name_two_passages_of_one_document_apart():
         "- [Expressions](kb://dataset/1/document/9#0)",
         "- [Data model, passage 6](kb://dataset/1/document/7#5)",
     ]
+
+
+def test_a_topic_with_python_names_is_shown_as_written_not_as_markup():
+    """A report on "How does __init__ differ from __new__?" was headed "How does
+    <strong>init</strong> differ…": the demo put the topic into its Markdown as it was."""
+    from frontend.rendering import render_report_page
+
+    topic = "How does __init__ differ from __new__ in *Python* [classes]?"
+    passage = "A function may take *args and **kwargs as its last parameters."
+    report = report_on_hits(topic, [("data_model", "kb://dataset/1/document/7#2", passage)])
+
+    html = render_report_page(report, [], []).html
+    assert "How does __init__ differ from __new__ in *Python* [classes]?</h1>" in html
+    assert "<blockquote>\n<p>A function may take *args and **kwargs as its last" in html
+    assert "— <a" in html and ">data_model</a>" in html  # the quote's source, still a link
+    assert "<strong>" not in html and "<em>args" not in html
 
 
 def report_on_hits(topic: str, hits: list[tuple[str, str, str]]) -> str:

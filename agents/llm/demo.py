@@ -307,9 +307,21 @@ def report_title(task: str, limit: int = 200) -> str:
     for word in task.split():
         length += 1 + len(word)
         if kept and length > limit:
-            return " ".join(kept) + " …"
+            return as_markdown(" ".join(kept)) + " …"
         kept.append(word)
-    return " ".join(kept)
+    return as_markdown(" ".join(kept))
+
+
+def as_markdown(text: str) -> str:
+    """Plain text as Markdown that shows it as written: "__init__" stays itself, not a bold
+    "init". Addresses are left whole, so they are still read as links and sources."""
+    parts = URL.split(text)
+    addresses = URL.findall(text)
+    escaped = [MARKUP.sub(r"\\\g<0>", part) for part in parts]
+    return "".join(part + address for part, address in zip(escaped, [*addresses, ""], strict=True))
+
+
+MARKUP = re.compile(r"[\\`*_\[\]<>|~#]")
 
 
 def extractive_report(c: Conversation) -> str:
@@ -366,11 +378,14 @@ def _quote(result: str) -> str:
     for hit in HIT.finditer(result):  # the first three that say something in prose
         sentence = first_sentence(hit.group("text"))
         if sentence:
-            quotes.append(f"> {sentence}\n>\n> — [{hit.group('title')}]({hit.group('url')})")
+            quote, title = as_markdown(sentence), as_markdown(hit.group("title"))
+            quotes.append(f"> {quote}\n>\n> — [{title}]({hit.group('url')})")
         if len(quotes) == 3:
             break
     if quotes:
         return "\n\n".join(quotes)
     sentence = first_sentence(result)
     urls = _urls([result])
-    return f"> {sentence}" + (f" ([source]({urls[0]}))" if urls else "") if sentence else ""
+    if not sentence:
+        return ""
+    return f"> {as_markdown(sentence)}" + (f" ([source]({urls[0]}))" if urls else "")

@@ -318,9 +318,10 @@ def duration_text(seconds: float | None, *, none: str = "not started") -> str:
 
 def steps_text(steps: int, budget: int) -> str:
     """Steps as the budget reads: the round past the budget writes the report."""
+    noun = "step" if budget == 1 else "steps"  # "1 of 1 step", as the script says it
     if steps > budget:
-        return f"{budget} of {budget} steps + report"
-    return f"{steps} of {budget} steps"
+        return f"{budget} of {budget} {noun} + report"
+    return f"{steps} of {budget} {noun}"
 
 
 # The service's messages name the API's fields ("max_steps must be ..."); the page says what

@@ -148,3 +148,12 @@ def test_a_transcript_line_reads_any_arguments_the_model_sent():
     assert arguments_in_words('["tides", "moon"]') == "[“tides”, “moon”]"
     assert arguments_in_words("true") == "true"
     assert arguments_in_words('{"query": "spring tides"}') == "spring tides"
+
+
+def test_a_step_budget_of_one_reads_in_the_singular():
+    """A budget of one read "1 of 1 steps + report" in the panel and the list."""
+    from frontend.rendering import steps_text
+
+    assert steps_text(0, 1) == "0 of 1 step"
+    assert steps_text(2, 1) == "1 of 1 step + report"
+    assert steps_text(1, 10) == "1 of 10 steps"

@@ -210,6 +210,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "frontend.not_allowed.ActionAddressMiddleware",  # a page for an action's address
     "django_prometheus.middleware.PrometheusAfterMiddleware",
 ]
 

@@ -1,4 +1,6 @@
 from django.contrib import admin
+from django.shortcuts import redirect
+from django.templatetags.static import static
 from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
@@ -34,7 +36,14 @@ api_urls = [
     path("datasets/<int:dataset_id>/query", api_datasets.dataset_query, name="dataset-query"),
 ]
 
+
+def favicon(request):
+    """The icon browsers ask for on pages that name none (the admin, the API's docs)."""
+    return redirect(static("favicon.svg"), permanent=True)
+
+
 urlpatterns = [
+    path("favicon.ico", favicon),
     path("healthz", health.healthz, name="healthz"),
     path("metrics", metrics.metrics, name="metrics"),
     path("admin/", admin.site.urls),

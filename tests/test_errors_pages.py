@@ -35,6 +35,33 @@ def test_a_missing_page_is_the_sites_own_404(client, alice, path):
 
 
 @pytest.mark.django_db
+def test_an_actions_address_opened_as_a_page_says_so_and_links_back(client, alice, run_factory):
+    """The page's buttons post to /runs/7/star, /runs/7/follow-up...: opened in a browser
+    (a reload after a form's error, a copied address) each was an empty 405, which Chromium
+    shows as its own "HTTP ERROR 405"."""
+    client.force_login(alice)
+    run = run_factory(owner=alice)
+
+    for action in ("star", "follow-up", "delete", "again"):
+        response = client.get(f"/runs/{run.pk}/{action}", HTTP_ACCEPT="text/html")
+        page = response.content.decode()
+        assert response.status_code == 405, action
+        assert response["Allow"] == "POST"
+        assert "This address is an action, not a page" in page
+        assert f'href="/runs/{run.pk}/">Back to where it belongs' in page
+    # Not for a client that asked for no page, nor under the API, whose answers are JSON.
+    assert client.get(f"/runs/{run.pk}/star").content == b""
+    api = client.get(f"/v1/gb/research/{run.pk}/cancel")
+    assert api.status_code == 405 and api.json()["detail"]
+
+
+def test_the_favicon_browsers_ask_for_is_the_sites_icon(client):
+    response = client.get("/favicon.ico")
+    assert response.status_code == 301
+    assert response["Location"].endswith("/favicon.svg")
+
+
+@pytest.mark.django_db
 def test_a_missing_api_path_is_still_json(client, alice):
     client.force_login(alice)
 
@@ -68,6 +95,7 @@ def test_the_error_pages_read_well_on_a_laptop_and_a_phone(browser, server, tmp_
             lambda route: route.fulfill(status=500, body=broken, content_type="text/html"),
         )
         for name, path, heading in (
+            ("405", "/logout/", "This address is an action, not a page"),
             ("404", "/no/such/page", "This page does not exist"),
             ("500", "/broken", "Something went wrong on our side"),
         ):

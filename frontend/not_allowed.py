@@ -1,0 +1,49 @@
+"""A page for an action's address opened as a page.
+
+The page's buttons post to addresses such as /runs/7/star or /runs/7/follow-up; opened in
+a browser (a reload after a form's error, a copied address, a bookmark) each answered 405
+with an empty body, which Chromium shows as its own "HTTP ERROR 405". A browser gets a page
+that says what happened and links back to what it was on; the API keeps its JSON answers.
+"""
+
+from asgiref.sync import iscoroutinefunction, markcoroutinefunction
+from django.shortcuts import render
+from django.urls import Resolver404, resolve
+
+
+class ActionAddressMiddleware:
+    """In the sync chain of every page; a pass-through in the async chain of static files
+    (research/ops/http.py), which no action reaches. A sync-only middleware there would
+    turn the chain's inner part sync, and ServeStatic's middleware off with it."""
+
+    sync_capable = True
+    async_capable = True
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+        self.passing = iscoroutinefunction(get_response)
+        if self.passing:
+            markcoroutinefunction(self)
+
+    def __call__(self, request):
+        if self.passing:
+            return self.get_response(request)
+        response = self.get_response(request)
+        if response.status_code != 405 or response.content or request.path.startswith("/v1/"):
+            return response
+        if "text/html" not in request.headers.get("Accept", ""):
+            return response
+        page = render(request, "405.html", {"back": _page_above(request.path)}, status=405)
+        page["Allow"] = response.get("Allow", "")
+        return page
+
+
+def _page_above(path: str) -> str:
+    """The page the action belongs to: the address without its last part, when it is one
+    (/runs/7/follow-up -> /runs/7/); else the research list."""
+    above = path.rstrip("/").rsplit("/", 1)[0] + "/"
+    try:
+        resolve(above)
+    except Resolver404:
+        return "/"
+    return above

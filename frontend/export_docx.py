@@ -20,8 +20,14 @@ from markdown_it.token import Token
 from frontend.clarify_export import HEADING as CLARIFY_HEADING
 from frontend.clarify_export import asked
 from frontend.passages import cited_names
-from frontend.rendering import _linkify, _markdown, titled_passages
-from frontend.terminal.export import colophon, export_titles, provenance
+from frontend.rendering import PassageLink, _linkify, _markdown, titled_passages
+from frontend.terminal.export import (
+    PassageTargets,
+    colophon,
+    export_titles,
+    provenance,
+    source_href,
+)
 from frontend.terminal.render import one_line
 from research import selectors
 from research.models import Citation, Run
@@ -34,7 +40,9 @@ BULLETS = ("List Bullet", "List Bullet 2", "List Bullet 3")
 NUMBERED = ("List", "List 2", "List 3")  # numbered in the text: Word's numbering would run on
 
 
-def export_docx(run: Run) -> bytes:
+def export_docx(run: Run, *, passage_link: PassageLink | None = None) -> bytes:
+    """The report as a Word document. With `passage_link` (kb:// address and quote -> a URL),
+    each kb:// link opens its passage's page, since Word opens no kb:// address."""
     citations = selectors.subtree_citations(run=run, subtree=False)
     titles = export_titles(run, citations)
     report = titled_passages(run.report, titles)  # passages named as the run page names them
@@ -43,7 +51,8 @@ def export_docx(run: Run) -> bytes:
     document.core_properties.author = "Canopy"
     if not report.lstrip().startswith("#"):
         document.add_heading(one_line(run.topic)[:200], level=1)
-    _Writer(document, citations).write(report)
+    targets = None if passage_link is None else PassageTargets(run.report, titles, passage_link)
+    _Writer(document, citations, targets).write(report)
     if (shown := asked(run)) is not None:
         document.add_heading(CLARIFY_HEADING, level=2)
         document.add_paragraph(shown.intro)
@@ -56,7 +65,7 @@ def export_docx(run: Run) -> bytes:
         names = cited_names(citations, titles)
         for number, (citation, name) in enumerate(zip(citations, names, strict=True), start=1):
             paragraph = document.add_paragraph(f"{number}. ", style=NUMBERED[0])
-            add_hyperlink(paragraph, citation.url, name)
+            add_hyperlink(paragraph, source_href(citation.url, passage_link), name)
             paragraph.add_run(f": {provenance(citation)}")
     document.add_paragraph().add_run(colophon(run)).italic = True
     out = io.BytesIO()
@@ -80,8 +89,11 @@ def add_hyperlink(paragraph: Paragraph, url: str, text: str, **font: bool) -> No
 class _Writer:
     """Block tokens become paragraphs; inline tokens become runs of the current one."""
 
-    def __init__(self, document, citations: list[Citation]) -> None:
+    def __init__(
+        self, document, citations: list[Citation], targets: PassageTargets | None = None
+    ) -> None:
         self.document = document
+        self.targets = targets
         self.verdicts = {url_key(citation.url): citation for citation in citations}
         self.lists: list[list[int]] = []  # per open list: [next number] or [] for bullets
         self.quote = 0
@@ -149,6 +161,7 @@ class _Writer:
     def _inline(self, paragraph: Paragraph, children: list[Token]) -> None:
         bold = italic = strike = False
         href: str | None = None
+        target = ""
         for token in children:
             kind = token.type
             if kind in ("strong_open", "strong_close"):
@@ -159,13 +172,14 @@ class _Writer:
                 strike = kind == "s_open"
             elif kind == "link_open":
                 href = str(token.attrGet("href") or "")
+                target = self._target(href)
             elif kind == "link_close":
                 self._verdict(paragraph, href)
                 href = None
             elif kind in ("text", "code_inline", "image"):
                 text = token.content
                 if href:
-                    add_hyperlink(paragraph, href, text, bold=bold, italic=italic)
+                    add_hyperlink(paragraph, target, text, bold=bold, italic=italic)
                     continue
                 run = paragraph.add_run(text)
                 run.bold, run.italic, run.font.strike = bold, italic, strike
@@ -175,6 +189,12 @@ class _Writer:
                 paragraph.add_run(" ")
             elif kind == "hardbreak":
                 paragraph.add_run().add_break()
+
+    def _target(self, href: str) -> str:
+        """Where a link opens: a kb:// address its passage's page, when there is a site."""
+        if self.targets is not None and href.lower().startswith("kb://"):
+            return self.targets(href) or href
+        return href
 
     def _verdict(self, paragraph: Paragraph, href: str | None) -> None:
         """The page's mark after a cited link: ✓ an agent saw it, ? none did."""

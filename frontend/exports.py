@@ -34,7 +34,7 @@ from frontend.clarify_export import HEADING as CLARIFY_HEADING
 from frontend.clarify_export import asked
 from frontend.export_docx import export_docx
 from frontend.passages import cited_names, passage_href
-from frontend.rendering import render_report, titled_passages
+from frontend.rendering import PassageLink, render_report, titled_passages
 from frontend.terminal.export import (
     export_json,
     export_markdown,
@@ -125,8 +125,10 @@ class Export:
 def export_run(run: Run, format: str, *, site: str = "") -> Export:
     """The run exported in `format` (md, json, pdf or docx). With `site` (the address the
     export was asked for at, "https://canopy.example.org"), a knowledge-base source links to
-    the page of Canopy's that shows its passage, as the run page does; without it (the CLI)
-    it keeps its kb:// address, which nothing outside Canopy opens."""
+    the page of Canopy's that shows its passage, as the run page does, in every format but
+    JSON (data, whose addresses are the stored ones); without it (the CLI: no setting names
+    the site's address, ALLOWED_HOSTS has no scheme and may list several) it keeps its kb://
+    address, which nothing outside Canopy opens."""
     name = f"canopy-research-{run.pk}"
     if format == "json":
         return Export(export_json(run).encode(), "application/json", f"{name}.json")
@@ -142,11 +144,11 @@ def export_run(run: Run, format: str, *, site: str = "") -> Export:
     if format == "pdf":
         return Export(export_pdf(run, site=site), "application/pdf", f"{name}.pdf")
     if format == "docx":
-        return Export(export_docx(run), DOCX, f"{name}.docx")
+        return Export(export_docx(run, passage_link=_passage_link(site)), DOCX, f"{name}.docx")
     raise ExportError(f"format must be one of {', '.join(FORMATS)}, not {format!r}.", 400)
 
 
-def _passage_link(site: str):
+def _passage_link(site: str) -> PassageLink | None:
     """kb:// address and quote -> the passage page's absolute URL, or None without a site."""
     if not site:
         return None

@@ -76,6 +76,7 @@ def render_report_page(
         if len(str(claim.get("claim", "")).strip()) >= 8
     ]
     tokens = md.parse(text or "")
+    numbered = numbered_passages(text) if passage_link is not None else set()
     # The text of the blockquote being read, for a kb:// citation that closes it; outside a
     # blockquote a link has no lines to quote but its own (a list of sources has none).
     quoted: list[str] = []
@@ -89,7 +90,7 @@ def render_report_page(
             children = _mark(_linkify(md, token.children), verdicts)
             if passage_link is not None:
                 lines = quoted if depth else []
-                children = _link_passages(children, lines, passage_link, titles or {})
+                children = _link_passages(children, lines, passage_link, titles or {}, numbered)
             token.children = _mark_claims(children, claims) if claims else children
             quoted.append(_plain(token.children))
     sections = _shift_headings(tokens, heading_offset)
@@ -101,7 +102,11 @@ def _plain(children: list[Token]) -> str:
 
 
 def _link_passages(
-    children: list[Token], quoted: list[str], passage_link: PassageLink, titles: dict[str, str]
+    children: list[Token],
+    quoted: list[str],
+    passage_link: PassageLink,
+    titles: dict[str, str],
+    numbered: set[str],
 ) -> list[Token]:
     """Point each kb:// link at its passage, with the words quoted before it (in its line, or
     in the blockquote it closes) to highlight there: a link with neither quotes nothing."""
@@ -119,7 +124,8 @@ def _link_passages(
                     link = token
                     link.meta["kb"] = unquote(href)
         elif token.type == "text" and link is not None:
-            token.content = passage_link_text(token.content, link.meta["kb"], titles)
+            url = link.meta["kb"]
+            token.content = passage_link_text(token.content, url, titles, numbered=url in numbered)
         elif token.type == "link_close":
             link = None
         if token.type in ("text", "code_inline") and link is None:
@@ -127,19 +133,47 @@ def _link_passages(
     return children
 
 
-def passage_link_text(text: str, url: str, titles: dict[str, str]) -> str:
+def passage_link_text(
+    text: str, url: str, titles: dict[str, str], *, numbered: bool = False
+) -> str:
     """A kb:// link's text as a report is shown (on the page and in every export), with
     `titles` (address -> its document's title): "[compound](kb://…)", a document's slug,
     says its title; a list of sources names a passage ("[types, passage 29](kb://…)"): it
-    says which, by its address, whatever number the text wrote. Words of the report's own
-    ("[the quarterly report](kb://…)") stay."""
+    says which, by its address, whatever number the text wrote, and without an address the
+    text added ("tea, passage 1 (kb://…)"). `numbered`: the report cites other passages of
+    the same document, so a title alone would name two passages alike: it says which too.
+    Words of the report's own ("[the quarterly report](kb://…)") stay."""
     title = titles.get(url, "")
-    named = PASSAGE_NAMED.match(text.strip())
-    name = named["title"] if named else text.strip()
+    shown = ADDRESS_SUFFIX.sub("", text.strip())
+    named = PASSAGE_NAMED.match(shown)
+    name = named["title"] if named else shown
     if not (title and name and (" " not in name or name.lower() in title.lower())):
         return text
     address = parse_chunk_url(url)
-    return passage_name(title, address.position) if named and address else title
+    return passage_name(title, address.position) if (named or numbered) and address else title
+
+
+# " (kb://dataset/2/document/80#0)" after a source's name: two documents of one title told
+# apart by their addresses in a list of sources (research.fulltext.source_names).
+ADDRESS_SUFFIX = re.compile(r"\s*\(kb://[^()\s]+\)$")
+
+
+def numbered_passages(text: str) -> set[str]:
+    """The kb:// addresses of a report whose document it cites at more than one passage:
+    each is named with its passage's number wherever the report links it."""
+    positions: dict[tuple[int, int], set[int]] = {}
+    urls = {link["url"] for link in KB_LINK.finditer(text or "")}
+    for url in urls:
+        address = parse_chunk_url(url)
+        if address is not None:
+            key = (address.dataset_id, address.document_id)
+            positions.setdefault(key, set()).add(address.position)
+    return {
+        url
+        for url in urls
+        if (address := parse_chunk_url(url)) is not None
+        and len(positions[(address.dataset_id, address.document_id)]) > 1
+    }
 
 
 # A kb:// link in a report's Markdown: its text and its address.
@@ -151,15 +185,21 @@ def link_text(words: str) -> str:
     return re.sub(r"[\\\[\]]", r"\\\g<0>", words)
 
 
-def titled_passages(text: str, titles: dict[str, str]) -> str:
+def titled_passages(
+    text: str, titles: dict[str, str], *, target: Callable[[str], str | None] | None = None
+) -> str:
     """A report's Markdown with its kb:// links' texts as passage_link_text says them: what
-    an export writes where the page renders."""
+    an export writes where the page renders. `target` (a kb:// address -> the URL a reader
+    opens, its passage's page) points each link there too."""
+    numbered = numbered_passages(text)
 
     def titled(link: re.Match) -> str:
         if link["url"] is None:
             return link[0]  # code: a link written in backticks is shown as written
-        words = passage_link_text(link["text"], link["url"], titles)
-        return f"[{words if words == link['text'] else link_text(words)}]({link['url']})"
+        url = link["url"]
+        words = passage_link_text(link["text"], url, titles, numbered=url in numbered)
+        shown = words if words == link["text"] else link_text(words)
+        return f"[{shown}]({(target and target(url)) or url})"
 
     return CODE_OR_KB_LINK.sub(titled, text or "")
 

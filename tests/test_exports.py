@@ -294,7 +294,7 @@ def test_a_knowledge_base_source_links_to_its_passage_in_exports_from_the_web(
     markdown = export(api, root.pk, "md").content.decode()
     pdf = export(api, root.pk, "pdf").content
 
-    assert f"]({kb}): verified" in markdown and f"([the passage]({passage}))" in markdown
+    assert f"1. [Dippers]({passage}): verified" in markdown and "kb://" not in markdown
     assert "Dippers walk under water." in pdf_text(pdf)
     links = [
         annotation.get_object()["/A"].get("/URI", "")
@@ -330,8 +330,11 @@ def test_two_passages_of_one_document_are_named_apart_in_every_export(api, alice
     markdown = export(api, root.pk, "md").content.decode()
     word = [p.text for p in opened(export(api, root.pk, "docx").content).paragraphs]
 
-    assert f"1. [Tidal bores, passage 1]({kb}0): verified" in markdown
-    assert f"2. [Tidal bores, passage 2]({kb}1): verified" in markdown
+    pages = f"http://testserver/kb/{dataset.pk}/documents/{document.pk}/passages/"
+    assert f"1. [Tidal bores, passage 1]({pages}0/): verified" in markdown
+    assert f"2. [Tidal bores, passage 2]({pages}1/): verified" in markdown
+    # In the report too: one title for both would name two passages alike.
+    assert f"mouths ([Tidal bores, passage 1]({pages}0/?q=" in markdown
     assert "1. Tidal bores, passage 1: verified, seen by the root agent" in word
     assert "2. Tidal bores, passage 2: verified, seen by the root agent" in word
     printed = print_html(root)  # the PDF's page, before Chromium prints it

@@ -101,7 +101,8 @@ def test_a_messages_addresses_become_links_and_the_rest_stays_text():
 def test_a_report_names_a_passage_by_its_documents_title_and_keeps_its_number():
     """The demo cites a passage under its document's slug ("types"), which the page shows as
     the document's title; a source it lists by passage ("types, passage 29") keeps the
-    number."""
+    number. A document the report cites at two passages names its passage everywhere: two
+    quotes of it both read "— The standard type hierarchy" (a tester's walk)."""
     kb, other = "kb://dataset/1/document/7#28", "kb://dataset/1/document/7#4"
     report = (
         f"> Objects have types.\n>\n> — [types]({kb})\n\n- [types, passage 29]({kb})\n"
@@ -111,7 +112,25 @@ def test_a_report_names_a_passage_by_its_documents_title_and_keeps_its_number():
 
     html = render_report_page(report, passage_link=passage_href, titles=titles).html
 
-    assert ">The standard type hierarchy</a>" in html
     assert ">The standard type hierarchy, passage 29</a>" in html
+    assert html.count(">The standard type hierarchy, passage 29</a>") == 2  # quote and list
     assert ">The standard type hierarchy, passage 5</a>" in html  # its address's, #4
+    assert ">The standard type hierarchy</a>" not in html
     assert "types, passage" not in html
+
+    # Cited at one passage, the document's title alone says which.
+    alone = render_report_page(report.split("\n\n- ")[0], passage_link=passage_href, titles=titles)
+    assert ">The standard type hierarchy</a>" in alone.html
+
+
+def test_a_source_named_with_its_address_reads_as_its_passage_without_the_address():
+    """Two documents of one title are listed by the demo with their addresses ("tea, passage
+    1 (kb://…)"): the page showed that text as it was, the address and the file's name."""
+    first, second = "kb://dataset/2/document/80#0", "kb://dataset/2/document/82#0"
+    report = f"- [tea, passage 1 ({first})]({first})\n- [tea, passage 1 ({second})]({second})\n"
+    titles = {first: "Tea Notes", second: "Tea Notes"}
+
+    html = render_report_page(report, passage_link=passage_href, titles=titles).html
+
+    assert html.count(">Tea Notes, passage 1</a>") == 2
+    assert "kb://" not in html and "tea," not in html

@@ -151,21 +151,23 @@ def test_every_export_names_a_passage_as_the_page_does_and_the_pdf_opens_its_pag
     )
     printed = print_html(root, site=site)
 
+    passages = f"{site}/kb/{dataset.pk}/documents/{document.pk}/passages/"
     for text in (markdown, word, printed):
         assert "specialnames" not in text
-    assert f"> — [Special method names]({kb}0)" in markdown
-    assert f"- [Special method names, passage 2]({kb}1)" in markdown
-    assert f"1. [Special method names, passage 1]({kb}0): verified, seen by the root agent" in (
+    # Two passages of one document cited: each named by its passage, in the report too.
+    quoted = f"> — [Special method names, passage 1]({passages}0/?q=Method+3+is+looked"
+    assert quoted in markdown
+    assert f"- [Special method names, passage 2]({passages}1/)" in markdown
+    assert f"1. [Special method names, passage 1]({passages}0/): verified, seen by the root" in (
         markdown
     )
     assert "cost $0.00," in markdown and "cost $0.00," in word  # as the page writes money
-    assert "— Special method names ✓" in word
+    assert "— Special method names, passage 1 ✓" in word
     assert "1. Special method names, passage 1: verified, seen by the root agent" in word
-    assert '>Special method names<span class="cite-mark"' in printed
+    assert '>Special method names, passage 1<span class="cite-mark"' in printed
     assert "verified, seen by the root agent" in printed and "research agent" not in printed
-    # No PDF reader opens kb://: each link opens the passage's page in Canopy.
-    assert 'href="kb://' not in printed
-    passages = f"{site}/kb/{dataset.pk}/documents/{document.pk}/passages/"
+    # No reader opens kb://: each link opens the passage's page in Canopy.
+    assert 'href="kb://' not in printed and "kb://" not in markdown
     links = [
         annotation.get_object()["/A"].get("/URI", "")
         for page in PdfReader(io.BytesIO(pdf)).pages
@@ -205,8 +207,10 @@ def test_a_heading_with_a_control_character_or_brackets_still_exports(api, alice
     text = "\n".join(p.text for p in docx.Document(io.BytesIO(word.content)).paragraphs)
     assert "Tidal bores" in text and "Bores] and tides \\" in text
     markdown = api.get(export + "md").content.decode()
-    assert f"[Bores\\] and tides \\\\]({bracket_kb})" in markdown
-    assert f"1. [Tidal bores]({bell_kb})" in markdown
+    bracket_page = f"http://testserver/kb/{dataset.pk}/documents/{bracket.pk}/passages/0/"
+    bell_page = f"http://testserver/kb/{dataset.pk}/documents/{bell.pk}/passages/0/"
+    assert f"[Bores\\] and tides \\\\]({bracket_page}?q=" in markdown
+    assert f"1. [Tidal bores]({bell_page})" in markdown
     html = render_report_page(markdown, [], []).html
     assert "](kb://" not in html  # every link still a link
 
@@ -229,4 +233,5 @@ def test_a_link_written_in_code_is_exported_as_written(api, alice):
 
     assert f"Write `[specialnames]({kb})` to cite it" in markdown
     assert f"```\n[specialnames]({kb})\n```" in markdown
-    assert f"which reads [Special method names]({kb})." in markdown
+    page = f"http://testserver/kb/{dataset.pk}/documents/{document.pk}/passages/0/"
+    assert f"which reads [Special method names]({page}?q=" in markdown

@@ -6,13 +6,21 @@ the others are plain model fields. Times are ISO 8601, money a decimal string.
 """
 
 import json
+from collections import defaultdict
+from urllib.parse import unquote
 
 from django.utils import timezone
 from rest_framework import serializers
 
 from frontend.clarify_export import markdown_section
 from frontend.passages import cited_names, kb_titles
-from frontend.rendering import KB_LINK, link_text, titled_passages
+from frontend.rendering import (
+    KB_LINK,
+    PassageLink,
+    link_text,
+    render_report_page,
+    titled_passages,
+)
 from frontend.templatetags.canopy import usd
 from frontend.terminal.render import one_line
 from research import selectors
@@ -68,13 +76,16 @@ def _messages(run: Run, tree: list[Run]) -> list:
     return [found[pk] for pk in sorted(found)]
 
 
-def export_markdown(run: Run, *, passage_link=None) -> str:
+def export_markdown(run: Run, *, passage_link: PassageLink | None = None) -> str:
     """The report as written, its passages named as the run page names them, its sources as
-    checked, and a line saying what produced it. With `passage_link` (kb:// address -> a
-    URL), a knowledge-base source also names the page that shows its passage."""
+    checked, and a line saying what produced it. With `passage_link` (kb:// address and
+    quote -> a URL), every kb:// link, in the report and in its sources, opens the page that
+    shows its passage; without it (the CLI, which knows no site's address) a link keeps its
+    kb:// address, which only Canopy reads."""
     citations = selectors.subtree_citations(run=run, subtree=False)
     titles = export_titles(run, citations)
-    report = titled_passages(run.report, titles).strip()
+    targets = None if passage_link is None else PassageTargets(run.report, titles, passage_link)
+    report = titled_passages(run.report, titles, target=targets).strip()
     parts = []
     if not report.lstrip().startswith("#"):
         parts.append(f"# {one_line(run.topic)[:200]}")
@@ -83,8 +94,8 @@ def export_markdown(run: Run, *, passage_link=None) -> str:
         parts.append(clarified)
     if citations:
         sources = [
-            f"{number}. [{link_text(name)}]({citation.url}): "
-            f"{provenance(citation)}{_passage(citation.url, passage_link)}"
+            f"{number}. [{link_text(name)}]({source_href(citation.url, passage_link)}): "
+            f"{provenance(citation)}"
             for number, (citation, name) in enumerate(
                 zip(citations, cited_names(citations, titles), strict=True), start=1
             )
@@ -92,6 +103,33 @@ def export_markdown(run: Run, *, passage_link=None) -> str:
         parts.append("## Sources checked\n\n" + "\n".join(sources))
     parts.append(f"---\n*{colophon(run)}*")
     return "\n\n".join(parts) + "\n"
+
+
+class PassageTargets:
+    """Where a report's kb:// links open, asked in the order the report writes them: each
+    its passage's page, with the words the run page highlights there (the line or the
+    blockquote it closes, as render_report_page finds them)."""
+
+    def __init__(self, report: str, titles: dict[str, str], passage_link: PassageLink) -> None:
+        self.passage_link = passage_link
+        self.quotes: dict[str, list[str]] = defaultdict(list)
+
+        def heard(url: str, quote: str) -> str:
+            self.quotes[url].append(quote)
+            return url
+
+        # Quotes are read from the report as the PDF and Word exports render it, titled.
+        render_report_page(titled_passages(report, titles), passage_link=heard)
+
+    def __call__(self, url: str) -> str | None:
+        url = unquote(url)
+        quotes = self.quotes.get(url)
+        return self.passage_link(url, quotes.pop(0) if quotes else "")
+
+
+def source_href(url: str, passage_link: PassageLink | None) -> str:
+    """The address a list of sources gives: a passage's page, or the URL as cited."""
+    return (passage_link and passage_link(url, "")) or url
 
 
 def colophon(run: Run) -> str:
@@ -111,11 +149,6 @@ def export_titles(run: Run, citations) -> dict[str, str]:
     urls = [citation.url for citation in citations]
     urls += [link["url"] for link in KB_LINK.finditer(run.report or "")]
     return kb_titles(owner_id=run.owner_id, urls=urls)
-
-
-def _passage(url: str, passage_link) -> str:
-    target = passage_link(url) if passage_link is not None else None
-    return f" ([the passage]({target}))" if target else ""
 
 
 def provenance(citation) -> str:

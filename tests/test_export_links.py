@@ -1,0 +1,148 @@
+"""Every link an export gives a reader opens: a knowledge-base passage, cited as kb://, links
+to the passage's page in Canopy in the Markdown and Word exports from the web, as in the PDF,
+in the report and in its sources; a web page keeps its address; JSON keeps the stored data,
+and the CLI, which knows no site's address, keeps kb://."""
+
+import io
+import json
+import re
+from urllib.parse import parse_qs, urlsplit
+
+import docx
+import pytest
+from django.core.management import call_command
+
+from research import services
+from research.models import Dataset, Run, Source
+from research.services.citations import citations_record
+from research.services.datasets import document_add
+from tests.test_exports import hyperlink_targets
+from tests.test_sources_naming import SPECIAL
+
+pytestmark = pytest.mark.django_db
+
+SITE = "http://testserver"
+WEB = "https://docs.python.org/3/reference/datamodel.html"
+
+
+def finished(alice, dataset: Dataset, report: str, web: tuple[str, ...] = ()) -> Run:
+    """A finished research of alice's on `dataset` whose agents read every passage and the
+    `web` pages."""
+    root = services.run_start(owner=alice, topic="What are special methods?", dataset_id=dataset.pk)
+    for chunk in dataset.chunks.all():
+        url = f"kb://dataset/{dataset.pk}/document/{chunk.document_id}#{chunk.position}"
+        Source.objects.create(run=root, root=root, kind="chunk", url=url, text=chunk.text)
+    for url in web:
+        Source.objects.create(run=root, root=root, kind="page", url=url, text="A page.")
+    citations_record(run_id=root.pk, report=report)
+    services.run_finish(run_id=root.pk, report=report)
+    root.refresh_from_db()
+    return root
+
+
+@pytest.fixture
+def special(alice):
+    """A finished research citing two passages of one document (a quote, a claim, its own
+    list of sources) and a web page, all seen by its agent."""
+    dataset = Dataset.objects.create(owner=alice, name="Python reference")
+    document = document_add(
+        dataset=dataset, title="specialnames", data=SPECIAL.encode(), filename="specialnames.txt"
+    )
+    kb = f"kb://dataset/{dataset.pk}/document/{document.pk}#"
+    report = (
+        "# Special methods\n\n## Findings\n\n"
+        f"> Method 3 is looked up on the type.\n>\n> — [specialnames]({kb}0)\n\n"
+        f"Method 40 is looked up on the type too ([specialnames]({kb}1)), as [the data model]"
+        f"({WEB}) says.\n\nCite it as `[specialnames]({kb}0)`.\n\n"
+        f"## Sources\n\n- [specialnames, passage 1]({kb}0)\n- [specialnames, passage 2]({kb}1)\n"
+    )
+    root = finished(alice, dataset, report, web=(WEB,))
+    root.pages = f"{SITE}/kb/{dataset.pk}/documents/{document.pk}/passages/"
+    root.kb = kb
+    return root
+
+
+def quote_of(url: str) -> str:
+    return parse_qs(urlsplit(url).query).get("q", [""])[0]
+
+
+def export(api, root, format: str):
+    response = api.get(f"/v1/gb/research/{root.pk}/export?format={format}")
+    assert response.status_code == 200, response.content[:300]
+    return response.content
+
+
+def test_every_kb_link_of_the_word_export_opens_the_passages_page(api, special):
+    """Word opens no kb:// address: the report's citations and its sources checked were
+    links nobody could follow."""
+    document = docx.Document(io.BytesIO(export(api, special, "docx")))
+
+    targets = hyperlink_targets(document)
+    pages = special.pages
+    assert [target.split("?")[0] for target in targets] == [
+        f"{pages}0/",  # the quote's citation
+        f"{pages}1/",  # the claim's
+        WEB,
+        f"{pages}0/",  # the report's own list of sources
+        f"{pages}1/",
+        f"{pages}0/",  # sources checked
+        f"{pages}1/",
+        WEB,
+    ]
+    # The passage's page highlights what the report quoted, as the page's and the PDF's do.
+    assert quote_of(targets[0]) == "Method 3 is looked up on the type"
+    assert quote_of(targets[1]) == "Method 40 is looked up on the type too"
+    text = "\n".join(paragraph.text for paragraph in document.paragraphs)
+    assert "— Special method names, passage 1 ✓" in text  # named and marked as the page does
+    assert "1. Special method names, passage 1: verified, seen by the root agent" in text
+    assert "specialnames" not in text.replace(f"[specialnames]({special.kb}0)", "")
+
+
+def test_every_kb_link_of_the_markdown_export_from_the_web_opens_the_passages_page(api, special):
+    """The report's citations and its own list of sources kept kb://; only the sources
+    checked named the passage's page."""
+    markdown = export(api, special, "md").decode()
+
+    pages, kb = special.pages, special.kb
+    assert re.search(
+        rf"> — \[Special method names, passage 1\]\({re.escape(pages)}0/\?q=Method\+3\+", markdown
+    )
+    assert f"too ([Special method names, passage 2]({pages}1/?q=Method+40+is" in markdown
+    assert f"[the data model]({WEB})" in markdown
+    assert f"- [Special method names, passage 1]({pages}0/)\n" in markdown
+    assert f"- [Special method names, passage 2]({pages}1/)\n" in markdown
+    assert f"1. [Special method names, passage 1]({pages}0/): verified, seen by the root" in (
+        markdown
+    )
+    assert f"3. [the data model]({WEB}): verified, seen by the root agent" in markdown
+    # Code shows what it quotes: the one kb:// address left.
+    assert f"Cite it as `[specialnames]({kb}0)`." in markdown
+    assert markdown.count("kb://") == 1
+
+
+def test_a_heading_with_brackets_still_links_its_passage(api, alice):
+    dataset = Dataset.objects.create(owner=alice, name="Odd headings")
+    document = document_add(
+        dataset=dataset, title="more", data=b"# Bores] and tides\n\nThe tide.", filename="m.md"
+    )
+    kb = f"kb://dataset/{dataset.pk}/document/{document.pk}#0"
+    root = finished(alice, dataset, f"# Bores\n\nThe tide comes in ([more]({kb})).")
+    page = f"{SITE}/kb/{dataset.pk}/documents/{document.pk}/passages/0/"
+
+    markdown = export(api, root, "md").decode()
+
+    assert f"([Bores\\] and tides]({page}?q=The+tide+comes+in))" in markdown
+    assert f"1. [Bores\\] and tides]({page}): verified" in markdown
+
+
+def test_json_and_the_cli_keep_the_kb_addresses(api, special, tmp_path):
+    """JSON is data; the CLI has no request, and no setting names the site's address."""
+    document = json.loads(export(api, special, "json"))
+    assert {c["url"] for c in document["citations"]} == {f"{special.kb}0", f"{special.kb}1", WEB}
+
+    out = tmp_path / "cli.md"
+    call_command("research", "export", str(special.pk), "--user", "alice", "--output", str(out))
+    markdown = out.read_text()
+    assert f"> — [Special method names, passage 1]({special.kb}0)" in markdown
+    assert f"1. [Special method names, passage 1]({special.kb}0): verified" in markdown
+    assert SITE not in markdown

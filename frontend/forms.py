@@ -110,7 +110,9 @@ class StartResearchForm(forms.Form):
 
     def _dataset_choices(self, owner, *, demo: bool) -> None:
         datasets = list(Dataset.objects.filter(owner=owner).values_list("pk", "name"))
-        choices = [("", "None: search the web only")]
+        # Without a search provider (agents.tools.web) the web is the pages a topic names.
+        web = "search the web only" if settings.SEARCH_PROVIDER else "no web search is set up"
+        choices = [("", f"None: {web}")]
         choices += [(str(pk), name) for pk, name in datasets]
         starter = next((str(pk) for pk, name in datasets if name == STARTER_DATASET), None)
         if starter is None:

@@ -157,3 +157,20 @@ def test_a_step_budget_of_one_reads_in_the_singular():
     assert steps_text(0, 1) == "0 of 1 step"
     assert steps_text(2, 1) == "1 of 1 step + report"
     assert steps_text(1, 10) == "1 of 10 steps"
+
+
+@pytest.mark.parametrize(
+    ("provider", "words"),
+    [("searxng", "None: search the web only"), ("", "None: no web search is set up")],
+)
+def test_the_start_form_offers_no_knowledge_base_in_words_true_to_the_server(
+    client, alice, settings, provider, words
+):
+    """The start form offered "None: search the web only" on a server with no search
+    provider, where a research without a knowledge base can search nothing."""
+    settings.SEARCH_PROVIDER = provider
+    client.force_login(alice)
+
+    page = client.get("/").content.decode()
+
+    assert re.search(f'<option value=""( selected)?>{words}</option>', page), words

@@ -158,6 +158,19 @@ def document_delete(request: HttpRequest, dataset_id: int, document_id: int) -> 
     return redirect("knowledge-base", dataset_id=dataset.pk)
 
 
+@login_required
+@require_POST
+def knowledge_base_delete(request: HttpRequest, dataset_id: int) -> HttpResponse:
+    """The knowledge base with its documents and passages; researches that cited it keep
+    their sources (services.dataset_delete)."""
+    dataset = _dataset_or_404(request, dataset_id)
+    documents = dataset.documents.count()
+    services.dataset_delete(dataset=dataset)
+    noun = "document" if documents == 1 else "documents"
+    messages.success(request, f"Deleted {dataset.name} and its {documents} {noun}.")
+    return redirect("knowledge-bases")
+
+
 def start_initial(request: HttpRequest) -> dict:
     """The start form's initial knowledge base, from `?dataset=<id>` (the knowledge-base page's
     "Start a research" link): only one of the user's own, else the form's default."""

@@ -29,6 +29,7 @@ urlpatterns = [
         name="knowledge-documents",
     ),
     path("kb/<int:dataset_id>/check", knowledge.upload_check, name="knowledge-upload-check"),
+    path("kb/<int:dataset_id>/delete", knowledge.knowledge_base_delete, name="knowledge-delete"),
     path(
         "kb/<int:dataset_id>/documents/<int:document_id>/delete",
         knowledge.document_delete,

@@ -272,3 +272,37 @@ def test_two_passages_of_one_document_are_two_sources_named_apart(
     expect(passage.locator("#passage")).to_contain_text("The Severn bore runs upstream")
     no_sideways_scroll(passage, "passage")
     shot(passage, "9-passage")
+
+
+def test_a_knowledge_base_is_deleted_from_its_page_after_a_confirmation(
+    page, server, alice, run_factory
+):
+    """The knowledge-base pages could delete a document but not the knowledge base: only
+    the API could. Its page's Delete asks first, names what goes, and the research that
+    used it keeps its page."""
+    dataset = dataset_create(owner=alice, name=f"Old notes ({page.size_name})")
+    for name in ("a.md", "b.md"):
+        document_add(dataset=dataset, title=name, data=NOTES.encode(), filename=name)
+    research = run_factory(owner=alice, dataset_id=dataset.pk)
+    log_in(page, server, "alice")
+    page.goto(f"{server.url}/kb/{dataset.pk}/")
+
+    page.locator(".kb-actions").get_by_text("Delete", exact=True).click()
+    confirm = page.locator(".kb-actions .confirm-box")
+    expect(confirm).to_contain_text(f"Delete {dataset.name} with its 2 documents")
+    box = confirm.bounding_box()
+    assert (
+        box is not None and box["x"] >= 0 and box["x"] + box["width"] <= page.viewport_size["width"]
+    )
+    no_sideways_scroll(page, "confirm")
+    shot(page, "10-delete-knowledge-base")
+    confirm.get_by_role("button", name="Delete for good").click()
+
+    expect(page).to_have_url(f"{server.url}/kb/")
+    expect(page.get_by_role("status")).to_contain_text(
+        f"Deleted {dataset.name} and its 2 documents."
+    )
+    expect(page.get_by_role("link", name=dataset.name)).to_have_count(0)
+    assert not Document.objects.filter(dataset_id=dataset.pk).exists()
+    assert Run.objects.get(pk=research.pk).dataset_id is None  # the research stays
+    shot(page, "11-deleted")

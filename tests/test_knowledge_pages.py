@@ -90,12 +90,14 @@ def test_bob_gets_a_404_on_every_surface_of_alices_knowledge_base(client, api_fo
         assert client.get(url).status_code == 404, url
     delete = reverse("knowledge-document-delete", args=[birds.pk, document.pk])
     assert client.post(delete).status_code == 404
+    assert client.post(reverse("knowledge-delete", args=[birds.pk])).status_code == 404
     assert "Birds" not in client.get(reverse("knowledge-bases")).content.decode()
     api = api_for(bob)
     one = reverse("api:dataset-document", args=[birds.pk, document.pk])
     assert api.get(one).status_code == 404
     assert api.delete(one).status_code == 404
     assert Document.objects.filter(pk=document.pk).exists()
+    assert Dataset.objects.filter(pk=birds.pk).exists()
 
 
 def test_the_api_reads_and_deletes_one_document(api, birds):

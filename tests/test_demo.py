@@ -296,6 +296,10 @@ def test_a_demo_run_started_without_a_dataset_reads_the_owners_starter_one(api_f
             "function's free variables. See | | | | below for information on the | | | |",
             "",
         ),
+        (  # an uploaded Markdown file's heading was glued to its first sentence
+            "# Tea Notes\n\nGreen tea is made from leaves that are steamed or pan-fired.",
+            "Green tea is made from leaves that are steamed or pan-fired.",
+        ),
     ],
 )
 def test_the_demo_quotes_prose_not_code_or_headings(text, quote):

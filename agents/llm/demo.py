@@ -276,6 +276,7 @@ def first_sentence(text: str) -> str:
     """The first sentence that reads as prose: code, headings, tables and grammar rules are
     skipped. Empty when none does (a passage that is all table or code is not quoted)."""
     text = re.sub(r"[*=~^-]{3,}", ". ", URL.sub("", text))  # heading underlines end a title
+    text = re.sub(r"(?m)^ {0,3}#{1,6}\s.*$", ". ", text)  # so does a Markdown heading's line
     text = re.sub(r"\s+", " ", text).strip()
     for match in re.finditer(r"[A-Z][^.!?]{30,300}[a-z0-9)\"'][.!?]", text):
         if _is_prose(match.group(0)):

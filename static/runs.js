@@ -1,8 +1,9 @@
-// The runs list (templates/runs.html): each working research's status, agents done and time
-// worked, refreshed every few seconds until none is working. When one changes status (it
-// pauses for review, resumes, ends), its row is read again from the REST API, whose `ending`
-// says how it ended: a cancelled research reads cancelled, not failed.
-import { duration, endingWord } from "./page/format.js";
+// The runs list (templates/runs.html): each working research's status, agents (how many, how
+// many done) and time worked, refreshed every few seconds until none is working. When one
+// changes status (it pauses for review, resumes, ends), its row is read again from the REST
+// API, whose `ending` says how it ended: a cancelled research reads cancelled, not failed.
+// A row drawn here reads as the server draws it after a reload, word for word.
+import { duration, endingWord, usd } from "./page/format.js";
 import { waitingWord } from "./page/tiles.js";
 
 (function () {
@@ -58,34 +59,59 @@ import { waitingWord } from "./page/tiles.js";
       return line;
     }
 
+    // The Agents column, as runs.html draws it: the noun shows where no heading does (a phone).
+    // Its cell is the row's one with such a noun.
+    function showAgentCount(row, total) {
+      const noun = row.querySelector(".phone-only");
+      noun.textContent = ` agent${total === 1 ? "" : "s"}`;
+      noun.parentElement.replaceChildren(String(total), noun);
+    }
+
+    // What the agent is doing, beside the badge while it works; none while it waits or ended.
+    function showState(row, text) {
+      let state = row.querySelector("[data-state]");
+      if (text === null) {
+        if (state) state.remove();
+        return;
+      }
+      if (!state) {
+        state = document.createElement("span");
+        state.className = "muted";
+        state.dataset.state = "";
+        row.querySelector("[data-status]").after(" ", state);
+      }
+      state.textContent = text;
+    }
+
     function showProgress(row, progress) {
       const cell = row.querySelector("[data-active]");
       cell.dataset.agents = agentsText(progress.done, progress.agents);
       progressLine(row).textContent = `${cell.dataset.agents} · ${durationText(worked(row)) || "not started"}`;
-      const state = row.querySelector("[data-state]");
-      if (state) state.textContent = progress.state;
+      showState(row, progress.status === "paused" ? null : progress.state);
     }
 
     // The run as the REST API has it: status, ending, time worked.
     function showRun(row, run) {
       const cell = row.querySelector("[data-active]");
       setClock(row, run.worked_seconds, run.clock_running);
-      const state = row.querySelector("[data-state]");
+      row.querySelector("[data-tree-cost]").textContent = usd(run.tree_cost_usd);
       if (run.active) {
         if (run.status === "paused") {
           badge(row, waitingWord(run), "paused");
-          if (state) state.remove();
+          showState(row, null);
         } else {
           badge(row, run.status, run.status);
+          showState(row, run.state);
         }
         return;
       }
       badge(row, endingWord(run), TONES[run.ending] || "failed");
-      if (state) state.remove();
+      showState(row, null);
       delete cell.dataset.active;
+      // An ended research says how long it took, and nothing when it never started.
       const time = durationText(run.worked_seconds);
-      const parts = [cell.dataset.agents, time ? `took ${time}` : "did not start"];
-      progressLine(row).textContent = parts.filter(Boolean).join(" · ");
+      if (time) progressLine(row).textContent = `took ${time}`;
+      else row.querySelectorAll("[data-progress]").forEach((line) => line.remove());
     }
 
     async function reread(row) {
@@ -106,6 +132,7 @@ import { waitingWord } from "./page/tiles.js";
             if (!progress) return;
             const cell = row.querySelector("[data-active]");
             cell.dataset.agents = agentsText(progress.done, progress.agents);
+            showAgentCount(row, progress.agents);
             if (cell.dataset.lastStatus !== progress.status) {
               cell.dataset.lastStatus = progress.status;
               await reread(row);

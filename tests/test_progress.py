@@ -164,7 +164,8 @@ def test_the_run_page_counts_agents_and_says_when_the_research_ends(
 
         # The list saw it end without a reload.
         expect(row.locator("[data-status]")).to_have_text("done", timeout=10_000)
-        expect(row.locator("[data-progress]")).to_contain_text("2 of 2 agents done · took ")
+        # As a reload draws an ended row: how long it took (its agents have their column).
+        expect(row.locator("[data-progress]")).to_have_text(re.compile(r"^took (under 1|\d+) s$"))
     finally:
         context.close()
     assert errors == []

@@ -228,7 +228,7 @@ def test_a_reviewed_research_ends_with_its_report_on_stage(
     expect(page.locator("#plan-review")).to_be_visible()
     expect(page.locator("#run-status")).to_have_text("needs your review")
     expect(page.locator("#agent-count")).to_have_text("1 · waiting for you")
-    expect(page.locator("#elapsed")).to_contain_text("paused")
+    expect(page.locator("#elapsed")).to_contain_text(" · waiting for you")
     expect(page).to_have_title(re.compile("^⏸ Needs your review · "))
     approve = page.get_by_role("button", name="Approve plan")
     expect(approve).to_have_class(re.compile("button-primary"))

@@ -28,12 +28,14 @@ export function duration(seconds) {
   return `${rest} s`;
 }
 
-/** Steps as the budget reads them: the last round past the budget writes the report. */
+/** Steps as the budget reads them: the last round past the budget writes the report. The
+ * noun agrees with the budget: "0 of 1 step", "1 of 10 steps" (frontend/rendering.py
+ * steps_text). */
 export function stepsText(run) {
   const budget = Number(run.max_steps || 0);
   const steps = Number(run.steps || 0);
-  if (steps > budget) return `${budget} of ${budget} steps + report`;
-  return `${steps} of ${budget} steps`;
+  if (steps > budget) return `${budget} of ${plural(budget, "step")} + report`;
+  return `${steps} of ${plural(budget, "step")}`;
 }
 
 export function usd(value) {

@@ -2,8 +2,8 @@
 // when an event concerns it. Switching agents starts the panel at its top; on a narrow screen
 // the panel is brought into view, since it sits under the agents there.
 import { localiseTimes } from "./feed.js";
-import { endingWord, stepsText } from "./format.js";
-import { waitingWord } from "./tiles.js";
+import { count, endingWord, stepsText, usd } from "./format.js";
+import { drawClocks, waitingWord } from "./tiles.js";
 
 const NARROW = window.matchMedia("(max-width: 1080px)");
 
@@ -85,8 +85,40 @@ export function createPanel(state, panel, config) {
     return span;
   }
 
-  // The panel's status and steps follow the state at every render, as the tree's nodes do;
-  // the rest of it (timeline, transcript, report) is the server's, loaded again after a burst.
+  // An agent's cost with its sub-agents': the root's as the header has it; another's summed
+  // over the runs the page holds, since a run.usage carries the tree cost of its own agent
+  // and of the root, not of the agents between them.
+  function treeCost(run) {
+    if (run.id === state.root) return Number(run.tree_cost_usd || 0);
+    let total = 0;
+    for (const other of state.runs.values()) {
+      for (let up = other; up; up = state.runs.get(up.parent_id)) {
+        if (up.id === run.id) {
+          total += Number(other.cost_usd || 0);
+          break;
+        }
+      }
+    }
+    return total;
+  }
+
+  function renderCost(cost, run) {
+    const own = usd(run.cost_usd);
+    const tree = usd(treeCost(run));
+    if (tree === own) {
+      cost.textContent = own;
+      return;
+    }
+    const withSubagents = document.createElement("span");
+    withSubagents.className = "muted";
+    withSubagents.textContent = `(${tree} with its sub-agents)`;
+    cost.replaceChildren(`${own} `, withSubagents);
+  }
+
+  // The panel's status and figures follow the state at every render, as the header's tiles
+  // and the tree's nodes do, so none of them says another figure for the same agent (a root
+  // waiting on its sub-agents is loaded again only when it moves). The rest of it (timeline,
+  // transcript, report) is the server's, loaded again after a burst.
   function renderLive() {
     const run = state.runs.get(shows);
     const badges = panel.querySelector('[data-live="badges"]');
@@ -100,6 +132,11 @@ export function createPanel(state, panel, config) {
     badges.dataset.ending = run.active ? "" : run.ending;
     const steps = panel.querySelector('[data-live="steps"]');
     if (steps) steps.textContent = stepsText(run);
+    const cost = panel.querySelector('[data-live="cost"]');
+    if (cost) renderCost(cost, run);
+    const tokens = panel.querySelector('[data-live="tokens"]');
+    if (tokens) tokens.textContent = `${count(run.input_tokens)} in · ${count(run.output_tokens)} out`;
+    drawClocks(state, panel);
   }
 
   function showError(text) {

@@ -10,6 +10,23 @@ export function createReportStage(state, page, config) {
   let serverDrew = page.reportStage.childElementCount > 0;
   let loadedFor = null;
 
+  // The tabs are links within the page: the one the analyst followed becomes the current
+  // one, or "Report" would stay current over the agents.
+  function markTab(hash) {
+    const tabs = Array.from(page.tabs.querySelectorAll(".run-tab"));
+    if (!tabs.some((tab) => tab.getAttribute("href") === hash)) return;
+    tabs.forEach((tab) => {
+      if (tab.getAttribute("href") === hash) tab.setAttribute("aria-current", "true");
+      else tab.removeAttribute("aria-current");
+    });
+  }
+  page.tabs.addEventListener("click", (event) => {
+    const tab = event.target.closest(".run-tab");
+    if (tab) markTab(tab.getAttribute("href"));
+  });
+  window.addEventListener("hashchange", () => markTab(window.location.hash));
+  markTab(window.location.hash);
+
   async function load(root) {
     loadedFor = root.report;
     try {
@@ -20,6 +37,7 @@ export function createReportStage(state, page, config) {
       page.reportStage.hidden = false;
       page.tabs.hidden = false;
       page.reportStage.scrollIntoView({ block: "start" });
+      markTab("#report-stage");
     } catch (error) {
       loadedFor = null; // the next change tries again
     }

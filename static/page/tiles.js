@@ -14,6 +14,21 @@ export function waitingWord(run) {
   return run.state === "clarifying" ? "needs your answers" : "needs your review";
 }
 
+/** An agent's time worked as the header and the agent panel say it: its clock stops while
+ * the research waits for the analyst (frontend/views.py agent_panel draws it first). */
+export function workedText(state, run) {
+  return duration(state.workedSeconds(run)) + (run.status === "paused" ? ` · ${WAITING}` : "");
+}
+
+/** Draw every agent's clock within `container`: an element with `data-clock-of` (its run's
+ * id) shows that agent's time worked. */
+export function drawClocks(state, container) {
+  container.querySelectorAll("[data-clock-of]").forEach((clock) => {
+    const run = state.runs.get(Number(clock.dataset.clockOf));
+    if (run) clock.textContent = workedText(state, run);
+  });
+}
+
 /** The research's badge in words (frontend/library.py status_label draws it first). */
 export function rootStatusText(root) {
   if (!root.active) return endingWord(root);
@@ -37,16 +52,18 @@ export function createTiles(state, page) {
   }
 
   function renderClock(root) {
-    const paused = root.status === "paused";
-    page.elapsed.textContent = duration(state.workedSeconds(root)) + (paused ? ` · ${WAITING}` : "");
+    page.elapsed.textContent = workedText(state, root);
   }
 
   // The clock alone, between renders: the rest of the header changes only with the tree and
   // the list, in the same frame, so that they never disagree (an event applied to the state
   // is drawn at the next frame; a tick that redrew the tiles could show it before the tree).
+  // The page's other clocks (the agent panel's) tick in the same beat as the header's: on a
+  // timer of their own they could say a second more than it for the same agent.
   function tick() {
     const root = state.rootRun();
     if (root) renderClock(root);
+    drawClocks(state, page.run);
   }
 
   function render() {

@@ -1,6 +1,6 @@
 // The tree of agents as SVG (laid out by the vendored d3-hierarchy), with the messages between
 // siblings as arrows. Nodes are buttons: click, or Tab and Enter; arrow keys move between them.
-import { agentName, clip, endingWord, lookOf, stepsText, usd, duration } from "./format.js";
+import { agentName, clip, endingWord, lookOf, plural, stepsText, usd, duration } from "./format.js";
 import { waitingWord } from "./tiles.js";
 
 const SVG_NS = "http://www.w3.org/2000/svg";
@@ -8,11 +8,28 @@ const NODE_W = 200;
 const NODE_H = 80;
 const GAP_X = 22;
 const GAP_Y = 80;
+// A card's text starts after its stripe (or dot) and stops this far from its right border.
+const PAD_RIGHT = 12;
+const measure = document.createElement("canvas").getContext("2d");
 
 function svg(tag, attributes) {
   const element = document.createElementNS(SVG_NS, tag);
   for (const [name, value] of Object.entries(attributes || {})) element.setAttribute(name, value);
   return element;
+}
+
+/** `text` then `tail` as they fit `width` pixels in `element`'s font, `text` cut with an
+ * ellipsis: words of the same length differ in width ("waiting · for messages" ran into the
+ * card's border). The tail (a cost) is never cut. Measured on a canvas, since the tree may be
+ * hidden (a phone shows the list), where SVG measures nothing. */
+function fitted(element, text, width, tail = "") {
+  const style = getComputedStyle(element);
+  measure.font = `${style.fontWeight} ${style.fontSize} ${style.fontFamily}`;
+  const fits = (line) => measure.measureText(line + tail).width <= width;
+  if (fits(text)) return text + tail;
+  let end = text.length;
+  while (end > 1 && !fits(`${text.slice(0, end).trimEnd()}…`)) end -= 1;
+  return `${text.slice(0, end).trimEnd()}…${tail}`;
 }
 
 export function kindBadge(run) {
@@ -30,7 +47,7 @@ export function doingText(run) {
 export function runLabel(state, run) {
   const doing = run.active ? doingText(run) + (run.status === "paused" ? "" : `, ${run.status}`) : endingWord(run);
   const kind = run.kind ? `, ${run.kind}${run.tier ? ` on tier ${run.tier}` : ""}` : "";
-  const calls = run.tool_calls != null ? ` with ${run.tool_calls} tool calls` : "";
+  const calls = run.tool_calls != null ? ` with ${plural(run.tool_calls, "tool call")}` : "";
   const seconds = state.workedSeconds(run);
   const ended = seconds != null && !run.active ? `, worked ${duration(seconds)}${calls}` : "";
   const resumed = run.resumed ? ", resumed from its last completed step" : "";
@@ -89,7 +106,7 @@ export function createTree(state, elements, onSelect) {
       svg("rect", { class: "node-card", x: left, y: top, width: NODE_W, height: NODE_H, rx: 12 }),
       svg("rect", { class: "node-stripe", x: left, y: top + 10, width: 5, height: NODE_H - 20, rx: 2.5 }),
       svg("text", { class: "node-name", x: left + 18, y: top + 24 }),
-      svg("text", { class: "node-kind", x: left + NODE_W - 12, y: top + 23, "text-anchor": "end" }),
+      svg("text", { class: "node-kind", x: left + NODE_W - PAD_RIGHT, y: top + 23, "text-anchor": "end" }),
       svg("circle", { class: "node-dot", cx: left + 22, cy: top + 45, r: 5 }),
       svg("text", { class: "node-state", x: left + 33, y: top + 49 }),
       svg("text", { class: "node-figures", x: left + 18, y: top + 68 }),
@@ -110,6 +127,12 @@ export function createTree(state, elements, onSelect) {
       const run = node.data;
       const group = existing.get(run.id) || createNode(run);
       existing.delete(run.id);
+      // DOM (and so Tab) order follows the layout. Only a node out of place is moved: moving
+      // the focused node would take the keyboard focus away from it. In place before its text
+      // is written: a node out of the document has no font to measure its text in.
+      const expected = previous ? previous.nextSibling : nodes.firstChild;
+      if (group !== expected) nodes.insertBefore(group, expected);
+      previous = group;
       const selected = run.id === state.selected;
       group.setAttribute("class", `node ${lookOf(run)} status-${run.status}${selected ? " selected" : ""}`);
       group.setAttribute("transform", `translate(${node.x},${node.y})`);
@@ -125,14 +148,11 @@ export function createTree(state, elements, onSelect) {
       group.dataset.kind = run.kind || "";
       group.dataset.tier = run.tier || "";
       group.querySelector(".node-kind").textContent = kindBadge(run);
-      group.querySelector(".node-state").textContent = clip(doingText(run), 24);
-      group.querySelector(".node-figures").textContent = `${stepsText(run)} · ${usd(run.cost_usd)}`;
+      const doing = group.querySelector(".node-state");
+      doing.textContent = fitted(doing, doingText(run), NODE_W - 33 - PAD_RIGHT);
+      const figures = group.querySelector(".node-figures");
+      figures.textContent = fitted(figures, stepsText(run), NODE_W - 18 - PAD_RIGHT, ` · ${usd(run.cost_usd)}`);
       group.querySelector("title").textContent = runLabel(state, run) + (run.error ? `. ${run.error}` : "");
-      // DOM (and so Tab) order follows the layout. Only a node out of place is moved: moving
-      // the focused node would take the keyboard focus away from it.
-      const expected = previous ? previous.nextSibling : nodes.firstChild;
-      if (group !== expected) nodes.insertBefore(group, expected);
-      previous = group;
     });
     existing.forEach((group) => group.remove());
   }

@@ -334,3 +334,26 @@ def test_a_row_of_the_list_follows_its_research_and_ends_as_a_reload_draws_it(pa
     assert line.inner_text() == live
     assert "$0.002000" in live  # its sub-agent's cost, spent while the list was open
     no_sideways_scroll(page, "the list reloaded")
+
+
+def test_a_plan_cancelled_before_its_review_reads_not_started_not_gaps(page, server, alice):
+    """A research cancelled while its plan waited for review drew every item as a "gap",
+    as if its report had missed them: it wrote none. Each item reads "not started"."""
+    from research.endings import CANCELLED_BY_USER
+
+    research = working(alice, f"Herons, planned then cancelled ({page.size_name})")
+    services.plan_write(root_id=research.pk, items=["Nesting", "Feeding"])
+    assert services.plan_pause(root_id=research.pk)
+    log_in(page, server, "alice")
+    page.goto(f"{server.url}/runs/{research.pk}/")
+    expect(page.locator("#plan-review")).to_be_visible()
+
+    services.run_finish(run_id=research.pk, error=CANCELLED_BY_USER)  # as a cancel ends it
+
+    expect(page.locator("#run-status")).to_have_text("cancelled")
+    badges = page.locator(".plan-item .plan-status")
+    expect(badges).to_have_text(["not started", "not started"])  # live, from the events
+    page.reload()
+    expect(badges).to_have_text(["not started", "not started"])  # and from the server's plan
+    no_sideways_scroll(page, "cancelled plan")
+    shot(page, "plan-cancelled", full_page=True)

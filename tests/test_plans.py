@@ -207,9 +207,10 @@ def test_cancelling_a_paused_research_keeps_its_plan(agent_pool, scripted_llm, a
     root = wait_finished(root)
     assert (root.status, root.error) == ("failed", "cancelled by the user")
     plan = api.get(plan_url(root)).json()
+    # Open, not gaps: the research wrote no report in which they could be missing.
     assert [(item["text"], item["status"]) for item in plan["items"]] == [
-        ("Nesting", "gap"),
-        ("Feeding", "gap"),
+        ("Nesting", "open"),
+        ("Feeding", "open"),
     ]
 
 
@@ -731,3 +732,24 @@ def test_the_plans_items_take_their_status_from_the_agents_naming_them_and_the_l
         "Tide tables": ("gap", ["tables"]),
     }  # fmt: skip
     assert old.plan_item == "Old words"  # named an item the latest version reworded
+
+
+def test_an_item_is_a_gap_only_in_a_research_that_wrote_its_report():
+    """A research cancelled before its plan was approved drew every item as a gap (a
+    tester's walk): nothing was missing from a report it never wrote."""
+    from types import SimpleNamespace
+
+    from research.selectors.plans import item_status
+
+    failed = [SimpleNamespace(status="failed", cites=False)]
+    empty = [SimpleNamespace(status="done", cites=False)]
+    covered = [SimpleNamespace(status="done", cites=True)]
+    for agents, reported, expected in (
+        ([], True, "gap"),
+        ([], False, "open"),
+        (failed, True, "gap"),
+        (failed, False, "failed"),
+        (empty, False, "gap"),  # it ended done having found nothing to cite
+        (covered, False, "covered"),
+    ):
+        assert item_status(agents, reported=reported) == expected, (agents, reported)

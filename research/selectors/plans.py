@@ -22,14 +22,17 @@ from research.sql import Instances, one, placeholders
 OPEN, WORKING, COVERED, FAILED, GAP = "open", "working", "covered", "failed", "gap"
 
 
-def item_status(agents: list[Run], *, research_ended: bool) -> str:
-    """`agents` carry `cites`: whether the agent's report cites a source its tree saw. The
-    page's script follows this rule live (static/page/plan.js, `live`)."""
+def item_status(agents: list[Run], *, reported: bool) -> str:
+    """`agents` carry `cites`: whether the agent's report cites a source its tree saw.
+    `reported`: the research wrote its report (it is writing it, or ended done), so what
+    nobody covered is a gap in it; a research cancelled or failed before that leaves an
+    item nobody took open, and one whose agents failed, failed. The page's script follows
+    this rule live (static/page/plan.js, `live`)."""
     if any(agent.status in ACTIVE_STATUSES for agent in agents):
         return WORKING
     if any(agent.status == Status.DONE and agent.cites for agent in agents):
         return COVERED
-    if research_ended or any(agent.status == Status.DONE for agent in agents):
+    if reported or any(agent.status == Status.DONE for agent in agents):
         return GAP  # nobody covered it, or its agents found nothing to cite
     return FAILED if agents else OPEN
 
@@ -47,10 +50,10 @@ def plan_items(*, root: Run, ending: bool = False) -> list[dict[str, Any]] | Non
     for agent in _covering().all(_covering_sql(), [root.pk]):
         if agent.plan_item in agents:
             agents[agent.plan_item].append(agent)
-    ended = ending or root.status not in ACTIVE_STATUSES
-    lead_covers = ended and _lead_researched(root, ending=ending)
+    reported = ending or root.status == Status.DONE
+    lead_covers = reported and _lead_researched(root)
     return [
-        _item(number, item, agents[item], ended=ended, lead=root if lead_covers else None)
+        _item(number, item, agents[item], reported=reported, lead=root if lead_covers else None)
         for number, item in enumerate(plan.items, start=1)
     ]
 
@@ -59,9 +62,7 @@ def plan_items(*, root: Run, ending: bool = False) -> list[dict[str, Any]] | Non
 RESEARCH_TOOLS = ("web_search", "read_page", "query")
 
 
-def _lead_researched(root: Run, *, ending: bool) -> bool:
-    if not ending and root.status != Status.DONE:
-        return False
+def _lead_researched(root: Run) -> bool:
     return one(_researched_sql(), [root.pk, Step.Kind.TOOL, *RESEARCH_TOOLS, False]) is not None
 
 
@@ -101,7 +102,7 @@ def _researched_sql() -> str:
     )
 
 
-def _item(number: int, text: str, agents: list[Run], *, ended: bool, lead: Run | None) -> dict:
+def _item(number: int, text: str, agents: list[Run], *, reported: bool, lead: Run | None) -> dict:
     if not agents and lead is not None:  # the lead's own item, researched by the lead
         return {
             "number": number,
@@ -112,7 +113,7 @@ def _item(number: int, text: str, agents: list[Run], *, ended: bool, lead: Run |
     return {
         "number": number,
         "text": text,
-        "status": item_status(agents, research_ended=ended),
+        "status": item_status(agents, reported=reported),
         "agents": [
             {"id": agent.pk, "name": agent.name, "status": agent.status} for agent in agents
         ],

@@ -52,7 +52,7 @@ export function createPlan(state, page, config, announce) {
     let status;
     if (covering.some((run) => run.active)) status = "working";
     else if (covering.some((run) => run.ending === "done")) status = JUDGED.has(entry.status) ? entry.status : "checking";
-    else status = root && !root.active ? "gap" : "failed";
+    else status = root && root.ending === "done" ? "gap" : "failed";
     const agents = covering.map((run) => ({ id: run.id, name: run.name, status: run.status }));
     return { ...entry, status, agents };
   }
@@ -71,7 +71,9 @@ export function createPlan(state, page, config, announce) {
     text.textContent = `${entry.number}. ${entry.text.replace(LIST_MARK, "")}`;
     const status = document.createElement("span");
     status.className = "badge plan-status";
-    status.textContent = entry.status;
+    // Open in a research that ended without its report: nobody will take it now.
+    const root = state.rootRun();
+    status.textContent = entry.status === "open" && root && !root.active ? "not started" : entry.status;
     const body = document.createElement("span");
     body.className = "plan-body";
     body.append(text, " ", status);

@@ -12,32 +12,15 @@ import docx
 import pytest
 from django.core.management import call_command
 
-from research import services
-from research.models import Dataset, Run, Source
-from research.services.citations import citations_record
+from research.models import Dataset
 from research.services.datasets import document_add
 from tests.test_exports import hyperlink_targets
-from tests.test_sources_naming import SPECIAL
+from tests.test_sources_naming import SPECIAL, finished
 
 pytestmark = pytest.mark.django_db
 
 SITE = "http://testserver"
 WEB = "https://docs.python.org/3/reference/datamodel.html"
-
-
-def finished(alice, dataset: Dataset, report: str, web: tuple[str, ...] = ()) -> Run:
-    """A finished research of alice's on `dataset` whose agents read every passage and the
-    `web` pages."""
-    root = services.run_start(owner=alice, topic="What are special methods?", dataset_id=dataset.pk)
-    for chunk in dataset.chunks.all():
-        url = f"kb://dataset/{dataset.pk}/document/{chunk.document_id}#{chunk.position}"
-        Source.objects.create(run=root, root=root, kind="chunk", url=url, text=chunk.text)
-    for url in web:
-        Source.objects.create(run=root, root=root, kind="page", url=url, text="A page.")
-    citations_record(run_id=root.pk, report=report)
-    services.run_finish(run_id=root.pk, report=report)
-    root.refresh_from_db()
-    return root
 
 
 @pytest.fixture

@@ -116,12 +116,15 @@ def test_a_passages_page_shows_what_comes_just_before_and_after_it(client, alice
     assert before.rstrip().endswith("at dawn.") and after.startswith("Bore ")
 
 
-def finished(alice, dataset, report: str):
-    """A finished research of alice's on `dataset` whose agents read every passage."""
+def finished(alice, dataset, report: str, web: tuple[str, ...] = ()):
+    """A finished research of alice's on `dataset` whose agents read every passage and the
+    `web` pages."""
     root = services.run_start(owner=alice, topic="What are special methods?", dataset_id=dataset.pk)
     for chunk in dataset.chunks.all():
         url = f"kb://dataset/{dataset.pk}/document/{chunk.document_id}#{chunk.position}"
         Source.objects.create(run=root, root=root, kind="chunk", url=url, text=chunk.text)
+    for url in web:
+        Source.objects.create(run=root, root=root, kind="page", url=url, text="A page.")
     citations_record(run_id=root.pk, report=report)
     services.run_finish(run_id=root.pk, report=report)
     root.refresh_from_db()

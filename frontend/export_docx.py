@@ -172,7 +172,7 @@ class _Writer:
                 strike = kind == "s_open"
             elif kind == "link_open":
                 href = str(token.attrGet("href") or "")
-                target = self._target(href)
+                target = self._target(href, bare=token.meta.get("bare", False))
             elif kind == "link_close":
                 self._verdict(paragraph, href)
                 href = None
@@ -190,10 +190,11 @@ class _Writer:
             elif kind == "hardbreak":
                 paragraph.add_run().add_break()
 
-    def _target(self, href: str) -> str:
-        """Where a link opens: a kb:// address its passage's page, when there is a site."""
+    def _target(self, href: str, *, bare: bool) -> str:
+        """Where a link opens: a kb:// address its passage's page, when there is a site (a
+        bare address the text names has no quote to highlight there)."""
         if self.targets is not None and href.lower().startswith("kb://"):
-            return self.targets(href) or href
+            return self.targets(href, quoted=not bare) or href
         return href
 
     def _verdict(self, paragraph: Paragraph, href: str | None) -> None:

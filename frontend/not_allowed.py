@@ -33,17 +33,27 @@ class ActionAddressMiddleware:
             return response
         if "text/html" not in request.headers.get("Accept", ""):
             return response
-        page = render(request, "405.html", {"back": _page_above(request.path)}, status=405)
+        above = _page_above(request.path_info)
+        back = request.META.get("SCRIPT_NAME", "").rstrip("/") + above  # under a prefix too
+        page = render(request, "405.html", {"back": back, "to_list": above == "/"}, status=405)
         page["Allow"] = response.get("Allow", "")
         return page
 
 
 def _page_above(path: str) -> str:
-    """The page the action belongs to: the address without its last part, when it is one
-    (/runs/7/follow-up -> /runs/7/); else the research list."""
-    above = path.rstrip("/").rsplit("/", 1)[0] + "/"
-    try:
-        resolve(above)
-    except Resolver404:
-        return "/"
-    return above
+    """The page the action belongs to: the nearest address above it that is one
+    (/runs/7/follow-up -> /runs/7/, /kb/7/documents/80/delete -> /kb/7/); else the list."""
+    parts = path.strip("/").split("/")[:-1]
+    while parts:
+        above = "/" + "/".join(parts) + "/"
+        parts.pop()
+        try:
+            if resolve(above).url_name not in FRAGMENTS:
+                return above
+        except Resolver404:
+            continue
+    return "/"
+
+
+# Parts a page loads into itself (a run's report, an agent's panel, a documents list): bare.
+FRAGMENTS = {"run-report", "agent-panel", "knowledge-documents"}

@@ -52,6 +52,17 @@ def progress_text(progress: TreeProgress) -> str:
 WAITING = "waiting for you"
 
 
+def worked_words(seconds: float | None, *, paused: bool) -> str:
+    """An agent's time worked, its clock stopped while the research waits for the analyst
+    (static/page/tiles.js workedText says it the same way)."""
+    return duration_text(seconds) + (f" · {WAITING}" if paused else "")
+
+
+def worked_text(run) -> str:
+    """worked_words for a run: the agent panel's first paint."""
+    return worked_words(run.worked_seconds(), paused=run.status == "paused")
+
+
 def header_tiles(snapshot: dict) -> dict[str, str]:
     """The run page's header tiles but its cost as static/page/tiles.js draws them from the
     same snapshot (the one the page embeds), for its first paint: the header agrees with
@@ -73,7 +84,7 @@ def header_tiles(snapshot: dict) -> dict[str, str]:
         "tokens": f"{tokens_in:,} in · {tokens_out:,} out",
         "agents": agents,
         "progress": agents_done_text(ended, len(runs), "done" if ended == done else "ended"),
-        "worked": duration_text(root["worked_seconds"]) + (f" · {WAITING}" if paused else ""),
+        "worked": worked_words(root["worked_seconds"], paused=paused),
         "messages": str(len(snapshot["messages"])),
     }
 

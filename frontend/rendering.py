@@ -62,11 +62,13 @@ def render_report_page(
     heading_offset: int = 0,
     passage_link: PassageLink | None = None,
     titles: dict[str, str] | None = None,
+    written_links_only: bool = False,
 ) -> RenderedReport:
     """`render_report` with its sections. `heading_offset` moves the report's headings down
     under the page's own (its H1 becomes an H2 at 1); `passage_link` turns kb:// citations
     into links to their passage; `titles` (URL -> title) replaces a link text that is only
-    a slug of its source's title."""
+    a slug of its source's title. `written_links_only`: a bare kb:// address the text names
+    is not made a passage link (what an export's Markdown rewrites: its written links)."""
     md = _markdown()
     verdicts = {url_key(citation.url): citation for citation in citations}
     claims = [
@@ -90,7 +92,9 @@ def render_report_page(
             children = _mark(_linkify(md, token.children), verdicts)
             if passage_link is not None:
                 lines = quoted if depth else []
-                children = _link_passages(children, lines, passage_link, titles or {}, numbered)
+                children = _link_passages(
+                    children, lines, passage_link, titles or {}, numbered, written_links_only
+                )
             token.children = _mark_claims(children, claims) if claims else children
             quoted.append(_plain(token.children))
     sections = _shift_headings(tokens, heading_offset)
@@ -107,6 +111,7 @@ def _link_passages(
     passage_link: PassageLink,
     titles: dict[str, str],
     numbered: set[str],
+    written_only: bool = False,
 ) -> list[Token]:
     """Point each kb:// link at its passage, with the words quoted before it (in its line, or
     in the blockquote it closes) to highlight there: a link with neither quotes nothing."""
@@ -115,7 +120,7 @@ def _link_passages(
     for token in children:
         if token.type == "link_open":
             href = str(token.attrGet("href") or "")
-            if href.lower().startswith("kb://"):
+            if href.lower().startswith("kb://") and not (written_only and token.meta.get("bare")):
                 words = "".join(before).strip(' —–-:()\n"“”')
                 quote = words if len(words) >= 8 else " ".join(quoted[-3:])
                 target = passage_link(unquote(href), quote.strip(' —–-:"“”'))
@@ -177,7 +182,7 @@ def numbered_passages(text: str) -> set[str]:
 
 
 # A kb:// link in a report's Markdown: its text and its address.
-KB_LINK = re.compile(r"\[(?P<text>[^\[\]\n]+)\]\((?P<url>kb://[^()\s]+)\)")
+KB_LINK = re.compile(r"\[(?P<text>(?:\\.|[^\[\]\n\\])+)\]\((?P<url>kb://[^()\s]+)\)")
 
 
 def link_text(words: str) -> str:
@@ -204,9 +209,14 @@ def titled_passages(
     return CODE_OR_KB_LINK.sub(titled, text or "")
 
 
-# Code spans and fences (a run of backticks to the next run as long, or ~~~ fences), then
-# KB_LINK: a kb:// link inside code is left as written.
-CODE_OR_KB_LINK = re.compile(r"(?P<ticks>`+)[\s\S]*?(?P=ticks)|~~~[\s\S]*?~~~|" + KB_LINK.pattern)
+# Code, then KB_LINK: a kb:// link inside code is left as written. A fence runs to its closing
+# fence (or the end); a code span to the next run of as many backticks, never past a blank
+# line (a paragraph's end) and never from an escaped backtick ("\\`" is a backtick).
+CODE_OR_KB_LINK = re.compile(
+    r"^ {0,3}(?P<fence>`{3,}|~{3,})[^\n]*\n(?:.*?\n)??(?: {0,3}(?P=fence)[ \t]*$|\Z)"
+    r"|(?<![\\`])(?P<ticks>`+)(?!`)(?:(?!\n[ \t]*\n).)*?(?<!`)(?P=ticks)(?!`)|" + KB_LINK.pattern,
+    re.M | re.S,
+)
 
 
 def _shift_headings(tokens: list[Token], offset: int) -> list[tuple[str, str]]:
@@ -285,7 +295,7 @@ def _split_urls(md: MarkdownIt, text: str) -> list[Token]:
             tokens.append(_text(text[position:start]))
         href = md.normalizeLink(url)
         if md.validateLink(href):
-            tokens.append(Token("link_open", "a", 1, attrs={"href": href}))
+            tokens.append(Token("link_open", "a", 1, attrs={"href": href}, meta={"bare": True}))
             tokens.append(_text(url))
             tokens.append(Token("link_close", "a", -1))
         else:

@@ -12,8 +12,8 @@ from django.views.decorators.http import require_GET, require_http_methods
 from frontend import knowledge, library, passages
 from frontend.forms import STARTER, StartResearchForm
 from frontend.lines import step_line
-from frontend.progress import header_tiles
-from frontend.rendering import duration_text, sentence, steps_text
+from frontend.progress import header_tiles, worked_text
+from frontend.rendering import sentence, steps_text
 from frontend.reports import report_parts
 from frontend.throttled import retry_message, throttled
 from research import endings, selectors, services
@@ -174,7 +174,7 @@ def agent_panel(request: HttpRequest, root_id: int, run_id: int) -> HttpResponse
         "status_label": library.status_label(run),
         "error_sentence": sentence(run.error),
         "task": listed_topic(run),
-        "worked": duration_text(run.worked_seconds()),
+        "worked": worked_text(run),
         "steps": steps_text(run.steps, run.max_steps),
         # Its headings under the panel's own; the root's report is also on stage.
         "parts": report_parts(run, citations=panel.citations, heading_offset=3)

@@ -39,7 +39,8 @@ api_urls = [
 
 def favicon(request):
     """The icon browsers ask for on pages that name none (the admin, the API's docs)."""
-    return redirect(static("favicon.svg"), permanent=True)
+    # Not permanent: the icon's hashed name changes with each collectstatic.
+    return redirect(static("favicon.svg"))
 
 
 urlpatterns = [

@@ -65,6 +65,9 @@ import { waitingWord } from "./page/tiles.js";
       const noun = row.querySelector(".phone-only");
       noun.textContent = ` agent${total === 1 ? "" : "s"}`;
       noun.parentElement.replaceChildren(String(total), noun);
+      // The row's delete question counts them too ("Delete this research, its 4 agents, ...").
+      const question = row.querySelector(".confirm-box p");
+      if (question) question.textContent = question.textContent.replace(/its \d+ agents?,/, `its ${total}${noun.textContent},`);
     }
 
     // What the agent is doing, beside the badge while it works; none while it waits or ended.

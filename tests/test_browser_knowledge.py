@@ -289,7 +289,7 @@ def test_a_knowledge_base_is_deleted_from_its_page_after_a_confirmation(
 
     page.locator(".kb-actions").get_by_text("Delete", exact=True).click()
     confirm = page.locator(".kb-actions .confirm-box")
-    expect(confirm).to_contain_text(f"Delete {dataset.name} with its 2 documents")
+    expect(confirm).to_contain_text(f"Delete {dataset.name} with every document and passage")
     box = confirm.bounding_box()
     assert (
         box is not None and box["x"] >= 0 and box["x"] + box["width"] <= page.viewport_size["width"]

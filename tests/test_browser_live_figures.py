@@ -311,6 +311,9 @@ def test_a_row_of_the_list_follows_its_research_and_ends_as_a_reload_draws_it(pa
     expect(progress).to_have_text(re.compile(r"^2 of 4 agents done · "))
     four = "4 agents" if page.size_name == "phone" else "4"
     expect(agents).to_have_text(four, use_inner_text=True)
+    # Its delete question counts them as the column does (read from the closed box).
+    question = line.locator(".confirm-box p")
+    expect(question).to_have_text(re.compile(r"^Delete this research, its 4 agents, "))
     no_sideways_scroll(page, "the list while it works")
     line.scroll_into_view_if_needed()
     shot(page, "list-working")
@@ -329,9 +332,11 @@ def test_a_row_of_the_list_follows_its_research_and_ends_as_a_reload_draws_it(pa
     shot(page, "list-ended-live")
 
     # The row as the server draws it: word for word the one the script drew.
+    asked = question.text_content()
     page.reload()
     expect(progress).to_have_text(re.compile(r"^took "))
     assert line.inner_text() == live
+    assert question.text_content() == asked and "its 5 agents," in asked
     assert "$0.002000" in live  # its sub-agent's cost, spent while the list was open
     no_sideways_scroll(page, "the list reloaded")
 

@@ -129,3 +129,42 @@ def test_json_and_the_cli_keep_the_kb_addresses(api, special, tmp_path):
     assert f"> — [Special method names, passage 1]({special.kb}0)" in markdown
     assert f"1. [Special method names, passage 1]({special.kb}0): verified" in markdown
     assert SITE not in markdown
+
+
+def test_a_stray_backtick_or_a_bare_address_leaves_every_link_its_page_and_quote(api, alice):
+    """Code was found by a pattern that ran from a stray or escaped backtick to the next one,
+    paragraphs apart, and left every link between as kb://; and a bare kb:// address before
+    a quoted link of the same passage took that link's quote."""
+    dataset = Dataset.objects.create(owner=alice, name="Python reference")
+    document = document_add(
+        dataset=dataset, title="specialnames", data=SPECIAL.encode(), filename="specialnames.txt"
+    )
+    kb = f"kb://dataset/{dataset.pk}/document/{document.pk}#0"
+    report = (
+        f"# Keys\n\nPress the \\` key, or a ` alone. Found at {kb} first.\n\n"
+        f"> Method 3 is looked up on the type.\n>\n> — [specialnames]({kb})\n\n"
+        "Then `code` and the end."
+    )
+    root = finished(alice, dataset, report)
+    page = f"{SITE}/kb/{dataset.pk}/documents/{document.pk}/passages/0/"
+
+    markdown = export(api, root, "md").decode()
+    targets = hyperlink_targets(docx.Document(io.BytesIO(export(api, root, "docx"))))
+
+    link = re.search(r"> — \[Special method names\]\((?P<url>[^)]+)\)", markdown)
+    assert link is not None, markdown
+    assert link["url"].startswith(page)
+    assert quote_of(link["url"]) == "Method 3 is looked up on the type"
+    quoted = [url for url in targets if quote_of(url)]
+    assert [quote_of(url) for url in quoted] == ["Method 3 is looked up on the type"]
+
+
+def test_a_demo_source_whose_title_has_a_bracket_is_still_a_source():
+    """The demo escapes a title's "]" in its Markdown, which its own pattern for a quote's
+    source then read as no source: its sub-agent was called a gap."""
+    from agents.llm.demo_verifier import CITED, verify_draft
+
+    quote = "> A bore is a wave.\n>\n> — [Bores\\] and tides](kb://dataset/1/document/2#0)"
+    assert CITED.findall(quote) == [("Bores\\] and tides", "kb://dataset/1/document/2#0")]
+    draft = f"# Draft\n\n## From the sub-agents\n\n### tides (done)\n\n{quote}\n\n# Sources"
+    assert "Gaps\nNone." in verify_draft(draft)

@@ -482,3 +482,16 @@ def test_an_api_key_http_cannot_carry_is_named_before_any_call(key):
         "carry (a line break, or a letter outside Latin-1)"
     )
     assert server["connections"] == 0
+
+
+def test_the_kept_alive_scripted_model_answers_a_bad_length_with_a_400():
+    """The scripted model's loop server (agents.llm.scripted_loop) answers what is not a
+    length as http.server did, instead of closing without a word."""
+    with ScriptedLLM(keep_alive=True) as llm:
+        port = int(llm.base_url.split(":")[2].split("/")[0])
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as connection:
+            connection.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nContent-Length: x\r\n\r\n")
+            answer = connection.recv(4096)
+
+    assert answer.startswith(b"HTTP/1.1 400 Bad Request\r\n")
+    assert b"Content-Length is not a number" in answer

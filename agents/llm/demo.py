@@ -14,7 +14,7 @@ from typing import Any
 
 from agents.llm.base import ChatResponse, ToolCall
 from agents.llm.demo_followup import earlier_section, split_task
-from agents.llm.demo_verifier import CITED, verify_draft
+from agents.llm.demo_verifier import CITED, MARKUP, verify_draft
 from agents.loop.calls import SPAWNS
 from research.fulltext import source_names
 from research.services.clarify import ANSWERS_HEAD
@@ -320,9 +320,6 @@ def as_markdown(text: str) -> str:
     addresses = URL.findall(text)
     escaped = [MARKUP.sub(r"\\\g<0>", part) for part in parts]
     return "".join(part + address for part, address in zip(escaped, [*addresses, ""], strict=True))
-
-
-MARKUP = re.compile(r"[\\`*_\[\]<>|~#]")
 
 
 def extractive_report(c: Conversation) -> str:

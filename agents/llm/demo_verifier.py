@@ -3,8 +3,10 @@ found deterministically in the task agents.loop.review writes for a verifier."""
 
 import re
 
+# The marks Markdown reads in text (agents.llm.demo as_markdown escapes them).
+MARKUP = re.compile(r"[\\`*_\[\]<>|~#]")
 # A quoted passage's source in a demo draft: "— [title](address)".
-CITED = re.compile(r"— \[([^\]]+)\]\(((?:kb|https?)://[^)\s]+)\)")
+CITED = re.compile(r"— \[((?:\\.|[^\]\\])+)\]\(((?:kb|https?)://[^)\s]+)\)")  # "\]" in a title
 
 
 def verify_draft(task: str) -> str:
@@ -18,6 +20,8 @@ def verify_draft(task: str) -> str:
             if url in line:
                 claim = re.sub(r"\s*[—(]?\s*\[[^\]]*\]\([^)]*\)\)?", "", line)
                 claim = claim.strip(' >-*"').strip()
+                # As the report reads: its Markdown escapes (agents.llm.demo as_markdown) gone.
+                claim = re.sub(r"\\(" + MARKUP.pattern + ")", r"\1", claim)
                 if claim:
                     claims.append(f'- "{claim[:200]}": it cites {url}, which no agent read.')
                 break

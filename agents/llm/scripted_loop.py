@@ -112,12 +112,22 @@ class LoopServer:
         for line in lines[1:]:
             name, _, value = line.partition(":")
             if name.strip().lower() == "content-length":
-                length = int(value.strip() or 0)
+                length = int(value.strip()) if value.strip().isdigit() else -1
+        if length < 0:  # as http.server answers it, and the connection ends
+            turn = Turn(status=400, error_message="Content-Length is not a number")
+            await self._send(writer, turn, error_body(turn), began)
+            return False
         data = await reader.readexactly(length) if length else b""
         turn, payload = await self._answer(method, path, data)
         left = turn.delay - (time.perf_counter() - began) if turn.delay else 0.0
         if left > 0:
             await asyncio.sleep(left)
+        await self._send(writer, turn, payload, began)
+        return True
+
+    async def _send(
+        self, writer: asyncio.StreamWriter, turn: Turn, payload: dict[str, Any], began: float
+    ) -> None:
         body = json.dumps(payload).encode()
         status = turn.status or 200
         writer.write(
@@ -127,7 +137,6 @@ class LoopServer:
         with self.scripted._lock:
             self.scripted._answering += time.perf_counter() - began
         await writer.drain()
-        return True
 
     async def _answer(self, method: str, path: str, data: bytes) -> tuple[Turn, dict[str, Any]]:
         if method != "POST" or not path.rstrip("/").endswith("/chat/completions"):

@@ -119,11 +119,14 @@ class PassageTargets:
             return url
 
         # Quotes are read from the report as the PDF and Word exports render it, titled.
-        render_report_page(titled_passages(report, titles), passage_link=heard)
+        render_report_page(
+            titled_passages(report, titles), passage_link=heard, written_links_only=True
+        )
 
-    def __call__(self, url: str) -> str | None:
+    def __call__(self, url: str, *, quoted: bool = True) -> str | None:
+        """`quoted`: a link the report wrote, whose quote is the next of its address's."""
         url = unquote(url)
-        quotes = self.quotes.get(url)
+        quotes = self.quotes.get(url) if quoted else None
         return self.passage_link(url, quotes.pop(0) if quotes else "")
 
 

@@ -23,6 +23,7 @@ function svg(tag, attributes) {
  * card's border). The tail (a cost) is never cut. Measured on a canvas, since the tree may be
  * hidden (a phone shows the list), where SVG measures nothing. */
 function fitted(element, text, width, tail = "") {
+  text = clip(text, 60); // a node holds far less: no 500-character query measured letter by letter
   const style = getComputedStyle(element);
   measure.font = `${style.fontWeight} ${style.fontSize} ${style.fontFamily}`;
   const fits = (line) => measure.measureText(line + tail).width <= width;

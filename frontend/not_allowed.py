@@ -29,7 +29,9 @@ class ActionAddressMiddleware:
         if self.passing:
             return self.get_response(request)
         response = self.get_response(request)
-        if response.status_code != 405 or response.content or request.path.startswith("/v1/"):
+        if response.status_code != 405 or getattr(response, "streaming", False):
+            return response
+        if response.content or request.path_info.startswith("/v1/"):  # the API's own words
             return response
         if "text/html" not in request.headers.get("Accept", ""):
             return response

@@ -15,7 +15,7 @@ from django.core.management import call_command
 from research.models import Dataset
 from research.services.datasets import document_add
 from tests.test_exports import hyperlink_targets
-from tests.test_sources_naming import SPECIAL, finished
+from tests.test_sources_naming import finished, special_document
 
 pytestmark = pytest.mark.django_db
 
@@ -27,10 +27,7 @@ WEB = "https://docs.python.org/3/reference/datamodel.html"
 def special(alice):
     """A finished research citing two passages of one document (a quote, a claim, its own
     list of sources) and a web page, all seen by its agent."""
-    dataset = Dataset.objects.create(owner=alice, name="Python reference")
-    document = document_add(
-        dataset=dataset, title="specialnames", data=SPECIAL.encode(), filename="specialnames.txt"
-    )
+    dataset, document = special_document(alice)
     kb = f"kb://dataset/{dataset.pk}/document/{document.pk}#"
     report = (
         "# Special methods\n\n## Findings\n\n"
@@ -135,10 +132,7 @@ def test_a_stray_backtick_or_a_bare_address_leaves_every_link_its_page_and_quote
     """Code was found by a pattern that ran from a stray or escaped backtick to the next one,
     paragraphs apart, and left every link between as kb://; and a bare kb:// address before
     a quoted link of the same passage took that link's quote."""
-    dataset = Dataset.objects.create(owner=alice, name="Python reference")
-    document = document_add(
-        dataset=dataset, title="specialnames", data=SPECIAL.encode(), filename="specialnames.txt"
-    )
+    dataset, document = special_document(alice)
     kb = f"kb://dataset/{dataset.pk}/document/{document.pk}#0"
     report = (
         f"# Keys\n\nPress the \\` key, or a ` alone. Found at {kb} first.\n\n"

@@ -18,7 +18,7 @@ from frontend.exports import print_html
 from frontend.passages import document_heading, passage_href
 from frontend.rendering import render_report_page
 from research import services
-from research.models import Dataset, Source
+from research.models import Dataset, Document, Source
 from research.services.citations import citations_record
 from research.services.datasets import document_add
 
@@ -116,6 +116,16 @@ def test_a_passages_page_shows_what_comes_just_before_and_after_it(client, alice
     assert before.rstrip().endswith("at dawn.") and after.startswith("Bore ")
 
 
+def special_document(alice) -> tuple[Dataset, Document]:
+    """alice's "Python reference" with one document stored under a slug ("specialnames"),
+    as the starter dataset's are, whose heading is "Special method names"."""
+    dataset = Dataset.objects.create(owner=alice, name="Python reference")
+    document = document_add(
+        dataset=dataset, title="specialnames", data=SPECIAL.encode(), filename="specialnames.txt"
+    )
+    return dataset, document
+
+
 def finished(alice, dataset, report: str, web: tuple[str, ...] = ()):
     """A finished research of alice's on `dataset` whose agents read every passage and the
     `web` pages."""
@@ -132,10 +142,7 @@ def finished(alice, dataset, report: str, web: tuple[str, ...] = ()):
 
 
 def test_every_export_names_a_passage_as_the_page_does_and_the_pdf_opens_its_page(api, alice):
-    dataset = Dataset.objects.create(owner=alice, name="Python reference")
-    document = document_add(
-        dataset=dataset, title="specialnames", data=SPECIAL.encode(), filename="specialnames.txt"
-    )
+    dataset, document = special_document(alice)
     kb = f"kb://dataset/{dataset.pk}/document/{document.pk}#"
     report = (
         "# Special methods\n\n## Findings\n\n"
@@ -221,10 +228,7 @@ def test_a_heading_with_a_control_character_or_brackets_still_exports(api, alice
 def test_a_link_written_in_code_is_exported_as_written(api, alice):
     """A report about Markdown may quote a kb:// link in backticks or a fence: the exports
     named it by its heading there too, which changed the code the report quoted."""
-    dataset = Dataset.objects.create(owner=alice, name="Python reference")
-    document = document_add(
-        dataset=dataset, title="specialnames", data=SPECIAL.encode(), filename="specialnames.txt"
-    )
+    dataset, document = special_document(alice)
     kb = f"kb://dataset/{dataset.pk}/document/{document.pk}#0"
     report = (
         f"# Links\n\nWrite `[specialnames]({kb})` to cite it, as in\n\n"

@@ -9,6 +9,7 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET
 
 from frontend.rendering import duration_text
+from research.events.payloads import money
 from research.models import ACTIVE_STATUSES, Run
 from research.selectors.progress import TreeProgress, trees_progress
 
@@ -25,6 +26,7 @@ def progress_of_tree(run: Run, tree: list[Run]) -> TreeProgress:
         done=sum(member.status not in ACTIVE_STATUSES for member in tree),
         started_at=run.started_at,
         finished_at=run.finished_at,
+        tree_cost_usd=run.tree_cost_usd,
     )
 
 
@@ -63,6 +65,16 @@ def worked_text(run) -> str:
     return worked_words(run.worked_seconds(), paused=run.status == "paused")
 
 
+def messages_text(messages: list[dict]) -> str:
+    """The Messages tile: the agents' messages, then the analyst's notes apart ("4 · 1 note");
+    static/page/tiles.js draws the same."""
+    notes = sum(1 for message in messages if message["from_analyst"])
+    text = str(len(messages) - notes)
+    if notes:
+        text += f" · {notes} note{'' if notes == 1 else 's'}"
+    return text
+
+
 def header_tiles(snapshot: dict) -> dict[str, str]:
     """The run page's header tiles but its cost as static/page/tiles.js draws them from the
     same snapshot (the one the page embeds), for its first paint: the header agrees with
@@ -85,7 +97,7 @@ def header_tiles(snapshot: dict) -> dict[str, str]:
         "agents": agents,
         "progress": agents_done_text(ended, len(runs), "done" if ended == done else "ended"),
         "worked": worked_words(root["worked_seconds"], paused=paused),
-        "messages": str(len(snapshot["messages"])),
+        "messages": messages_text(snapshot["messages"]),
     }
 
 
@@ -98,6 +110,7 @@ def progress_json(progress: TreeProgress) -> dict:
         "done": progress.done,
         "elapsed_seconds": progress.elapsed_seconds(),
         "text": progress_text(progress),
+        "tree_cost_usd": money(progress.tree_cost_usd),
     }
 
 

@@ -1,5 +1,5 @@
 // The runs list (templates/runs.html): each working research's status, agents (how many, how
-// many done) and time worked, refreshed every few seconds until none is working. When one
+// many done), cost and time worked, refreshed every few seconds until none is working. When one
 // changes status (it pauses for review, resumes, ends), its row is read again from the REST
 // API, whose `ending` says how it ended: a cancelled research reads cancelled, not failed.
 // A row drawn here reads as the server draws it after a reload, word for word.
@@ -136,6 +136,7 @@ import { waitingWord } from "./page/tiles.js";
             const cell = row.querySelector("[data-active]");
             cell.dataset.agents = agentsText(progress.done, progress.agents);
             showAgentCount(row, progress.agents);
+            row.querySelector("[data-tree-cost]").textContent = usd(progress.tree_cost_usd);
             if (cell.dataset.lastStatus !== progress.status) {
               cell.dataset.lastStatus = progress.status;
               await reread(row);

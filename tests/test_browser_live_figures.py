@@ -26,6 +26,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
 SCREENSHOTS = browsing.screenshots("/tmp/canopy-live-figures")
 LONG_WORD = "tidal" + "x" * 675  # 680 characters, no space: a pasted token or address
+LINE = 1.45 * 16 * 1.25  # a line of the run page's heading, in pixels (static/canopy.css)
 
 
 @pytest.fixture
@@ -88,7 +89,7 @@ def test_a_topic_of_one_long_word_stays_on_the_page(page, server, alice):
     )
     viewport = {"x": 0, "right": page.viewport_size["width"]}
     assert within(title, viewport), title  # the topic as the page's heading wraps
-    assert title["height"] > 100, title  # on several lines, not cut
+    assert 3 * LINE < title["height"] <= 4 * LINE + 2, title  # its first four lines
     assert within(start, panel), (start, panel)
     assert within(summary, panel), (summary, panel)
     # For the screenshot, in the page: a live event may load the panel again meanwhile.
@@ -107,6 +108,29 @@ def test_a_topic_of_one_long_word_stays_on_the_page(page, server, alice):
     task.locator("summary").click()
     expect(task.locator(".task-text")).to_be_hidden()
     expect(task.locator(".task-start")).to_be_visible()
+
+
+def test_a_pasted_long_topic_heads_the_page_in_four_lines(page, server, alice):
+    """A 2,000-character topic's heading filled a phone's screen and more before the first
+    figure: it shows its first four lines, and the agent panel's Topic the whole of it."""
+    clause = "of the brief on estuary tides and their bores."
+    words = " ".join(f"Clause {n} {clause}" for n in range(36))
+    topic = f"Severn bores ({page.size_name}): {words}"[:2000]
+    research = working(alice, topic)
+    log_in(page, server, "alice")
+    page.goto(f"{server.url}/runs/{research.pk}/")
+    title = page.locator("#run-title")
+    expect(title).to_have_text(topic)  # whole, for a screen reader and a search in the page
+    (box,) = boxes(page, "#run-title")
+    assert 3 * LINE < box["height"] <= 4 * LINE + 2, box
+    cost = page.locator("#tree-cost")
+    expect(cost).to_be_in_viewport()  # the figures show without scrolling
+    task = page.locator("#panel details.task-long")
+    task.locator("summary").click()
+    expect(task.locator(".task-text")).to_have_text(topic)
+    no_sideways_scroll(page, "a long topic")
+    page.evaluate("window.scrollTo(0, 0)")
+    shot(page, "long-topic-words")
 
 
 def agent(page: Page, run: Run):
@@ -294,8 +318,8 @@ def test_a_nodes_state_fits_inside_its_card(page, server, alice):
 
 def test_a_row_of_the_list_follows_its_research_and_ends_as_a_reload_draws_it(page, server, alice):
     """The Agents column stayed at 1 while the progress line said "2 of 4 agents done", then
-    "5 of 5 agents done"; the row that ended read "5 of 5 agents done · took 3 s" where the
-    server, after a reload, draws "took 3 s"."""
+    "5 of 5 agents done"; the cost moved only when the row's status did; the row that ended
+    read "5 of 5 agents done · took 3 s" where the server, after a reload, draws "took 3 s"."""
     research = working(alice, f"Kestrels ({page.size_name}): how do they hang in the wind?")
     log_in(page, server, "alice")
     line = page.locator(f'tr[data-run-id="{research.pk}"]')
@@ -320,6 +344,8 @@ def test_a_row_of_the_list_follows_its_research_and_ends_as_a_reload_draws_it(pa
 
     last = child_of(research, "nest")
     spend(last, 1000, 500)
+    # The cost follows the tree's spending while the research's status stays "working".
+    expect(line.locator("[data-tree-cost]")).to_have_text("$0.002000")
     for child in (children[2], last):
         services.run_finish(run_id=child.pk, report=f"{child.name}: seen.")
     services.run_finish(run_id=research.pk, report="# Kestrels\n\nThey face the wind.")
@@ -362,3 +388,34 @@ def test_a_plan_cancelled_before_its_review_reads_not_started_not_gaps(page, ser
     expect(badges).to_have_text(["not started", "not started"])  # and from the server's plan
     no_sideways_scroll(page, "cancelled plan")
     shot(page, "plan-cancelled", full_page=True)
+
+
+def test_the_messages_tile_counts_the_agents_messages_and_the_analysts_notes_apart(
+    page, server, alice
+):
+    """The Messages tile counted the analyst's notes as messages between agents: it now says
+    them apart, live and at a reload's first paint alike."""
+    research = working(alice, f"Gannets ({page.size_name}): how do they dive?")
+    wind, fish = (child_of(research, name) for name in ("wind", "fish"))
+    log_in(page, server, "alice")
+    address = f"{server.url}/runs/{research.pk}/"
+    page.goto(address)
+    tile = page.locator("#message-count")
+    expect(tile).to_have_text("0")
+
+    services.message_record(from_run_id=wind.pk, to_run_id=fish.pk, text="They fold at 10 m.")
+    expect(tile).to_have_text("1")
+    page.locator("#note-text").fill("Prefer primary sources.")
+    page.locator("#note-send").click()
+    expect(tile).to_have_text("1 · 1 note")
+    feed = page.locator("#message-feed .feed-item")
+    expect(feed).to_have_count(2)
+    expect(feed.nth(1).locator(".feed-meta")).to_contain_text("the analyst → root")
+    expect(page.locator("#feed-title")).to_have_text("Messages and your notes")
+    no_sideways_scroll(page, "a message and a note")
+    page.locator("#message-count").scroll_into_view_if_needed()
+    shot(page, "messages-and-notes")
+
+    # The server's first paint says the same before the script draws it.
+    drawn = page.request.get(address).text()
+    assert 'id="message-count">1 · 1 note</dd>' in drawn

@@ -2,6 +2,7 @@
 
 from dataclasses import dataclass
 from datetime import datetime
+from decimal import Decimal
 
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.db.models import Count, Q
@@ -19,6 +20,7 @@ class TreeProgress:
     done: int  # agents that ended, done or failed
     started_at: datetime | None
     finished_at: datetime | None
+    tree_cost_usd: Decimal  # the whole tree's, as the root holds it
 
     def elapsed_seconds(self, now: datetime | None = None) -> float | None:
         """From the root's start to its end (or now); None while it waits in the queue."""
@@ -33,7 +35,7 @@ def trees_progress(*, owner: AbstractBaseUser, root_ids: list[int]) -> dict[int,
     Two queries, however many researches."""
     roots = list(
         Run.objects.filter(owner=owner, pk__in=root_ids, parent__isnull=True).only(
-            "pk", "status", "state", "started_at", "finished_at"
+            "pk", "status", "state", "started_at", "finished_at", "tree_cost_usd"
         )
     )
     counts = {
@@ -52,6 +54,7 @@ def trees_progress(*, owner: AbstractBaseUser, root_ids: list[int]) -> dict[int,
             done=counts.get(root.pk, {}).get("done", 0),
             started_at=root.started_at,
             finished_at=root.finished_at,
+            tree_cost_usd=root.tree_cost_usd,
         )
         for root in roots
     }

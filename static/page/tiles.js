@@ -35,6 +35,19 @@ export function rootStatusText(root) {
   return root.status === "paused" ? waitingWord(root) : root.status;
 }
 
+/** The Messages tile: the agents' messages, then the analyst's notes apart ("4 · 1 note"), as
+ * frontend/progress.py messages_text draws it for the first paint. */
+export function messagesText(messages) {
+  let total = 0;
+  let notes = 0;
+  for (const message of messages) {
+    total += 1;
+    if (message.from_analyst) notes += 1;
+  }
+  const text = String(total - notes);
+  return notes ? `${text} · ${plural(notes, "note")}` : text;
+}
+
 export function createTiles(state, page) {
   const baseTitle = document.title;
   const canNotify = "Notification" in window;
@@ -81,7 +94,7 @@ export function createTiles(state, page) {
     const word = tally.ended === tally.done ? "done" : "ended";
     page.done.textContent = `${tally.ended} of ${plural(tally.total, "agent")} ${word}`;
     renderClock(root);
-    page.messageCount.textContent = String(state.messages.size);
+    page.messageCount.textContent = messagesText(state.messages.values());
 
     page.status.textContent = rootStatusText(root);
     page.status.className = `badge ${root.active ? `status-${root.status}` : `ending-${root.ending}`}`;

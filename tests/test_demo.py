@@ -149,7 +149,7 @@ def test_a_one_item_plan_the_lead_researched_itself_is_covered_by_the_lead(
     assert not Run.objects.filter(parent=root).exists()
     [item] = plan_reads.plan_items(root=root)
     assert item["status"] == "covered"
-    assert item["agents"] == [{"id": root.pk, "name": "lead", "status": "done"}]
+    assert item["agents"] == [{"id": root.pk, "name": "root", "status": "done"}]
 
 
 def test_a_long_address_in_the_topic_is_one_source_never_a_cut_copy(agent_pool, alice):

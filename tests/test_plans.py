@@ -728,7 +728,7 @@ def test_the_plans_items_take_their_status_from_the_agents_naming_them_and_the_l
     assert statuses(ending=True)["Sun"] == ("gap", [])  # a failed read is no research
     services.step_record(run_id=root.pk, kind="tool", tool="web_search", input={"q": "sun"})
     assert statuses(ending=True) == {
-        "Moon": ("covered", ["moon"]), "Sun": ("covered", ["lead"]), "Wind": ("covered", ["lead"]),
+        "Moon": ("covered", ["moon"]), "Sun": ("covered", ["root"]), "Wind": ("covered", ["root"]),
         "Tide tables": ("gap", ["tables"]),
     }  # fmt: skip
     assert old.plan_item == "Old words"  # named an item the latest version reworded

@@ -108,7 +108,8 @@ def _item(number: int, text: str, agents: list[Run], *, reported: bool, lead: Ru
             "number": number,
             "text": text,
             "status": COVERED,
-            "agents": [{"id": lead.pk, "name": "lead", "status": Status.DONE}],
+            # Named as the tree names the root agent (static/page/format.js agentName).
+            "agents": [{"id": lead.pk, "name": "root", "status": Status.DONE}],
         }
     return {
         "number": number,

@@ -153,6 +153,15 @@ def citation_title(citation, kb: dict[str, str]) -> str:
     return (source.title if source and source.title else "") or citation.title or citation.url
 
 
+_HEADING_MARKS = re.compile(r"^#{1,6}[ \t]+", re.MULTILINE)
+
+
+def readable(text: str) -> str:
+    """A stored passage as the page shows it: a Markdown heading reads as its words, without
+    the "#" that opens it ("# Tea Notes" is "Tea Notes")."""
+    return _HEADING_MARKS.sub("", text)
+
+
 def highlight(text: str, quote: str) -> SafeString:
     """The passage as HTML with each place the quote appears marked; words compared with
     their spacing loosened, since a report quotes a passage on one line."""
@@ -225,12 +234,12 @@ def passage(request: HttpRequest, dataset_id: int, document_id: int, position: i
         raise Http404("no such passage.")
     previous, following = chunks.get(position - 1), chunks.get(position + 1)
     quote = request.GET.get("q", "")[:QUOTE_MAX]
-    passage_html = highlight(chunk.text, quote)
+    passage_html = highlight(readable(chunk.text), quote)
     context = {
         "document": document,
         "heading": document_heading(document.title, document.head),
-        "before": text_before(previous.text, chunk.text) if previous else "",
-        "after": text_after(chunk.text, following.text) if following else "",
+        "before": readable(text_before(previous.text, chunk.text)) if previous else "",
+        "after": readable(text_after(chunk.text, following.text)) if following else "",
         "chunk": chunk,
         "passage_html": passage_html,
         "quote": quote,

@@ -94,6 +94,9 @@ def test_the_title_and_the_list_show_the_heading_without_its_marks(client, alice
 
     assert "<h1>Tidal bores</h1>" in page
     assert "<title>Tidal bores: passage 1" in page
+    # The passage's own heading reads as words, not as Markdown's "# Tidal bores".
+    shown = re.search(r'id="passage">([^<]*)', page)[1]
+    assert shown.startswith("Tidal bores\n\nBore 0 runs up river number 0 at dawn."), shown[:40]
     first = reverse("passage", args=[bores.pk, document.pk, 0])
     assert f'<a href="{first}">Tidal bores</a>' in listing
     assert '<span class="muted document-source">tidal-bores.md</span>' in listing

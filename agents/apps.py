@@ -1,4 +1,5 @@
 from django.apps import AppConfig
+from django.conf import settings
 
 
 class AgentsConfig(AppConfig):
@@ -11,3 +12,7 @@ class AgentsConfig(AppConfig):
         from agents import kinds
 
         kinds.catalog()
+        if settings.SEARCH_PROVIDER:  # the search tools' module is imported only then
+            from agents.tools.web import check_provider
+
+            check_provider()

@@ -9,6 +9,7 @@ import hashlib
 import importlib.util
 import ipaddress
 import socket
+import subprocess
 import sys
 
 import pytest
@@ -22,6 +23,7 @@ from research.models import Source
 from research.outbound import not_public
 from research.services import run_start
 from tests import fakeweb
+from tests.conftest import PROJECT, process_env
 from tests.fakeweb import FakeWeb
 
 
@@ -408,3 +410,22 @@ def test_non_public_addresses_are_recognised(address):
 @pytest.mark.parametrize("address", ["93.184.216.34", "2606:4700::1111", "8.8.8.8"])
 def test_public_addresses_pass(address):
     assert not_public(ipaddress.ip_address(address)) is None
+
+
+def test_a_misspelt_search_provider_stops_startup_with_its_name(settings):
+    """SEARCH_PROVIDER=searx started the server, whose start form offered to "search the web"
+    and whose every web_search then failed. Now nothing starts, and the error says why."""
+    env = process_env(settings, SEARCH_PROVIDER="searx")
+    checked = subprocess.run(
+        [sys.executable, "manage.py", "check"], cwd=PROJECT, env=env, capture_output=True, text=True
+    )
+    assert checked.returncode != 0
+    assert (
+        "SEARCH_PROVIDER is 'searx' on this server, which is not one of searxng, tavily, brave, "
+        "ddgs, openai (empty: no web search)." in checked.stderr
+    )
+    env = process_env(settings, SEARCH_PROVIDER="searxng", SEARXNG_URL="http://127.0.0.1:9")
+    known = subprocess.run(
+        [sys.executable, "manage.py", "check"], cwd=PROJECT, env=env, capture_output=True, text=True
+    )
+    assert known.returncode == 0, known.stderr

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Annotated, Any
 
 from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
 from pydantic import Field
 
 from agents.tools.base import ToolError
@@ -212,6 +213,22 @@ def web_search_configured() -> bool:
     return bool(settings.SEARCH_PROVIDER)
 
 
+def unknown_provider(name: str) -> str:
+    return (
+        f"SEARCH_PROVIDER is {name!r} on this server, which is not one of "
+        f"{', '.join(PROVIDERS)} (empty: no web search)."
+    )
+
+
+def check_provider() -> None:
+    """At startup (agents.apps): a misspelt SEARCH_PROVIDER stops every command and the
+    server with an error naming it, where it left each web_search to fail and the start form
+    to offer "search the web"."""
+    name = settings.SEARCH_PROVIDER
+    if name and name not in PROVIDERS:
+        raise ImproperlyConfigured(unknown_provider(name))
+
+
 def _usable(results: list[SearchResult], max_results: int) -> list[SearchResult]:
     """Web pages only, each once, at most max_results (providers do not all honour it)."""
     seen: set[str] = set()
@@ -262,10 +279,7 @@ def web_search(
         return NOT_CONFIGURED
     provider = PROVIDERS.get(name)
     if provider is None:
-        raise ToolError(
-            f"web_search: SEARCH_PROVIDER is {name!r} on this server, which is not one of "
-            f"{', '.join(PROVIDERS)}. Use the knowledge base instead."
-        )
+        raise ToolError(f"web_search: {unknown_provider(name)} Use the knowledge base instead.")
     try:
         results = _usable(provider(query, max_results), max_results)
     except SearchFailed as failure:

@@ -92,6 +92,28 @@ def test_a_page_that_was_read_beats_a_search_result_for_the_same_url(alice):
 
 
 @pytest.mark.django_db
+def test_an_agent_that_read_the_page_itself_is_the_one_its_report_says_saw_it(alice):
+    """Two siblings read one page; the second's report said it was "seen by" the first."""
+    root, alpha = tree(alice)
+    beta = services.subagent_create(
+        parent_id=root.pk,
+        launch=services.Launch(name="beta", reason="split", task="moon", max_steps=5),
+    )
+    source_record(run_id=alpha.pk, kind="page", url="https://example.org/moon")
+    source_record(run_id=beta.pk, kind="search", url="https://example.org/moon")
+    source_record(run_id=beta.pk, kind="page", url="https://example.org/moon/")
+    report = "See https://example.org/moon."
+    citations_record(run_id=beta.pk, report=report)
+    citations_record(run_id=root.pk, report=report)
+    assert citations_for(run_id=beta.pk).get().found_by == "beta"
+    assert citations_for(run_id=root.pk).get().found_by == "alpha"  # the first to read it
+    # Its own search result does not beat a page another agent read.
+    source_record(run_id=root.pk, kind="search", url="https://example.org/moon")
+    citations_record(run_id=root.pk, report=report)
+    assert citations_for(run_id=root.pk).get().found_by == "alpha"
+
+
+@pytest.mark.django_db
 def test_a_cited_knowledge_base_passage_is_verified_only_if_an_agent_got_it(alice):
     dataset = dataset_create(owner=alice, name="Tides")
     document = document_add(

@@ -92,17 +92,24 @@ def cited_urls(report: str) -> list[CitedUrl]:
     return list(cited.values())
 
 
-def _source_index(root_id: int) -> dict[str, Source]:
-    """Every URL the tree saw (as asked and as finally fetched) -> the best source for it."""
+def _source_index(root_id: int, citing_run_id: int | None = None) -> dict[str, Source]:
+    """Every URL the tree saw (as asked and as finally fetched) -> the best source for it:
+    a page read before a passage before a search result; of those alike, the citing agent's
+    own (its report's "seen by" names it, not a sibling that happened to see the URL
+    first), else the first."""
     index: dict[str, Source] = {}
     with connection.cursor() as cursor:
         cursor.execute(_sources_sql(), [root_id])
         sources = [_sources().instance(row) for row in cursor.fetchall()]
-    for source in sources:
+
+    def rank(source: Source) -> tuple[int, bool]:
+        return _KIND_PRIORITY[source.kind], source.run_id != citing_run_id
+
+    for source in sources:  # in the order they were seen: the first wins a tie
         for url in {source.url, source.final_url} - {""}:
             key = url_key(url)
             known = index.get(key)
-            if known is None or _KIND_PRIORITY[source.kind] < _KIND_PRIORITY[known.kind]:
+            if known is None or rank(source) < rank(known):
                 index[key] = source
     return index
 
@@ -142,7 +149,7 @@ def citations_checked(*, run_id: int, root_id: int, report: str) -> list[Citatio
     """The citations of `report`, each checked against the sources of the tree of `root_id`,
     not yet stored. A report that cites nothing reads no source."""
     cites = cited_urls(report or "")
-    index = _source_index(root_id) if cites else {}
+    index = _source_index(root_id, run_id) if cites else {}
     citations = []
     for cited in cites:
         source = index.get(url_key(cited.url))

@@ -97,7 +97,9 @@ class _Writer:
         self.verdicts = {url_key(citation.url): citation for citation in citations}
         self.lists: list[list[int]] = []  # per open list: [next number] or [] for bullets
         self.quote = 0
-        self.table: list[list[str]] | None = None
+        self._in_head = False
+        # An open table's rows, each cell its inline tokens and whether it heads its column.
+        self.table: list[list[tuple[list[Token], bool]]] | None = None
 
     def write(self, text: str) -> None:
         md = _markdown()
@@ -124,7 +126,9 @@ class _Writer:
             elif kind == "tr_open" and self.table is not None:
                 self.table.append([])
             elif kind == "inline" and self.table is not None:
-                self.table[-1].append(token.content)
+                self.table[-1].append((_linkify(md, token.children or []), self._in_head))
+            elif kind in ("thead_open", "thead_close"):
+                self._in_head = kind == "thead_open"
             elif kind == "table_close":
                 self._table()
             elif kind == "inline" and paragraph is not None:
@@ -154,11 +158,16 @@ class _Writer:
         columns = max(len(row) for row in rows)
         table = self.document.add_table(rows=len(rows), cols=columns)
         table.style = "Table Grid"
+        # Each cell as a paragraph is written: its links open, its emphasis shows, its
+        # citations carry the page's mark (a cell's text was its Markdown, links as written).
         for cells, row in zip(table.rows, rows, strict=True):
-            for cell, text in zip(cells.cells, row, strict=False):
-                cell.text = text
+            for cell, (children, heading) in zip(cells.cells, row, strict=False):
+                self._inline(cell.paragraphs[0], children, heading=heading)
 
-    def _inline(self, paragraph: Paragraph, children: list[Token]) -> None:
+    def _inline(
+        self, paragraph: Paragraph, children: list[Token], *, heading: bool = False
+    ) -> None:
+        """`heading`: a table's head row, bold throughout."""
         bold = italic = strike = False
         href: str | None = None
         target = ""
@@ -179,10 +188,10 @@ class _Writer:
             elif kind in ("text", "code_inline", "image"):
                 text = token.content
                 if href:
-                    add_hyperlink(paragraph, target, text, bold=bold, italic=italic)
+                    add_hyperlink(paragraph, target, text, bold=bold or heading, italic=italic)
                     continue
                 run = paragraph.add_run(text)
-                run.bold, run.italic, run.font.strike = bold, italic, strike
+                run.bold, run.italic, run.font.strike = bold or heading, italic, strike
                 if kind == "code_inline":
                     run.font.name = "Courier New"
             elif kind == "softbreak":

@@ -250,6 +250,49 @@ def test_the_docx_holds_headings_paragraphs_lists_links_and_the_sources(api, run
     assert document.core_properties.title == "Why are there two tides a day?"
 
 
+TABLE_REPORT = """# Tide tables
+
+| Port | **Range** | Source |
+| --- | --- | --- |
+| Bristol | 12 *m* | [NOAA](https://oceanservice.noaa.gov/tides) |
+| Brest | 7 m | https://made.up/brest |
+"""
+
+
+def test_a_table_in_the_docx_keeps_its_links_emphasis_and_marks(api, run_factory):
+    """A table's cells held their Markdown as written: "[NOAA](https://...)" to read, no link
+    to open, "**Range**" with its stars. Each cell is now written as a paragraph is."""
+    root = run_factory(topic="Tide ranges by port")
+    Source.objects.create(
+        run=root, root=root, kind="page", url="https://oceanservice.noaa.gov/tides", title="NOAA"
+    )
+    citations_record(run_id=root.pk, report=TABLE_REPORT)
+    services.run_finish(run_id=root.pk, report=TABLE_REPORT)
+
+    document = opened(export(api, root.pk, "docx").content)
+
+    (table,) = document.tables
+    cells = [[cell.text for cell in row.cells] for row in table.rows]
+    assert cells == [
+        ["Port", "Range", "Source"],
+        ["Bristol", "12 m", "NOAA ✓"],
+        ["Brest", "7 m", "https://made.up/brest ?"],
+    ]
+    head = table.rows[0].cells
+    assert all(run.bold for cell in head for run in cell.paragraphs[0].runs)
+    body_runs = [
+        run for row in table.rows[1:] for cell in row.cells for run in cell.paragraphs[0].runs
+    ]
+    assert [run.text for run in body_runs if run.italic] == ["m"]
+    assert not any(run.bold for run in body_runs)
+    links = [link for link in table._tbl.iter(qn("w:hyperlink"))]
+    rels = document.part.rels
+    assert [rels[link.get(qn("r:id"))].target_ref for link in links] == [
+        "https://oceanservice.noaa.gov/tides",
+        "https://made.up/brest",
+    ]
+
+
 def test_the_docx_export_follows_the_rules_of_every_export(
     api, api_for, bob, run_factory, settings, tmp_path
 ):

@@ -254,6 +254,7 @@ def wait_finished(run: Run, *, timeout: float = 20) -> Run:
 import os  # noqa: E402
 import signal  # noqa: E402
 import subprocess  # noqa: E402
+import sys  # noqa: E402
 from dataclasses import dataclass  # noqa: E402
 from pathlib import Path  # noqa: E402
 
@@ -280,6 +281,18 @@ def process_env(settings, **extra: str) -> dict[str, str]:
     }
     env.update(extra)
     return env
+
+
+def manage_check(settings, **extra: str) -> subprocess.CompletedProcess:
+    """`manage.py check` in a process of its own with `extra` in its environment: what
+    startup refuses (a bad kind file, an unknown search provider) stops it, on stderr."""
+    return subprocess.run(
+        [sys.executable, "manage.py", "check"],
+        cwd=PROJECT,
+        env=process_env(settings, **extra),
+        capture_output=True,
+        text=True,
+    )
 
 
 @dataclass

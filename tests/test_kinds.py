@@ -2,8 +2,6 @@
 per-parent working places and deadlines (issue 13, seeds 001 and 002): through the real loop,
 pool and database, the model scripted over HTTP."""
 
-import subprocess
-import sys
 import textwrap
 import threading
 from pathlib import Path
@@ -15,7 +13,7 @@ from agents.hosting import warm_up
 from agents.llm.scripted import call, calls, reply, slow
 from agents.runtime.tree import REPORTS_HEADER
 from research.models import Event, Run, RunState
-from tests.conftest import PROJECT, process_env, wait_finished, wait_for
+from tests.conftest import manage_check, wait_finished, wait_for
 from tests.helpers import results, start, tool_names
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -229,17 +227,11 @@ def test_a_malformed_kind_file_is_an_error_naming_the_file_and_the_field(
 
 def test_startup_refuses_a_bad_kind_file_and_a_tier_without_a_price(settings, tmp_path):
     write_kind(tmp_path, "sloppy", "name: sloppy\ndescription: d\ntools: [web_search]")
-    env = process_env(settings, RESEARCH_AGENT_KINDS_DIR=str(tmp_path))
-    checked = subprocess.run(
-        [sys.executable, "manage.py", "check"], cwd=PROJECT, env=env, capture_output=True, text=True
-    )
+    checked = manage_check(settings, RESEARCH_AGENT_KINDS_DIR=str(tmp_path))
     assert checked.returncode != 0
     assert f"{tmp_path / 'sloppy.md'}: field 'steps' must be a mapping" in checked.stderr
 
-    env = process_env(settings, RESEARCH_MODEL_TIERS='{"high": "mystery-model"}')
-    checked = subprocess.run(
-        [sys.executable, "manage.py", "check"], cwd=PROJECT, env=env, capture_output=True, text=True
-    )
+    checked = manage_check(settings, RESEARCH_MODEL_TIERS='{"high": "mystery-model"}')
     assert checked.returncode != 0
     assert (
         "RESEARCH_MODEL_TIERS: tier 'high' names model 'mystery-model', which has no price"
@@ -695,11 +687,8 @@ def test_another_users_research_starts_while_children_wait_for_their_parents_pla
 
 
 def test_a_writing_reserve_not_below_the_root_cap_stops_startup(settings):
-    env = process_env(
+    checked = manage_check(
         settings, RESEARCH_ROOT_TIMEOUT_SECONDS="300", RESEARCH_WRITING_RESERVE_SECONDS="600"
-    )
-    checked = subprocess.run(
-        [sys.executable, "manage.py", "check"], cwd=PROJECT, env=env, capture_output=True, text=True
     )
     assert checked.returncode != 0
     assert (

@@ -9,7 +9,6 @@ import hashlib
 import importlib.util
 import ipaddress
 import socket
-import subprocess
 import sys
 
 import pytest
@@ -23,7 +22,7 @@ from research.models import Source
 from research.outbound import not_public
 from research.services import run_start
 from tests import fakeweb
-from tests.conftest import PROJECT, process_env
+from tests.conftest import manage_check
 from tests.fakeweb import FakeWeb
 
 
@@ -415,17 +414,11 @@ def test_public_addresses_pass(address):
 def test_a_misspelt_search_provider_stops_startup_with_its_name(settings):
     """SEARCH_PROVIDER=searx started the server, whose start form offered to "search the web"
     and whose every web_search then failed. Now nothing starts, and the error says why."""
-    env = process_env(settings, SEARCH_PROVIDER="searx")
-    checked = subprocess.run(
-        [sys.executable, "manage.py", "check"], cwd=PROJECT, env=env, capture_output=True, text=True
-    )
+    checked = manage_check(settings, SEARCH_PROVIDER="searx")
     assert checked.returncode != 0
     assert (
         "SEARCH_PROVIDER is 'searx' on this server, which is not one of searxng, tavily, brave, "
         "ddgs, openai (empty: no web search)." in checked.stderr
     )
-    env = process_env(settings, SEARCH_PROVIDER="searxng", SEARXNG_URL="http://127.0.0.1:9")
-    known = subprocess.run(
-        [sys.executable, "manage.py", "check"], cwd=PROJECT, env=env, capture_output=True, text=True
-    )
+    known = manage_check(settings, SEARCH_PROVIDER="searxng", SEARXNG_URL="http://127.0.0.1:9")
     assert known.returncode == 0, known.stderr

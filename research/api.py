@@ -21,9 +21,9 @@ from rest_framework.views import exception_handler as drf_exception_handler
 from research import selectors, services
 from research.api_helpers import checked, json_or_form
 from research.errors import (
+    Conflict,
     InvalidInput,
     NotFound,
-    NotResumable,
     ResearchError,
     Throttled,
     TooManyRuns,
@@ -70,7 +70,7 @@ def exception_handler(exc, context):
         exc = ValidationError({exc.field or "non_field_errors": [exc.message]})
     elif isinstance(exc, NotFound):
         return Response({"detail": exc.message}, status=status.HTTP_404_NOT_FOUND)
-    elif isinstance(exc, NotResumable):
+    elif isinstance(exc, Conflict):
         return Response({"detail": exc.message}, status=status.HTTP_409_CONFLICT)
     elif isinstance(exc, TooManyRuns):
         return Response({"detail": exc.message}, status=status.HTTP_429_TOO_MANY_REQUESTS)
@@ -151,7 +151,7 @@ def run_start(request: Request) -> Response:
 @api_view(["GET", "PATCH", "DELETE"])
 def run_detail(request: Request, run_id: int) -> Response:
     """GET: the run. PATCH: star its research or take the star off (`starred`). DELETE: the
-    research and everything under it."""
+    research and everything under it (409 for a sub-agent: a research is deleted whole)."""
     run = _run(request, run_id)
     if request.method == "DELETE":
         services.run_delete(run=run)
@@ -166,8 +166,10 @@ def run_detail(request: Request, run_id: int) -> Response:
 @extend_schema(request=None, responses={202: RunOutputSerializer})
 @api_view(["POST"])
 def run_cancel(request: Request, run_id: int) -> Response:
+    """Ask a working research (or one sub-agent) and its sub-agents to stop: 202 with the run
+    as it is right after. 409 for a run that has already ended."""
     run = _run(request, run_id)
-    services.run_cancel(run=run)
+    services.run_cancel_asked(run=run)
     run.refresh_from_db()
     return Response(RunOutputSerializer(run).data, status=status.HTTP_202_ACCEPTED)
 

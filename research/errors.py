@@ -26,7 +26,12 @@ class LimitReached(ResearchError):
     """A sub-agent limit of seed 000 (per agent, per tree, generations)."""
 
 
-class NotResumable(ResearchError):
+class Conflict(ResearchError):
+    """The run is not in a state that allows it (a 409): a cancel of a research that ended,
+    a delete of a sub-agent (a research's record is deleted whole)."""
+
+
+class NotResumable(Conflict):
     """The research ended done, was cancelled by its analyst, or still works (a 409)."""
 
 

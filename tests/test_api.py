@@ -468,13 +468,28 @@ def test_cancel_of_a_claimed_root_asks_its_agent_to_stop(api, run_factory):
     assert root.cancel_reason == "cancelled by the user"
 
 
-def test_cancel_of_a_finished_run_changes_nothing(api, run_factory):
-    root = run_factory()
+def test_cancel_of_a_finished_run_is_a_409_that_changes_nothing(api, tree_factory):
+    """It answered 202 Accepted with the run, as if its agents were stopping."""
+    root = tree_factory(children=("a",), grandchildren=())
+    child = root.children.get()
+    services.run_finish(run_id=child.pk, error="cancelled by the user")
     services.run_finish(run_id=root.pk, report="the report")
 
-    body = api.post(f"{URL}/{root.pk}/cancel").json()
+    response = api.post(f"{URL}/{root.pk}/cancel")
+    refused = api.post(f"{URL}/{child.pk}/cancel")
 
-    assert (body["status"], body["report"], body["error"]) == ("done", "the report", "")
+    assert response.status_code == 409
+    assert response.json() == {
+        "detail": f"research {root.pk} has already ended (done): nothing to cancel."
+    }
+    assert refused.status_code == 409
+    assert refused.json() == {
+        "detail": f"sub-agent {child.pk} has already ended (cancelled): nothing to cancel."
+    }
+    root.refresh_from_db()
+    assert (root.status, root.report, root.error, root.cancel_requested) == (
+        "done", "the report", "", False,
+    )  # fmt: skip
 
 
 def test_delete_of_a_root_removes_its_whole_tree(api, tree_factory):
@@ -498,17 +513,20 @@ def test_delete_of_a_root_removes_its_whole_tree(api, tree_factory):
     assert api.get(f"{URL}/{root.pk}").status_code == 404
 
 
-def test_delete_of_a_sub_agent_removes_its_subtree_only(api, tree_factory):
+def test_delete_of_a_sub_agent_is_a_409_and_keeps_the_research_whole(api, tree_factory):
+    """Deleting one sub-agent of a finished research took its tokens, messages and sources
+    out of the research's figures while its report still named it."""
     root = tree_factory(children=("a", "b"), grandchildren=("x",))
     a = root.children.get(name="a")
 
-    api.delete(f"{URL}/{a.pk}")
+    response = api.delete(f"{URL}/{a.pk}")
 
-    assert sorted(Run.objects.filter(root=root).values_list("name", flat=True)) == [
-        "",
-        "b",
-        "x",
-    ]
+    assert response.status_code == 409
+    assert response.json() == {
+        "detail": f"run {a.pk} is a sub-agent of research {root.pk}, which is deleted whole "
+        "(with its sub-agents); a working sub-agent can be cancelled."
+    }
+    assert Run.objects.filter(root=root).count() == 5
 
 
 # --- Query counts ------------------------------------------------------------------------------

@@ -66,6 +66,9 @@ async def research_both_ways(client: Client) -> dict[str, Any]:
         )
     )
     seen["report"] = result(await client.call_tool("get_report", {"research_id": started["id"]}))
+    seen["cancel_done"] = error_text(
+        await client.call_tool("cancel_research", {"research_id": started["id"]})
+    )
 
     slow_run = result(await client.call_tool("start_research", {"topic": SLOW_TOPIC}))
     seen["cancel"] = result(
@@ -107,6 +110,9 @@ def check_research_both_ways(seen: dict[str, Any]) -> None:
 
     report = seen["report"]
     assert report["report"] == REPORT and report["status"] == "done"
+    assert seen["cancel_done"] == (
+        f"research {started['id']} has already ended (done): nothing to cancel."
+    )
     assert [c["url"] for c in report["citations"]] == ["https://docs.python.org/3/"]
     assert report["citations"][0]["status"] == "flagged: not seen by any agent"
 

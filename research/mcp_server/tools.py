@@ -330,11 +330,12 @@ class Tools:
     async def cancel_research(self, research_id: ResearchId, ctx: Context) -> CallToolResult:
         """Cancel a research (or one sub-agent) and every sub-agent below it. Its agents stop
         within a second or two; it then ends "failed" with the error "cancelled by the
-        user" and the ending "cancelled". Returns the research as it is right after the request."""
+        user" and the ending "cancelled". Returns the research as it is right after the request;
+        an error for one that has already ended."""
 
         def cancel(owner: AbstractBaseUser) -> dict:
             run = selectors.run_get(owner=owner, run_id=research_id)
-            services.run_cancel(run=run)
+            services.run_cancel_asked(run=run)
             run.refresh_from_db()
             return listed(run)
 

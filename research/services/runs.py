@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from research import endings
 from research.clean import strip_controls
-from research.errors import InvalidInput, TooManyRuns
+from research.errors import Conflict, InvalidInput, TooManyRuns
 from research.events import (
     Payload,
     RunCreated,
@@ -303,14 +303,31 @@ def run_cancel(*, run: Run, reason: str = CANCELLED_BY_USER) -> None:
             run_finish(run_id=run_id, error=reason)
 
 
+def run_cancel_asked(*, run: Run) -> None:
+    """The analyst's cancel (the REST API, MCP): `run_cancel`, refused for a run that has
+    already ended, which a cancel would leave as it is."""
+    if not run.is_active:
+        ending = endings.ending_of(status=run.status, error=run.error)
+        what = "research" if run.is_root else "sub-agent"
+        raise Conflict(f"{what} {run.pk} has already ended ({ending}): nothing to cancel.")
+    run_cancel(run=run)
+
+
 @transaction.atomic
 def run_delete(*, run: Run) -> None:
-    """Delete a run and its sub-agents (ON DELETE CASCADE), cancelling them first.
+    """Delete a research and its sub-agents (ON DELETE CASCADE), cancelling them first. A
+    sub-agent alone is refused: its research's report, figures and plan would name an agent
+    that is gone (a research's record is deleted whole).
 
     The tree lock comes first here too: the cascade locks every row of the subtree, and an
     agent still writing (its cancel not yet seen) must not hold one of them while it waits
     for the root.
     """
+    if not run.is_root:
+        raise Conflict(
+            f"run {run.pk} is a sub-agent of research {run.root_id}, which is deleted whole "
+            f"(with its sub-agents); a working sub-agent can be cancelled."
+        )
     tree_lock(root_id=run.root_id)
     if run.is_active:
         run_cancel(run=run, reason=DELETED)

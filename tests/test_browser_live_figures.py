@@ -390,6 +390,45 @@ def test_a_plan_cancelled_before_its_review_reads_not_started_not_gaps(page, ser
     shot(page, "plan-cancelled", full_page=True)
 
 
+def test_a_plan_item_whose_agent_was_stopped_says_how_not_failed(page, server, alice):
+    """An item whose sub-agent was cancelled, or interrupted by a server stop, read "✗
+    failed", as if the research had failed at it. It says how its agent ended; an item whose
+    agent failed still reads failed."""
+    from research.endings import CANCELLED_BY_USER, WORKER_LOST
+
+    research = working(alice, f"Terns, stopped midway ({page.size_name})")
+    items = ["Nesting", "Feeding", "Flight"]
+    services.plan_write(root_id=research.pk, items=items)
+    nest, feed, flight = (
+        services.subagent_create(
+            parent_id=research.pk,
+            launch=services.Launch(
+                name=item.lower(), reason="one item", task=item, max_steps=5, plan_item=item
+            ),
+        )
+        for item in items
+    )
+    log_in(page, server, "alice")
+    page.goto(f"{server.url}/runs/{research.pk}/")
+    badges = page.locator(".plan-item .plan-status")
+    expect(badges).to_have_text(["working", "working", "working"])
+
+    services.run_finish(run_id=nest.pk, error=CANCELLED_BY_USER)
+    services.run_finish(run_id=feed.pk, error=WORKER_LOST)
+    services.run_finish(run_id=flight.pk, error="llm: the model's endpoint refused the call")
+    services.run_finish(run_id=research.pk, error=CANCELLED_BY_USER)
+
+    expect(page.locator("#run-status")).to_have_text("cancelled")
+    marks = page.locator(".plan-item .plan-mark")
+    expect(badges).to_have_text(["cancelled", "interrupted", "failed"])
+    expect(marks).to_have_text(["–", "–", "✗"])
+    page.reload()
+    expect(badges).to_have_text(["cancelled", "interrupted", "failed"])
+    no_sideways_scroll(page, "stopped items")
+    page.locator("#plan-card").scroll_into_view_if_needed()
+    shot(page, "plan-stopped")
+
+
 def test_the_messages_tile_counts_the_agents_messages_and_the_analysts_notes_apart(
     page, server, alice
 ):

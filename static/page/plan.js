@@ -1,8 +1,14 @@
 // The lead's plan (a checklist whose items follow their sub-agents) and its review: while the
 // research waits for the analyst, the plan sits first on the page with a primary Approve.
+import { endingWord } from "./format.js";
 import { postJson, getJson } from "./http.js";
 
-const MARKS = { open: "○", working: "◐", checking: "…", covered: "✓", failed: "✗", gap: "!" };
+const MARKS = {
+  open: "○", working: "◐", checking: "…", covered: "✓", failed: "✗", gap: "!",
+  cancelled: "–", interrupted: "–", out_of_time: "–",
+};
+// Endings of agents that were stopped, not failed at their item (research/endings.py).
+const STOPPED = new Set(["cancelled", "interrupted", "out_of_time"]);
 // What the server said of an item once its agents had ended.
 const JUDGED = new Set(["covered", "gap"]);
 // "1. ", "2) ", "- ", "* " at the head of a pasted line: the page numbers items itself.
@@ -52,9 +58,19 @@ export function createPlan(state, page, config, announce) {
     let status;
     if (covering.some((run) => run.active)) status = "working";
     else if (covering.some((run) => run.ending === "done")) status = JUDGED.has(entry.status) ? entry.status : "checking";
-    else status = root && root.ending === "done" ? "gap" : "failed";
+    else if (root && root.ending === "done") status = "gap";
+    else status = stoppedAlike(covering) || "failed";
     const agents = covering.map((run) => ({ id: run.id, name: run.name, status: run.status }));
     return { ...entry, status, agents };
+  }
+
+  // The API says "failed" for an item whose agents all ended without covering it; agents that
+  // were cancelled, interrupted or ran out of time did not fail at it: the item says how they
+  // ended, in the tree's words, when they all ended alike.
+  function stoppedAlike(covering) {
+    const endings = new Set(covering.map((run) => run.ending));
+    const [ending] = endings;
+    return endings.size === 1 && STOPPED.has(ending) ? ending : null;
   }
 
   function item(planned) {
@@ -73,7 +89,9 @@ export function createPlan(state, page, config, announce) {
     status.className = "badge plan-status";
     // Open in a research that ended without its report: nobody will take it now.
     const root = state.rootRun();
-    status.textContent = entry.status === "open" && root && !root.active ? "not started" : entry.status;
+    if (entry.status === "open" && root && !root.active) status.textContent = "not started";
+    else if (STOPPED.has(entry.status)) status.textContent = endingWord({ ending: entry.status });
+    else status.textContent = entry.status;
     const body = document.createElement("span");
     body.className = "plan-body";
     body.append(text, " ", status);

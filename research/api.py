@@ -8,7 +8,7 @@ in `exception_handler`.
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig, TooManyFieldsSent
 from django.http import JsonResponse
-from django.views.defaults import page_not_found
+from django.views import defaults
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import exceptions, status
 from rest_framework.decorators import api_view, throttle_classes
@@ -281,9 +281,20 @@ def run_events(request: Request, run_id: int) -> Response:
     return Response(EventSerializer(events, many=True).data)
 
 
+def server_error(request):
+    """Django's 500: JSON under the API, so a script reads a JSON body on every answer, and
+    the site's page elsewhere."""
+    if request.path.startswith("/v1/"):
+        return JsonResponse(
+            {"detail": "A server error occurred; it was logged for the team. Try again later."},
+            status=500,
+        )
+    return defaults.server_error(request)
+
+
 def not_found(request, exception=None):
     """Django's 404 for a path no view matches (`/v1/gb/research/abc`): JSON under the API,
     as every other API answer, and the site's page elsewhere."""
     if request.path.startswith("/v1/"):
         return JsonResponse({"detail": f"no such API path: {request.path}"}, status=404)
-    return page_not_found(request, exception)
+    return defaults.page_not_found(request, exception)

@@ -56,3 +56,4 @@ urlpatterns = [
 ]
 
 handler404 = "research.api.not_found"
+handler500 = "research.api.server_error"

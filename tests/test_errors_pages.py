@@ -1,11 +1,13 @@
 """The site's own 404 and 500 pages (templates/404.html, 500.html), with DEBUG off as in
 production; the API keeps its JSON 404."""
 
+import json
 import os
 
 import pytest
 from django.template.loader import render_to_string
 from django.test import RequestFactory
+from django.urls import get_resolver
 from django.views.defaults import server_error
 
 from tests.test_browser import browser, server  # noqa: F401  (fixtures)
@@ -74,6 +76,18 @@ def test_a_missing_api_path_is_still_json(client, alice):
 
     assert response.status_code == 404
     assert response.json() == {"detail": "no such API path: /v1/gb/no-such-thing"}
+
+
+def test_an_api_500_is_json_and_the_sites_500_a_page():
+    """A script reading the API got the site's HTML page on a 500."""
+    handler = get_resolver().resolve_error_handler(500)
+    api = handler(RequestFactory().get("/v1/gb/research?until=2026-01-01"))
+    site = handler(RequestFactory().get("/runs/1/"))
+    assert (api.status_code, api["Content-Type"]) == (500, "application/json")
+    assert json.loads(api.content) == {
+        "detail": "A server error occurred; it was logged for the team. Try again later."
+    }
+    assert site.status_code == 500 and "Something went wrong on our side" in site.content.decode()
 
 
 def test_the_500_page_renders_without_a_request_context_or_the_database():

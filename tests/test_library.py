@@ -82,6 +82,10 @@ def test_the_api_filters_by_the_day_a_research_started(api, library):
 
     assert old.pk not in recent and library["working"].pk in recent
     assert back_then == {old.pk}
+    # The calendar's last day, which a date picker offers, was a 500 (a date past the last).
+    response = api.get(URL, {"until": "9999-12-31"})
+    assert response.status_code == 200
+    assert library["working"].pk in _ids(response)
 
 
 @pytest.mark.parametrize(
@@ -139,6 +143,7 @@ def test_the_page_searches_and_filters_as_an_analyst_says_it(client, alice, libr
     }
     assert _listed(client, q="otters", status="working") == [library["working"].pk]
     assert "No research matches this search" in client.get("/", {"q": "penguins"}).content.decode()
+    assert library["working"].pk in _listed(client, until="9999-12-31")  # was a 500
 
 
 def test_the_page_pages_by_keyset_newest_first_keeping_the_search(

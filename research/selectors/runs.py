@@ -68,7 +68,7 @@ def run_list(
         runs = runs.filter(reduce(operator.or_, map(ending_condition, endings)))
     if since is not None:
         runs = runs.filter(created_at__gte=_day_start(since))
-    if until is not None:
+    if until is not None and until < date.max:  # the calendar's last day bounds nothing
         runs = runs.filter(created_at__lt=_day_start(until + timedelta(days=1)))
     if roots_only:
         runs = runs.filter(parent__isnull=True)

@@ -7,12 +7,14 @@ from django.contrib.admin import AdminSite
 from django.contrib.auth import views as auth_views
 from django.http import HttpRequest, HttpResponse
 
+from frontend.rendering import duration_text
 from research.ops.throttles import LoginThrottle, ThrottleUnavailable, page_throttle_wait
 
 
 def retry_message(what: str, wait: int) -> str:
-    unit = "second" if wait == 1 else "seconds"
-    return f"Too many {what}: try again in {wait} {unit}."
+    """When to try again, as the page says durations ("in 40 min 27 s", not "in 2427
+    seconds"); the 429's Retry-After header keeps the seconds."""
+    return f"Too many {what}: try again in {duration_text(wait)}."
 
 
 def throttled(response: HttpResponse, wait: int, status: int = 429) -> HttpResponse:

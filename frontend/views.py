@@ -98,6 +98,7 @@ def run_page(
     snapshot = selectors.tree_snapshot(root=run)
     config = {
         "root": run.pk,
+        "page": reverse("run", args=[run.pk]),  # the address bar's, when answered elsewhere
         "selected": _selected(request, snapshot),
         "snapshot": snapshot,
         "socket": f"/ws/runs/{run.pk}/",

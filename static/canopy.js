@@ -18,6 +18,11 @@ import { createTiles } from "./page/tiles.js";
 import { createTree } from "./page/tree.js";
 
 const config = JSON.parse(document.getElementById("canopy-config").textContent);
+// A refused follow-up is answered at its form's address (…/follow-up): the address bar shows
+// the page's own, so a reload or a copied link opens this page, not an action.
+if (location.pathname !== config.page) {
+  history.replaceState(history.state, "", config.page + location.search + location.hash);
+}
 const byId = (id) => document.getElementById(id);
 const page = {
   run: byId("run-page"),

@@ -6,6 +6,7 @@ Screenshots go to SCREENSHOTS (default /tmp/shots-h-d) to be looked at.
 """
 
 import re
+from urllib.parse import urlparse
 
 import pytest
 from playwright.sync_api import Browser, Page, expect
@@ -91,6 +92,12 @@ def ask_a_followup(page: Page, web_server, earlier: Run, question: str, number: 
     form.get_by_role("button", name="Ask a follow-up").click()  # no question yet
     expect(form.get_by_role("alert")).to_have_text("The follow-up question must not be empty.")
     assert Run.objects.filter(follows=earlier).count() == number - 1
+    # Answered at the form's address, the page shows its own: a reload opens the page again,
+    # not "This address is an action, not a page".
+    assert urlparse(page.url).path == f"/runs/{earlier.pk}/"
+    page.reload()
+    expect(page.get_by_role("heading", level=1)).to_have_text(EARLIER)
+    expect(form).to_be_visible()
     form.scroll_into_view_if_needed()
     shot(page, "followup-refused", full_page=False)
     fits_the_width(page)

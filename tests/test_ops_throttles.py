@@ -1,6 +1,8 @@
 """Throttles on the API and the pages, counted in Redis (the cache every web process
 shares): a throttled request is a 429 that says when to try again."""
 
+import re
+
 import pytest
 import redis
 from django.conf import settings as django_settings
@@ -87,7 +89,11 @@ def test_the_start_form_counts_against_the_same_rate_as_the_api(client, api, ali
     response = client.post("/", {"topic": "more owls", "max_steps": 5, "model": "scripted"})
     assert response.status_code == 429
     assert int(response["Retry-After"]) > 0
-    assert "Too many researches started: try again in" in response.content.decode()
+    # In the words the page says durations with: "in 59 s", "in 40 min 27 s", not "2427 seconds".
+    said = re.search(
+        r"Too many researches started: try again in ([^.<]*)\.", response.content.decode()
+    )
+    assert said and re.fullmatch(r"\d+ s|1 min 00 s", said[1]), said
     assert Run.objects.count() == 1
 
 

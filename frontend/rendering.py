@@ -22,6 +22,7 @@ from research.markdown import markdown, sanitize
 from research.services.citations import bare_urls, url_key
 
 VERIFIED_NOTE = "verified: an agent of this research saw this source"
+CARRIED_NOTE = "verified: an agent of the earlier research in this thread saw this source"
 FLAGGED_NOTE = "flagged: no agent of this research saw this URL"
 
 
@@ -321,6 +322,7 @@ def _mark(children: list[Token], verdicts: dict[str, Any]) -> list[Token]:
             if citation is not None:
                 verdict = "verified" if citation.verified else "flagged"
                 note = VERIFIED_NOTE if citation.verified else FLAGGED_NOTE
+                note = CARRIED_NOTE if getattr(citation, "carried", False) else note
                 token.attrSet("class", f"citation {verdict}")
                 token.attrSet("title", note)
                 pending_note = _note_html(verdict, note)

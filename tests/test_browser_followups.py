@@ -118,6 +118,10 @@ def ask_a_followup(page: Page, web_server, earlier: Run, question: str, number: 
         "Otters return to the valley"
     )
     expect(sources).to_contain_text("from the earlier research")
+    # The report's own mark says the same: not "an agent of this research saw this source".
+    expect(page.locator("#report a.citation.verified")).to_have_attribute(
+        "title", "verified: an agent of the earlier research in this thread saw this source"
+    )
     assert Citation.objects.get(run_id=followup_id).verified
     shot(page, "followup-report")
     fits_the_width(page)

@@ -92,15 +92,15 @@ def ask_a_followup(page: Page, web_server, earlier: Run, question: str, number: 
     form.get_by_role("button", name="Ask a follow-up").click()  # no question yet
     expect(form.get_by_role("alert")).to_have_text("The follow-up question must not be empty.")
     assert Run.objects.filter(follows=earlier).count() == number - 1
+    form.scroll_into_view_if_needed()
+    shot(page, "followup-refused", full_page=False)
+    fits_the_width(page)
     # Answered at the form's address, the page shows its own: a reload opens the page again,
     # not "This address is an action, not a page".
     assert urlparse(page.url).path == f"/runs/{earlier.pk}/"
     page.reload()
     expect(page.get_by_role("heading", level=1)).to_have_text(EARLIER)
     expect(form).to_be_visible()
-    form.scroll_into_view_if_needed()
-    shot(page, "followup-refused", full_page=False)
-    fits_the_width(page)
     form.get_by_label("Your follow-up question").fill(question)
     page.wait_for_timeout(300)  # the page must not draw the stage again over the question
     expect(form.get_by_label("Your follow-up question")).to_have_value(question)

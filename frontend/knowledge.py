@@ -18,10 +18,11 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from frontend.passages import HEAD_CHARS, document_heading, document_headings
+from frontend.passages import document_headings
 from frontend.rendering import sentence
 from research import selectors, services
 from research.errors import InvalidInput, NotFound
+from research.fulltext import HEAD_CHARS, document_heading
 from research.models import Dataset, Document
 from research.services.datasets import HTML, MARKDOWN, MAX_FILE_BYTES, PDF, TYPES_BY_EXTENSION
 

@@ -19,14 +19,16 @@ from django.urls import reverse
 from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_GET
 
-from research.clean import strip_controls
-from research.fulltext import parse_chunk_url, passage_name, source_names
+from research.fulltext import (
+    HEAD_CHARS,
+    document_heading,
+    parse_chunk_url,
+    passage_name,
+    source_names,
+)
 from research.models import Chunk, Document
 
 QUOTE_MAX = 300
-HEADING_MAX = 120
-# How much of a document's text its heading is read from.
-HEAD_CHARS = 300
 # How much of the passages around it a passage's page shows.
 CONTEXT_CHARS = 600
 # Fewer characters in common than this are chance (a letter, a full stop), not an overlap.
@@ -56,30 +58,6 @@ def passage_href_pattern() -> str:
     for name, number in _PATTERN_NUMBERS.items():
         path = path.replace(str(number), "{" + name + "}")
     return path
-
-
-# A Markdown heading's marks: "# Tidal bores", "## Tidal bores ##".
-_MARKDOWN_HEADING = re.compile(r"^#{1,6}\s+(?P<text>.*?)(?:\s+#+)?$")
-
-
-def document_heading(title: str, text_head: str) -> str:
-    """A document's title as people read it, the one every page and export shows: its
-    stored title when that is one (it has a space), else the heading its text opens with
-    ("compound" -> "Compound statements", "tidal-bores" -> "Tidal bores" from "# Tidal
-    bores"), else the stored title."""
-    lines = [line.strip() for line in text_head.splitlines() if line.strip()]
-    if not lines or " " in title.strip():
-        return title
-    marked = _MARKDOWN_HEADING.match(lines[0])
-    first = marked["text"].strip() if marked else lines[0]
-    slug = title.strip().lower().replace("-", " ").replace("_", " ")
-    # A heading underlined as reStructuredText writes one ("Special method names\n****").
-    underlined = len(lines) > 1 and set(lines[1]) <= set("*=-~^#")
-    # A first line that ends as a sentence does is the text's start, not its heading.
-    named = slug in first.lower() and not first.endswith(".")
-    if first and (marked or underlined or named):
-        return strip_controls(first)[:HEADING_MAX]  # a Word export refuses control characters
-    return title
 
 
 def document_headings(documents: QuerySet[Document]) -> dict[int, str]:

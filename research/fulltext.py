@@ -16,7 +16,9 @@ from django.contrib.postgres.search import SearchQuery, SearchRank, SearchVector
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
 from django.db.models import F, Func
+from django.db.models.functions import Left
 
+from research.clean import strip_controls
 from research.models import Chunk, Document
 from research.text import STOP_WORDS
 
@@ -34,7 +36,7 @@ STARTER_DATASET = "Python reference"
 
 @dataclass(frozen=True)
 class ChunkHit:
-    document_title: str
+    document_title: str  # its heading (document_heading)
     document_id: int
     position: int
     text: str
@@ -65,6 +67,33 @@ def parse_chunk_url(url: str) -> ChunkAddress | None:
     if match is None:
         return None
     return ChunkAddress(int(match["dataset"]), int(match["document"]), int(match["chunk"]))
+
+
+# How much of a document's text its heading is read from, and the longest heading kept.
+HEAD_CHARS = 300
+HEADING_MAX = 120
+# A Markdown heading's marks: "# Tidal bores", "## Tidal bores ##".
+_MARKDOWN_HEADING = re.compile(r"^#{1,6}\s+(?P<text>.*?)(?:\s+#+)?$")
+
+
+def document_heading(title: str, text_head: str) -> str:
+    """A document's title as people read it, the one every page and export shows: its
+    stored title when that is one (it has a space), else the heading its text opens with
+    ("compound" -> "Compound statements", "tidal-bores" -> "Tidal bores" from "# Tidal
+    bores"), else the stored title."""
+    lines = [line.strip() for line in text_head.splitlines() if line.strip()]
+    if not lines or " " in title.strip():
+        return title
+    marked = _MARKDOWN_HEADING.match(lines[0])
+    first = marked["text"].strip() if marked else lines[0]
+    slug = title.strip().lower().replace("-", " ").replace("_", " ")
+    # A heading underlined as reStructuredText writes one ("Special method names\n****").
+    underlined = len(lines) > 1 and set(lines[1]) <= set("*=-~^#")
+    # A first line that ends as a sentence does is the text's start, not its heading.
+    named = slug in first.lower() and not first.endswith(".")
+    if first and (marked or underlined or named):
+        return strip_controls(first)[:HEADING_MAX]  # a Word export refuses control characters
+    return title
 
 
 # How a list of sources names a passage of a document it cites more than once (source_names),
@@ -211,11 +240,21 @@ def _search_postgresql(dataset_id: int, words: list[str], limit: int) -> list[Ch
         Chunk.objects.filter(dataset_id=dataset_id)
         .annotate(vector=vector)
         .filter(vector=query)
-        .annotate(rank=SearchRank(vector, query), title=F("document__title"))
+        .annotate(
+            rank=SearchRank(vector, query),
+            title=F("document__title"),
+            head=Left("document__text", HEAD_CHARS),
+        )
         .order_by("-rank", "id")
-        .values_list("title", "document_id", "position", "text", "rank")[:limit]
+        .values_list("title", "head", "document_id", "position", "text", "rank")[:limit]
     )
-    return [ChunkHit(*row) for row in rows]
+    return _hits(rows)
+
+
+def _hits(rows) -> list[ChunkHit]:
+    """Hits named by their documents' headings, as every page and export names them: an
+    agent quoting "tidal-bores" wrote a name the analyst never sees elsewhere."""
+    return [ChunkHit(document_heading(title, head), *rest) for title, head, *rest in rows]
 
 
 def _fts_match(words: list[str]) -> str:
@@ -227,7 +266,8 @@ def _fts_match(words: list[str]) -> str:
 def _search_sqlite(dataset_id: int, words: list[str], limit: int) -> list[ChunkHit]:
     chunk, document = Chunk._meta.db_table, Document._meta.db_table
     sql = f"""
-        SELECT d.title, c.document_id, c.position, c.text, -bm25({SQLITE_FTS_TABLE}) AS rank
+        SELECT d.title, substr(d.text, 1, {HEAD_CHARS}), c.document_id, c.position, c.text,
+            -bm25({SQLITE_FTS_TABLE}) AS rank
         FROM {SQLITE_FTS_TABLE}
         JOIN {chunk} c ON c.id = {SQLITE_FTS_TABLE}.rowid
         JOIN {document} d ON d.id = c.document_id
@@ -237,4 +277,4 @@ def _search_sqlite(dataset_id: int, words: list[str], limit: int) -> list[ChunkH
     """
     with connection.cursor() as cursor:
         cursor.execute(sql, [_fts_match(words), dataset_id, limit])
-        return [ChunkHit(*row) for row in cursor.fetchall()]
+        return _hits(cursor.fetchall())

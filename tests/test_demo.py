@@ -183,7 +183,8 @@ def test_demo_answers_the_python_question_from_the_starter_dataset(agent_pool, a
     # The context-manager passage of the reference is quoted, and cited with its address
     # (its own "*" escaped: the quote shows as the reference writes it, not as emphasis).
     assert "context manager\\* is an object that defines the runtime context" in root.report
-    assert "— [context-managers](kb://dataset/" in root.report
+    # Named by the document's heading, as every page names it, not its file's "context-managers".
+    assert "— [With Statement Context Managers](kb://dataset/" in root.report
     assert root.report.count("kb://dataset/") >= 2
 
 

@@ -14,10 +14,13 @@ import pytest
 from django.urls import reverse
 from pypdf import PdfReader
 
+from agents.runtime.context import AgentContext, CancelToken
+from agents.tools.knowledge import QUERY
 from frontend.exports import print_html
-from frontend.passages import document_heading, passage_href
+from frontend.passages import passage_href
 from frontend.rendering import render_report_page
 from research import services
+from research.fulltext import document_heading
 from research.models import Dataset, Document, Source
 from research.services.citations import citations_record
 from research.services.datasets import document_add
@@ -83,6 +86,16 @@ def bores(alice) -> Dataset:
         filename="tidal-bores.md",
     )
     return dataset
+
+
+def test_a_search_names_a_document_by_its_heading_for_the_api_and_the_agents(api, alice, bores):
+    """The query API and the agents' query tool said "tidal-bores", the file's name, where
+    every page says "Tidal bores": an agent then wrote "[tidal-bores](kb://...)"."""
+    found = api.get(reverse("api:dataset-query", args=[bores.pk]), {"q": "bore river dawn"})
+    assert {hit["document_title"] for hit in found.json()} == {"Tidal bores"}
+    root = services.run_start(owner=alice, topic="Bores", dataset_id=bores.pk)
+    answer = QUERY.handler(AgentContext.load(root.pk, CancelToken(root.pk)), {"question": "bore"})
+    assert "[1] Tidal bores (kb://" in answer and "tidal-bores" not in answer
 
 
 def test_the_title_and_the_list_show_the_heading_without_its_marks(client, alice, bores):

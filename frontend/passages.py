@@ -26,7 +26,7 @@ from research.fulltext import (
     passage_name,
     source_names,
 )
-from research.models import Chunk, Document
+from research.models import Chunk, Dataset, Document
 
 QUOTE_MAX = 300
 # How much of the passages around it a passage's page shows.
@@ -200,7 +200,7 @@ def passage(request: HttpRequest, dataset_id: int, document_id: int, position: i
         .first()
     )
     if document is None:
-        raise Http404("no such passage.")
+        return _gone(request, dataset_id, f"kb://dataset/{dataset_id}/document/{document_id}")
     chunks = {
         chunk.position: chunk
         for chunk in Chunk.objects.filter(
@@ -225,3 +225,13 @@ def passage(request: HttpRequest, dataset_id: int, document_id: int, position: i
         "address": f"kb://dataset/{dataset_id}/document/{document_id}#{position}",
     }
     return render(request, "passage.html", context)
+
+
+def _gone(request: HttpRequest, dataset_id: int, address: str) -> HttpResponse:
+    """A passage of no document of the user's: a report's link to a passage whose document
+    was deleted after the research cited it opened "This page does not exist". It says so,
+    and where the knowledge base is (when it is still there); a 404 all the same, the same
+    for another user's document as for one that never was."""
+    dataset = Dataset.objects.filter(pk=dataset_id, owner=request.user).only("name").first()
+    context = {"dataset": dataset, "address": address}
+    return render(request, "passage_gone.html", context, status=404)

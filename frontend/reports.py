@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from frontend.passages import cited_names, kb_titles, passage_href
 from frontend.rendering import render_report_page
 from frontend.templatetags.canopy import is_web_url
+from research.fulltext import parse_chunk_url
 from research.models import Citation, Run
 from research.selectors.citations import citations_for
 
@@ -20,6 +21,7 @@ class CitedSource:
     title: str
     href: str  # the page, or Canopy's page of the passage; "" when neither
     web: bool
+    gone: bool = False  # a passage whose document was deleted after the research cited it
 
 
 @dataclass(frozen=True)
@@ -52,6 +54,7 @@ def report_parts(
             title=name,
             href=citation.url if is_web_url(citation.url) else (passage_href(citation.url) or ""),
             web=is_web_url(citation.url),
+            gone=citation.url not in titles and parse_chunk_url(citation.url) is not None,
         )
         for citation, name in zip(citations, names, strict=True)
     ]

@@ -306,3 +306,49 @@ def test_a_knowledge_base_is_deleted_from_its_page_after_a_confirmation(
     assert not Document.objects.filter(dataset_id=dataset.pk).exists()
     assert Run.objects.get(pk=research.pk).dataset_id is None  # the research stays
     shot(page, "11-deleted")
+
+
+def test_a_cited_passage_whose_document_was_deleted_says_so(page, server, scripted_llm, alice):
+    """A tester deleted a document a finished report cited: its citations still opened
+    "This page does not exist", with nothing on the report to say why. Sources cited says the
+    document has since been deleted, and its link opens a page that says what happened and
+    leads back to the knowledge base."""
+    dataset = dataset_create(owner=alice, name=f"Estuaries ({page.size_name})")
+    text = "# Tidal bores\n\n" + "A bore forms where the tide funnels into a river. " * 4
+    document = document_add(dataset=dataset, title="", data=text.encode(), filename="bores.md")
+    kb = f"kb://dataset/{dataset.pk}/document/{document.pk}#0"
+    topic = f"Where do bores form? ({page.size_name})"
+    scripted_llm.script(
+        topic,
+        call("query", question="tidal bore tide river"),
+        reply(f"# Bores\n\nWhere the tide funnels into a river ([Tidal bores]({kb})).\n"),
+    )
+    root = wait_finished(services.run_start(owner=alice, topic=topic, dataset_id=dataset.pk))
+    assert root.status == "done", root.error
+    services.document_delete(document=document)
+
+    log_in(page, server, "alice")
+    page.goto(f"{server.url}/runs/{root.pk}/")
+    sources = page.get_by_role("region", name="Sources cited")
+    expect(sources.locator(".citation-note")).to_have_text(
+        "knowledge base · seen by the root agent · its document has since been deleted from "
+        "the knowledge base"
+    )
+    sources.scroll_into_view_if_needed()
+    no_sideways_scroll(page, "a deleted document's source")
+    shot(page, "10-deleted-source")
+
+    with page.context.expect_page() as opened:
+        page.locator("#report a.citation").first.click()
+    gone = opened.value
+    gone.size_name = page.size_name
+    expect(gone.get_by_role("heading", level=1)).to_have_text(
+        "This passage is not in your knowledge bases"
+    )
+    expect(gone.locator("main")).to_contain_text(f"from {dataset.name}")
+    gone.get_by_role("link", name=f"Open {dataset.name}").click()
+    expect(gone.get_by_role("heading", name=dataset.name)).to_be_visible()
+    no_sideways_scroll(gone, "the knowledge base")
+    gone.go_back()
+    no_sideways_scroll(gone, "the deleted passage")
+    shot(gone, "11-deleted-passage")

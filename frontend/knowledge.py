@@ -18,11 +18,17 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from frontend.passages import document_headings
+from frontend.passages import document_headings, search_snippet
 from frontend.rendering import sentence
 from research import selectors, services
 from research.errors import InvalidInput, NotFound
-from research.fulltext import HEAD_CHARS, document_heading
+from research.fulltext import (
+    HEAD_CHARS,
+    document_heading,
+    passage_name,
+    question_words,
+    search_chunks,
+)
 from research.models import Dataset, Document
 from research.services.datasets import HTML, MARKDOWN, MAX_FILE_BYTES, PDF, TYPES_BY_EXTENSION
 
@@ -98,6 +104,34 @@ def document_rows(dataset: Dataset) -> list[DocumentRow]:
     return rows
 
 
+SEARCH_RESULTS = 10
+QUESTION_MAX = 400  # as the agents' query tool takes one
+
+
+@dataclass(frozen=True)
+class Found:
+    """A passage a search of the page found, as its results list shows it."""
+
+    name: str  # "Tidal bores, passage 3"
+    href: str
+    snippet: str
+
+
+def search_results(dataset: Dataset, question: str) -> list[Found]:
+    """What the page's search finds: the passages the agents' query tool would (the same
+    full-text search, best first), named and linked as a report's sources are."""
+    hits = search_chunks(dataset_id=dataset.pk, question=question, limit=SEARCH_RESULTS)
+    words = question_words(question)
+    return [
+        Found(
+            name=passage_name(hit.document_title, hit.position),
+            href=reverse("passage", args=[dataset.pk, hit.document_id, hit.position]),
+            snippet=search_snippet(hit.text, words),
+        )
+        for hit in hits
+    ]
+
+
 def _documents_context(dataset: Dataset) -> dict:
     return {"dataset": dataset, "rows": document_rows(dataset)}
 
@@ -105,10 +139,14 @@ def _documents_context(dataset: Dataset) -> dict:
 @login_required
 @require_GET
 def knowledge_base(request: HttpRequest, dataset_id: int) -> HttpResponse:
-    """One knowledge base: its documents, the upload zone, and a research to start on it."""
+    """One knowledge base: a search of its passages (`q`), the upload zone, its documents, and
+    a research to start on it."""
     dataset = _dataset_or_404(request, dataset_id)
+    question = " ".join(request.GET.get("q", "").split())[:QUESTION_MAX]
     context = {
         **_documents_context(dataset),
+        "asked": question,  # not "question": the delete box's words take that name
+        "found": search_results(dataset, question) if question else None,
         "accept": ",".join(TYPES_BY_EXTENSION),
         "limits": upload_limits_text(),
         "upload_url": reverse("api:dataset-documents", args=[dataset.pk]),

@@ -140,6 +140,9 @@ def readable(text: str) -> str:
     return _HEADING_MARKS.sub("", text)
 
 
+MARK = "<mark class='quoted'>"
+
+
 def highlight(text: str, quote: str) -> SafeString:
     """The passage as HTML with each place the quote appears marked; words compared with
     their spacing loosened, since a report quotes a passage on one line."""
@@ -149,7 +152,7 @@ def highlight(text: str, quote: str) -> SafeString:
     pattern = re.compile(r"\s+".join(re.escape(word) for word in words), re.IGNORECASE)
     parts, position = [], 0
     for match in pattern.finditer(text):
-        parts += [escape(text[position : match.start()]), "<mark class='quoted'>"]
+        parts += [escape(text[position : match.start()]), MARK]
         parts += [escape(match.group(0)), "</mark>"]
         position = match.end()
     parts.append(escape(text[position:]))
@@ -235,3 +238,26 @@ def _gone(request: HttpRequest, dataset_id: int, address: str) -> HttpResponse:
     dataset = Dataset.objects.filter(pk=dataset_id, owner=request.user).only("name").first()
     context = {"dataset": dataset, "address": address}
     return render(request, "passage_gone.html", context, status=404)
+
+
+SNIPPET_CHARS = 280
+
+
+def search_snippet(text: str, words: list[str]) -> SafeString:
+    """A found passage's words around the first word of the question it holds, each of the
+    question's words marked: what a list of search results shows of a passage."""
+    text = " ".join(readable(text).split())
+    pattern = re.compile(r"\b(" + "|".join(map(re.escape, words)) + r")\b", re.IGNORECASE)
+    first = pattern.search(text) if words else None
+    start = max(0, first.start() - SNIPPET_CHARS // 3) if first else 0
+    if start:
+        start = text.find(" ", start) + 1 or start  # from a word's start
+    piece = text[start : start + SNIPPET_CHARS]
+    if start + SNIPPET_CHARS < len(text):
+        piece = piece[: piece.rfind(" ")] if " " in piece else piece
+    parts, position = ["…" if start else ""], 0
+    for match in pattern.finditer(piece) if words else ():
+        parts += [escape(piece[position : match.start()]), MARK, escape(match[0]), "</mark>"]
+        position = match.end()
+    parts += [escape(piece[position:]), "…" if start + len(piece) < len(text) else ""]
+    return mark_safe("".join(parts))

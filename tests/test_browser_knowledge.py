@@ -352,3 +352,45 @@ def test_a_cited_passage_whose_document_was_deleted_says_so(page, server, script
     gone.go_back()
     no_sideways_scroll(gone, "the deleted passage")
     shot(gone, "11-deleted-passage")
+
+
+def test_a_knowledge_base_is_searched_from_its_page(page, server, alice):
+    """A knowledge base of 79 documents listed them all, 14,330 px on a phone, with no way
+    to find a passage but the API. Its page searches the passages as an agent's query does:
+    each found passage named as a report's sources are, its words marked, one click away."""
+    dataset = dataset_create(owner=alice, name=f"Estuaries ({page.size_name})")
+    funnel = "A bore forms where the tide funnels into a narrowing river. " * 6
+    severn = "The Severn bore runs upstream for miles on the highest spring tides. "
+    document_add(
+        dataset=dataset, title="", data=f"# Tidal bores\n\n{funnel}\n\n{severn}".encode(),
+        filename="bores.md",
+    )  # fmt: skip
+    for number in range(12):
+        document_add(
+            dataset=dataset, title=f"Notes {number}", data=b"Herons wade in the shallows.",
+            filename=f"n{number}.txt",
+        )  # fmt: skip
+    log_in(page, server, "alice")
+    page.goto(f"{server.url}/kb/{dataset.pk}/")
+    search = page.get_by_role("search")
+    search.get_by_role("searchbox").fill("Severn upstream")
+    search.get_by_role("button", name="Search").click()
+
+    expect(page.locator("#kb-found")).to_have_text(
+        "1 passage best matching “Severn upstream”, best first: what an agent's query finds."
+    )
+    found = page.get_by_role("list", name="Passages found").locator("li")
+    expect(found.get_by_role("link")).to_have_text(["Tidal bores, passage 1"])
+    expect(found.locator("mark")).to_have_text(["Severn", "upstream"])
+    expect(search.get_by_role("searchbox")).to_have_value("Severn upstream")
+    no_sideways_scroll(page, "search results")
+    shot(page, "12-search")
+    found.get_by_role("link").click()
+    expect(page.locator("#passage")).to_contain_text("The Severn bore runs upstream")
+
+    page.go_back()
+    search.get_by_role("searchbox").fill("kestrels")
+    search.get_by_role("button", name="Search").click()
+    expect(page.locator("#kb-found")).to_have_text(
+        "No passage matches “kestrels”. Try other words, or fewer of them."
+    )

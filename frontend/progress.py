@@ -4,30 +4,19 @@ Shared by the run page, the runs list (and its live status, `runs_progress`) and
 static/page/format.js and static/runs.js format the same way in the browser.
 """
 
+from collections.abc import Iterable
+
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET
 
 from frontend.rendering import duration_text
+from research.endings import Ending
 from research.events.payloads import money
-from research.models import ACTIVE_STATUSES, Run
+from research.models import ACTIVE_STATUSES
 from research.selectors.progress import TreeProgress, trees_progress
 
 MAX_IDS = 100
-
-
-def progress_of_tree(run: Run, tree: list[Run]) -> TreeProgress:
-    """The progress of `run`'s subtree (`tree`, already read): no query."""
-    return TreeProgress(
-        root_id=run.pk,
-        status=run.status,
-        state=run.state,
-        agents=len(tree),
-        done=sum(member.status not in ACTIVE_STATUSES for member in tree),
-        started_at=run.started_at,
-        finished_at=run.finished_at,
-        tree_cost_usd=run.tree_cost_usd,
-    )
 
 
 def elapsed_text(seconds: float | None) -> str:
@@ -42,6 +31,16 @@ def agents_done_text(done: int, total: int, word: str = "done") -> str:
 
 def agents_text(progress: TreeProgress) -> str:
     return agents_done_text(progress.done, progress.agents)
+
+
+def agents_ended_text(endings: Iterable[str]) -> str:
+    """`3 of 5 agents done`, or `ended` once an agent that ended did not end well (a cancelled
+    one is not done): the run page's rule (static/page/tiles.js), for its first paint and
+    the terminal. `endings` has each agent's ending (research/endings.py), "" while it works."""
+    endings = list(endings)
+    ended = [ending for ending in endings if ending]
+    word = "done" if all(ending == Ending.DONE for ending in ended) else "ended"
+    return agents_done_text(len(ended), len(endings), word)
 
 
 def progress_text(progress: TreeProgress) -> str:
@@ -83,8 +82,6 @@ def header_tiles(snapshot: dict) -> dict[str, str]:
     root = next(run for run in runs if run["id"] == snapshot["root"])
     paused = root["status"] == "paused"
     working = sum(1 for run in runs if run["active"] and run["status"] != "paused")
-    ended = sum(1 for run in runs if not run["active"])
-    done = sum(1 for run in runs if run["ending"] == "done")
     agents = str(len(runs))
     if paused:
         agents += f" · {WAITING}"
@@ -95,7 +92,7 @@ def header_tiles(snapshot: dict) -> dict[str, str]:
     return {
         "tokens": f"{tokens_in:,} in · {tokens_out:,} out",
         "agents": agents,
-        "progress": agents_done_text(ended, len(runs), "done" if ended == done else "ended"),
+        "progress": agents_ended_text(run["ending"] for run in runs),
         "worked": worked_words(root["worked_seconds"], paused=paused),
         "messages": messages_text(snapshot["messages"]),
     }

@@ -280,9 +280,10 @@ def test_the_user_comes_from_canopy_user(db, alice, bob, run_factory, monkeypatc
     run_factory(owner=bob, topic="Bob's")
     monkeypatch.setenv("CANOPY_USER", "bob")
 
-    rows = research("list").splitlines()[1:]
+    rows = research("list").splitlines()
 
-    assert [row.split("\t")[-1] for row in rows] == ["Bob's"]
+    topic = rows[0].split("\t").index("topic")
+    assert [row.split("\t")[topic] for row in rows[1:]] == ["Bob's"]
 
 
 def test_the_sole_user_is_the_default_and_several_need_a_choice(
@@ -290,7 +291,7 @@ def test_the_sole_user_is_the_default_and_several_need_a_choice(
 ):
     monkeypatch.delenv("CANOPY_USER", raising=False)
     run_factory(topic="Alice's")
-    assert research("list").splitlines()[1].endswith("Alice's")
+    assert "\tAlice's\t" in research("list").splitlines()[1]
 
     User.objects.create_user("zed")
     with pytest.raises(CommandError, match="pass --user or set CANOPY_USER"):
@@ -307,7 +308,8 @@ def test_list_round_trips_the_roots_of_the_user(db, alice, bob, run_factory, fin
     rows = research("list", "--user", "alice").splitlines()
     header, records = rows[0].split("\t"), [row.split("\t") for row in rows[1:]]
 
-    assert header[:4] == ["id", "parent_id", "name", "status"] and header[-1] == "topic"
+    assert header[:4] == ["id", "parent_id", "name", "status"]
+    assert header[-2:] == ["topic", "ending"]  # the ending appended: the positions before hold
     assert [record[0] for record in records] == [str(queued.pk), str(finished_tree.pk)]
     by_id = {int(record[0]): dict(zip(header, record, strict=True)) for record in records}
     for run in Run.objects.filter(pk__in=by_id):
@@ -315,6 +317,7 @@ def test_list_round_trips_the_roots_of_the_user(db, alice, bob, run_factory, fin
         assert listed["status"] == run.status and listed["steps"] == str(run.steps)
         assert Decimal(listed["tree_cost_usd"]) == run.tree_cost_usd
     assert by_id[queued.pk]["topic"] == "A tab and newline"
+    assert (by_id[queued.pk]["ending"], by_id[finished_tree.pk]["ending"]) == ("", "done")
 
 
 def test_list_filters_by_status_and_parent(db, alice, finished_tree, run_factory):
@@ -515,7 +518,7 @@ def test_cancel_ends_a_queued_research(db, alice, run_factory):
     run.refresh_from_db()
     assert "cancel requested" in out
     assert (run.status, run.error) == ("failed", services.CANCELLED_BY_USER)
-    assert "already ended (failed)" in research("cancel", str(run.pk), "--user", "alice")
+    assert "already ended (cancelled)" in research("cancel", str(run.pk), "--user", "alice")
 
 
 # --- tail and Ctrl-C -----------------------------------------------------------------------

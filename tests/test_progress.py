@@ -94,7 +94,7 @@ def test_the_runs_list_and_the_cli_show_the_progress(client, alice, tree_factory
     assert "0 of 2 agents done · not started" in row
     out = io.StringIO()
     call_command("research", "show", str(root.pk), "--user", "alice", stdout=out)
-    assert "progress: 0 of 2 agents done · elapsed not started" in out.getvalue()
+    assert "progress: 0 of 2 agents done · not started" in out.getvalue()
 
 
 @pytest.mark.django_db
@@ -104,13 +104,14 @@ def test_the_clis_live_tree_counts_agents_as_they_end(alice, tree_factory):
     started = timezone.now() - timedelta(seconds=30)
     tree.apply({"type": "run.state", "run": root.pk, "status": "working", "state": "thinking",
                 "started_at": started.isoformat()})  # fmt: skip
-    assert re.fullmatch(r"0 of 2 agents done · elapsed 3\d s", tree.progress())
+    assert re.fullmatch(r"0 of 2 agents done · worked 3\d s", tree.progress())
     child = root.children.get()
     tree.apply({"type": "run.finished", "run": child.pk, "status": "done", "state": "ended",
                 "finished_at": timezone.now().isoformat()})  # fmt: skip
     tree.apply({"type": "run.finished", "run": root.pk, "status": "done", "state": "ended",
-                "finished_at": (started + timedelta(seconds=90)).isoformat()})  # fmt: skip
-    assert tree.progress() == "2 of 2 agents done · elapsed 1 min 30 s"
+                "finished_at": (started + timedelta(seconds=90)).isoformat(),
+                "duration_seconds": 90.0})  # fmt: skip
+    assert tree.progress() == "2 of 2 agents done · worked 1 min 30 s"
 
 
 @pytest.mark.browser

@@ -16,8 +16,10 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from frontend.progress import progress_of_tree, progress_text
+from frontend.library import ENDING_LABELS, status_label, status_tone
+from frontend.progress import agents_ended_text, worked_words
 from research.clean import printable
+from research.endings import ending_of
 from research.events.payloads import iso
 from research.models import Run, Status
 from research.pricing import DEMO_MODEL
@@ -37,6 +39,8 @@ LIST_COLUMNS = (
     "tree_cost_usd",
     "created_at",
     "topic",
+    # Appended: scripts that read the columns by position read the same ones as before.
+    "ending",
 )
 AGENT_COLUMNS = (
     "id",
@@ -63,6 +67,7 @@ SHOW_FIELDS = (
     "model",
     "dataset_id",
     "status",
+    "ending",
     "state",
     "steps",
     "max_steps",
@@ -82,6 +87,9 @@ STATUS_STYLE = {
     Status.DONE: "green",
     Status.FAILED: "red",
 }
+# A research's badge (frontend.library status_tone: its status while it works, else the tone
+# of its ending) and an ending's tone (ENDING_LABELS) in colour.
+TONE_STYLE = {**STATUS_STYLE, Status.PAUSED: "cyan", "cancelled": "magenta"}
 
 
 def printable_runs(runs: list[Run]) -> list[Run]:
@@ -138,6 +146,40 @@ def agent_label(run: Run) -> str:
     return run.name or f"research {run.pk}"
 
 
+def run_ending(run: Run) -> str:
+    """How a run ended as the API's `ending` says it (research/endings.py): done, cancelled,
+    interrupted, out_of_time or failed; "" while it works."""
+    return ending_of(status=run.status, error=run.error)
+
+
+def ending_text(ending: str) -> Text:
+    """An ending in the runs list's words ("out of time"), in its tone's colour."""
+    if not ending:
+        return Text("")
+    label, tone = ENDING_LABELS[ending]
+    return Text(label, style=TONE_STYLE.get(tone, ""))
+
+
+def value(run: Run, name: str) -> object:
+    """A run's field as the listing and `show` print it; `ending` is read from its status
+    and stored reason, as the API reads it."""
+    return run_ending(run) if name == "ending" else getattr(run, name)
+
+
+def progress_words(endings: Iterable[str], worked_seconds: float | None, *, paused: bool) -> str:
+    """`3 of 5 agents ended · worked 2 min 05 s`: the agents as the run page counts them, and
+    the research's time worked as the page and the runs list give it (its waits for the
+    analyst left out); `… · not started` before it starts, as the runs list says it."""
+    time = worked_words(worked_seconds, paused=paused)
+    return f"{agents_ended_text(endings)} · {time if worked_seconds is None else 'worked ' + time}"
+
+
+def progress_line(run: Run, tree: list[Run]) -> str:
+    """progress_words for a research (`run`) and its subtree (`tree`, `run` among them)."""
+    endings = (run_ending(member) for member in tree)
+    return progress_words(endings, run.worked_seconds(), paused=run.status == Status.PAUSED)
+
+
 def status_text(run: Run) -> Text:
     label = run.state if run.status == Status.WORKING else run.status
     return Text(label, style=STATUS_STYLE.get(run.status, ""))
@@ -149,7 +191,7 @@ def status_text(run: Run) -> Text:
 def plain_list(runs: Iterable[Run], write: Write) -> None:
     write(tsv(LIST_COLUMNS))
     for run in runs:
-        write(tsv(getattr(run, column) for column in LIST_COLUMNS))
+        write(tsv(value(run, column) for column in LIST_COLUMNS))
 
 
 def plain_agents(runs: list[Run], write: Write) -> None:
@@ -174,8 +216,8 @@ def plain_report(run: Run, write: Write) -> None:
 
 def plain_show(run: Run, tree: list[Run], usage: list[dict], write: Write) -> None:
     for name in SHOW_FIELDS:
-        write(f"{name}: {field(getattr(run, name))}")
-    write(f"progress: {progress_text(progress_of_tree(run, tree))}")
+        write(f"{name}: {field(value(run, name))}")
+    write(f"progress: {progress_line(run, tree)}")
     write("")
     plain_agents(tree, write)
     write("")
@@ -191,7 +233,8 @@ def plain_summary(run: Run, tree: list[Run], write: Write) -> None:
     write("")
     write(f"tree_cost_usd: {field(run.tree_cost_usd)}")
     write(f"status: {run.status}")
-    write(f"progress: {progress_text(progress_of_tree(run, tree))}")
+    write(f"ending: {run_ending(run)}")
+    write(f"progress: {progress_line(run, tree)}")
     if run.error:
         write(f"error: {one_line(run.error)}")
     write("")
@@ -207,7 +250,8 @@ def rich_list(runs: Iterable[Run], console: Console) -> None:
         console.print("No researches.")
         return
     table = Table(box=None, header_style="bold")
-    for heading in ("ID", "Parent", "Status", "Steps", "Cost", "Model", "Created", "Topic"):
+    headings = ("ID", "Parent", "Status", "Steps", "Cost", "Model", "Created", "Topic", "Ending")
+    for heading in headings:
         table.add_column(heading, overflow="fold" if heading == "Topic" else "ellipsis")
     for run in runs:
         table.add_row(
@@ -219,6 +263,7 @@ def rich_list(runs: Iterable[Run], console: Console) -> None:
             model_label(run.model),
             run.created_at.strftime("%Y-%m-%d %H:%M"),
             (f"{run.name}: " if run.name else "") + one_line(run.topic)[:200],
+            ending_text(run_ending(run)),
         )
     console.print(table)
 
@@ -260,8 +305,9 @@ def rich_show(run: Run, tree: list[Run], usage: list[dict], console: Console) ->
     facts.add_row("Topic", one_line(run.topic))
     if run.parent_id:
         facts.add_row("Sub-agent", f"{run.name} of research {run.parent_id}: {run.reason}")
-    facts.add_row("Status", status_text(run))
-    facts.add_row("Progress", progress_text(progress_of_tree(run, tree)))
+    # The badge of the page and the runs list: "cancelled", "needs your answers", not "failed".
+    facts.add_row("Status", Text(status_label(run), style=TONE_STYLE.get(status_tone(run), "")))
+    facts.add_row("Progress", progress_line(run, tree))
     facts.add_row("Model", model_label(run.model))
     facts.add_row("Steps", f"{run.steps}/{run.max_steps}")
     facts.add_row("Tokens", f"{run.input_tokens} in, {run.output_tokens} out")

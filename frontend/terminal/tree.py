@@ -13,9 +13,17 @@ from django.utils import timezone
 from rich.table import Table
 from rich.text import Text
 
-from frontend.progress import agents_done_text, elapsed_text
-from frontend.terminal.render import STATUS_STYLE, field, money, one_line, terminal_text
-from research.models import ACTIVE_STATUSES, Run, Status
+from frontend.progress import elapsed_text
+from frontend.terminal.render import (
+    STATUS_STYLE,
+    field,
+    money,
+    one_line,
+    progress_words,
+    terminal_text,
+)
+from research.endings import ending_of
+from research.models import Run, Status
 
 
 @dataclass
@@ -31,6 +39,11 @@ class Agent:
     cost_usd: Decimal
     detail: str = ""
     error: str = ""
+
+    @property
+    def ending(self) -> str:
+        """How it ended (research/endings.py), "" while it works."""
+        return ending_of(status=self.status, error=self.error)
 
     @classmethod
     def from_run(cls, run: Run) -> "Agent":
@@ -73,7 +86,11 @@ class TreeModel:
         self.scope_id = scope.pk
         self.scope_depth = scope.depth
         self.agents: dict[int, Agent] = {run.pk: Agent.from_run(run) for run in runs}
-        self.started_at, self.finished_at = scope.started_at, scope.finished_at
+        # The scope's time worked as the run page keeps it (static/page/state.js): the figure
+        # of its last event, and from when its clock ran on from it, if it runs.
+        self.worked: float | None = scope.worked_seconds()
+        self.clock_at = timezone.now()
+        self.clock_running = scope.clock_running
 
     def in_scope(self, payload: dict) -> bool:
         run_id = payload.get("run")
@@ -84,10 +101,13 @@ class TreeModel:
             return True  # a sibling outside the followed subtree wrote to one inside it
         return run_id in self.agents
 
-    def apply(self, payload: dict) -> None:
+    def apply(self, payload: dict, at: datetime | None = None) -> None:
+        """Apply one event, stored `at` (its Event.at; now when not given): the scope's clock
+        runs on from the time of the event that set it, so a replayed old event sets it
+        right too (`tail` from the first event of a research at work)."""
         kind, run_id = payload.get("type"), payload.get("run")
         if run_id == self.scope_id:
-            self._times(payload)
+            self._times(payload, at or timezone.now())
         if kind == "run.created":
             self.agents.setdefault(run_id, Agent.from_created(payload))
             return
@@ -133,21 +153,40 @@ class TreeModel:
             visit(self.agents[self.scope_id])
         return ordered
 
-    def _times(self, payload: dict) -> None:
-        if started := payload.get("started_at"):
-            self.started_at = datetime.fromisoformat(started)
-        if payload.get("type") == "run.finished" and payload.get("finished_at"):
-            self.finished_at = datetime.fromisoformat(payload["finished_at"])
+    def _times(self, payload: dict, at: datetime) -> None:
+        """The scope's clock, as static/page/state.js runs the page's: it starts with the
+        agent, stops and starts again with a run.state that says the time worked so far (a
+        pause for the analyst, its resume), and stops at run.finished's duration."""
+        kind = payload.get("type")
+        if kind == "run.state":
+            if "worked_seconds" in payload:
+                self.worked = payload["worked_seconds"]
+            elif (started := payload.get("started_at")) and self.worked is None:
+                self.worked = max(0.0, (at - datetime.fromisoformat(started)).total_seconds())
+            else:
+                return
+            self.clock_at, self.clock_running = at, payload.get("status") == Status.WORKING
+        elif kind == "run.finished":
+            if "duration_seconds" in payload:
+                self.worked = payload["duration_seconds"]
+            else:
+                self.worked = self.worked_seconds(at)
+            self.clock_at, self.clock_running = at, False
+
+    def worked_seconds(self, now: datetime | None = None) -> float | None:
+        """The scope's time worked as of now, its waits for the analyst left out."""
+        if self.worked is None:
+            return None
+        if not self.clock_running:
+            return self.worked
+        return self.worked + max(0.0, ((now or timezone.now()) - self.clock_at).total_seconds())
 
     def progress(self) -> str:
-        """`3 of 5 agents done · elapsed 1 min 05 s`, as the run page says it."""
-        agents = list(self.agents.values())
-        done = sum(agent.status not in ACTIVE_STATUSES for agent in agents)
-        elapsed = None
-        if self.started_at is not None:
-            end = self.finished_at or timezone.now()
-            elapsed = max(0.0, (end - self.started_at).total_seconds())
-        return f"{agents_done_text(done, len(agents))} · elapsed {elapsed_text(elapsed)}"
+        """`3 of 5 agents done · worked 1 min 05 s`, as the run page says it."""
+        scope = self.agents.get(self.scope_id)
+        paused = scope is not None and scope.status == Status.PAUSED
+        endings = (agent.ending for agent in self.agents.values())
+        return progress_words(endings, self.worked_seconds(), paused=paused)
 
     def cost(self) -> Decimal:
         return sum((agent.cost_usd for agent in self.agents.values()), Decimal(0))

@@ -195,7 +195,7 @@ class Watch:
             for event in events:
                 self.after = event.seq
                 if self.tree.in_scope(event.payload):
-                    self.tree.apply(event.payload)
+                    self.tree.apply(event.payload, at=event.at)
                     self.sink.event(event.payload, self.tree)
             if ended and len(events) < BATCH:
                 return True

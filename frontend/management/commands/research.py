@@ -17,6 +17,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from rich.console import Console
 
 from frontend.exports import FORMATS, ExportError, export_run
+from frontend.library import status_label
 from frontend.terminal import render
 from frontend.terminal.clarify import ANSWER_HELP, add_answer_arguments, answer_lines
 from frontend.terminal.export import export_json
@@ -288,7 +289,7 @@ class Command(BaseCommand):
     def do_cancel(self, user: AbstractBaseUser, options: dict) -> None:
         run = selectors.run_get(owner=user, run_id=options["id"])
         if not run.is_active:
-            self.write(f"research {run.pk} has already ended ({run.status}).")
+            self.write(f"research {run.pk} has already ended ({status_label(run)}).")
             return
         services.run_cancel(run=run)
         self.write(f"research {run.pk}: cancel requested; its agents stop within a second.")
@@ -389,5 +390,6 @@ class Command(BaseCommand):
                 returncode=status,
             )
         raise CommandError(
-            f"stopped watching research {run.pk}; it has ended ({run.status}).", returncode=status
+            f"stopped watching research {run.pk}; it has ended ({status_label(run)}).",
+            returncode=status,
         )

@@ -5,11 +5,12 @@ import { waitingWord } from "./tiles.js";
 
 const SVG_NS = "http://www.w3.org/2000/svg";
 const NODE_W = 200;
-const NODE_H = 80;
+const NODE_H = 92;
 const GAP_X = 22;
 const GAP_Y = 80;
 // A card's text starts after its stripe (or dot) and stops this far from its right border.
 const PAD_RIGHT = 12;
+const TEXT_W = NODE_W - 18 - PAD_RIGHT;
 const measure = document.createElement("canvas").getContext("2d");
 
 function svg(tag, attributes) {
@@ -103,14 +104,18 @@ export function createTree(state, elements, onSelect) {
     const body = svg("g", { class: "node-body" });
     const left = -NODE_W / 2;
     const top = -NODE_H / 2;
+    // The kind (with its tier) on a line of its own above the name, as the panel's kicker: on
+    // the name's line it left a name of eleven letters no room ("metaclassesresearcher").
+    // A node without a kind (the root) has its lines centred instead.
+    const line = top + (run.kind ? 37 : 28); // the name's baseline
     body.append(
       svg("rect", { class: "node-card", x: left, y: top, width: NODE_W, height: NODE_H, rx: 12 }),
       svg("rect", { class: "node-stripe", x: left, y: top + 10, width: 5, height: NODE_H - 20, rx: 2.5 }),
-      svg("text", { class: "node-name", x: left + 18, y: top + 24 }),
-      svg("text", { class: "node-kind", x: left + NODE_W - PAD_RIGHT, y: top + 23, "text-anchor": "end" }),
-      svg("circle", { class: "node-dot", cx: left + 22, cy: top + 45, r: 5 }),
-      svg("text", { class: "node-state", x: left + 33, y: top + 49 }),
-      svg("text", { class: "node-figures", x: left + 18, y: top + 68 }),
+      svg("text", { class: "node-kind", x: left + 18, y: line - 19 }),
+      svg("text", { class: "node-name", x: left + 18, y: line }),
+      svg("circle", { class: "node-dot", cx: left + 22, cy: line + 20, r: 5 }),
+      svg("text", { class: "node-state", x: left + 33, y: line + 24 }),
+      svg("text", { class: "node-figures", x: left + 18, y: line + 43 }),
       svg("title", {})
     );
     group.appendChild(body);
@@ -143,16 +148,18 @@ export function createTree(state, elements, onSelect) {
       group.dataset.status = run.status;
       group.dataset.ending = run.ending || "";
       group.dataset.resumed = run.resumed ? "true" : "";
-      const mark = run.resumed ? "↻ " : "";
-      group.querySelector(".node-name").textContent = mark + clip(agentName(run), run.kind ? 12 : 20);
+      // The name as it fits the card's width: whole in the title and the aria-label.
+      const name = group.querySelector(".node-name");
+      name.textContent = fitted(name, (run.resumed ? "↻ " : "") + agentName(run), TEXT_W);
       // Seed 002's delegation badge: the kind, and the tier its parent picked.
       group.dataset.kind = run.kind || "";
       group.dataset.tier = run.tier || "";
-      group.querySelector(".node-kind").textContent = kindBadge(run);
+      const kind = group.querySelector(".node-kind");
+      kind.textContent = fitted(kind, kindBadge(run), TEXT_W);
       const doing = group.querySelector(".node-state");
       doing.textContent = fitted(doing, doingText(run), NODE_W - 33 - PAD_RIGHT);
       const figures = group.querySelector(".node-figures");
-      figures.textContent = fitted(figures, stepsText(run), NODE_W - 18 - PAD_RIGHT, ` · ${usd(run.cost_usd)}`);
+      figures.textContent = fitted(figures, stepsText(run), TEXT_W, ` · ${usd(run.cost_usd)}`);
       group.querySelector("title").textContent = runLabel(state, run) + (run.error ? `. ${run.error}` : "");
     });
     existing.forEach((group) => group.remove());

@@ -36,6 +36,7 @@ from research.serializers import (
     NoteSerializer,
     PlanApproveSerializer,
     PlanSerializer,
+    RefusalSerializer,
     ReportSerializer,
     ResumeSerializer,
     RunChangeSerializer,
@@ -147,7 +148,7 @@ def run_start(request: Request) -> Response:
 
 @extend_schema(methods=["GET"], responses=RunOutputSerializer)
 @extend_schema(methods=["PATCH"], request=RunChangeSerializer, responses=RunOutputSerializer)
-@extend_schema(methods=["DELETE"], responses={204: None})
+@extend_schema(methods=["DELETE"], responses={204: None, 409: RefusalSerializer})
 @api_view(["GET", "PATCH", "DELETE"])
 def run_detail(request: Request, run_id: int) -> Response:
     """GET: the run. PATCH: star its research or take the star off (`starred`). DELETE: the
@@ -163,7 +164,7 @@ def run_detail(request: Request, run_id: int) -> Response:
     return Response(RunOutputSerializer(run).data)
 
 
-@extend_schema(request=None, responses={202: RunOutputSerializer})
+@extend_schema(request=None, responses={202: RunOutputSerializer, 409: RefusalSerializer})
 @api_view(["POST"])
 def run_cancel(request: Request, run_id: int) -> Response:
     """Ask a working research (or one sub-agent) and its sub-agents to stop: 202 with the run
@@ -174,7 +175,7 @@ def run_cancel(request: Request, run_id: int) -> Response:
     return Response(RunOutputSerializer(run).data, status=status.HTTP_202_ACCEPTED)
 
 
-@extend_schema(request=None, responses={202: ResumeSerializer})
+@extend_schema(request=None, responses={202: ResumeSerializer, 409: RefusalSerializer})
 @api_view(["POST"])
 def run_resume(request: Request, run_id: int) -> Response:
     """Resume a research that was interrupted (its worker lost, the server stopped, its model

@@ -111,6 +111,12 @@ class RunStartSerializer(serializers.Serializer):
     )
 
 
+class RefusalSerializer(serializers.Serializer):
+    """A refusal's JSON: a 409 for what the run's state does not allow, in words."""
+
+    detail = serializers.CharField()
+
+
 class RunChangeSerializer(serializers.Serializer):
     starred = serializers.BooleanField(help_text="star the research in the library, or not")
 

@@ -21,7 +21,7 @@ from research.endings import Ending, ending_of
 from research.errors import InvalidInput, NotFound, Throttled, TooManyRuns
 from research.models import Run, State, Status
 from research.selectors.followups import ThreadMark, thread_marks
-from research.selectors.progress import TreeProgress, trees_progress
+from research.selectors.progress import TreeProgress, newest_root, trees_progress
 from research.services.library import run_rerun
 
 RUNS_PER_PAGE = 25
@@ -114,7 +114,9 @@ def listing(request: HttpRequest) -> dict:
         newer=_with(kept, after=found[0].pk) if newer and found else "",
         older=_with(kept, before=found[-1].pk) if older and found else "",
     )
-    return {"search": search, "page": page, "searching": bool(filters)}
+    # What the list's script asks about: researches started after it was drawn.
+    newest = newest_root(owner=request.user)
+    return {"search": search, "page": page, "searching": bool(filters), "newest": newest}
 
 
 def _filters(data: dict) -> dict:

@@ -14,7 +14,7 @@ from frontend.rendering import duration_text
 from research.endings import Ending
 from research.events.payloads import money
 from research.models import ACTIVE_STATUSES
-from research.selectors.progress import TreeProgress, trees_progress
+from research.selectors.progress import TreeProgress, roots_since, trees_progress
 
 MAX_IDS = 100
 
@@ -114,12 +114,24 @@ def progress_json(progress: TreeProgress) -> dict:
 @login_required
 @require_GET
 def runs_progress(request: HttpRequest) -> JsonResponse:
-    """`/runs/progress?ids=4,7`: the live status of the user's researches on the runs list."""
+    """`/runs/progress?ids=4,7`: the live status of the user's researches on the runs list;
+    with `newest=9` (the newest research when the list was drawn), also how many the user
+    has started since (`newer`: from another tab, the API, the command line)."""
     raw = [part for part in request.GET.get("ids", "").split(",") if part]
-    if not raw or not all(part.isdigit() for part in raw) or len(raw) > MAX_IDS:
+    newest = request.GET.get("newest")
+    if newest is not None and not newest.isdigit():
+        return JsonResponse({"newest": ["newest must be a research id."]}, status=400)
+    if (
+        (not raw and newest is None)
+        or not all(part.isdigit() for part in raw)
+        or len(raw) > MAX_IDS
+    ):
         return JsonResponse(
             {"ids": [f"ids must be 1 to {MAX_IDS} research ids separated by commas."]},
             status=400,
         )
-    found = trees_progress(owner=request.user, root_ids=[int(part) for part in raw])
-    return JsonResponse({"runs": {str(pk): progress_json(p) for pk, p in found.items()}})
+    found = trees_progress(owner=request.user, root_ids=[int(part) for part in raw]) if raw else {}
+    body: dict = {"runs": {str(pk): progress_json(p) for pk, p in found.items()}}
+    if newest is not None:
+        body["newer"] = roots_since(owner=request.user, newest=int(newest))
+    return JsonResponse(body)

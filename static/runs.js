@@ -10,6 +10,7 @@ import { waitingWord } from "./page/tiles.js";
   "use strict";
 
   const POLL_MS = 3000;
+  const NEWER_MS = 5000;
   // Its badge's colour: cancelled reads apart from failed (frontend/library.py ENDING_LABELS).
   const TONES = { done: "done", cancelled: "cancelled" };
 
@@ -171,7 +172,36 @@ import { waitingWord } from "./page/tiles.js";
     }
   }
 
+  // Researches started after the list was drawn (another tab, the API, the command line):
+  // the list says how many, with the way to show them, instead of staying as it was.
+  function watchForNewer(progressUrl, newest, notice) {
+    async function look() {
+      if (document.visibilityState === "visible") {
+        try {
+          const response = await fetch(`${progressUrl}?newest=${newest}`, { headers: { Accept: "application/json" } });
+          const count = response.ok ? (await response.json()).newer : 0;
+          if (count > 0) {
+            const link = document.createElement("a");
+            link.href = location.pathname + location.search;
+            link.textContent = "Show the list again";
+            const words = count === 1 ? "1 research was" : `${count} researches were`;
+            notice.replaceChildren(`${words} started since this list was drawn. `, link);
+            notice.hidden = false;
+          }
+        } catch (error) {
+          // Offline for a moment: the next look tries again.
+        }
+      }
+      setTimeout(look, NEWER_MS);
+    }
+    setTimeout(look, NEWER_MS);
+  }
+
   const script = document.querySelector("script[data-progress-url]");
   const table = document.querySelector("table.runs-table[data-detail-url]");
   if (table && script && script.dataset.progressUrl) runsList(table, script.dataset.progressUrl);
+  const notice = document.getElementById("newer-runs");
+  if (script && notice && script.dataset.newest !== undefined) {
+    watchForNewer(script.dataset.progressUrl, Number(script.dataset.newest), notice);
+  }
 })();

@@ -458,3 +458,23 @@ def test_the_messages_tile_counts_the_agents_messages_and_the_analysts_notes_apa
     # The server's first paint says the same before the script draws it.
     drawn = page.request.get(address).text()
     assert 'id="message-count">1 · 1 note</dd>' in drawn
+
+
+def test_the_list_says_when_a_research_was_started_elsewhere(page, server, alice):
+    """A research started through the API with the list open never showed until a reload,
+    while the rows already there followed their researches live."""
+    log_in(page, server, "alice")
+    expect(page.get_by_text("No research yet.")).to_be_visible()
+    notice = page.locator("#newer-runs")
+    expect(notice).to_be_hidden()
+
+    started = working(alice, f"Ospreys ({page.size_name}): started from the command line")
+    expect(notice).to_have_text(
+        "1 research was started since this list was drawn. Show the list again", timeout=20_000
+    )
+    no_sideways_scroll(page, "the notice")
+    notice.scroll_into_view_if_needed()
+    shot(page, "list-newer")
+    notice.get_by_role("link", name="Show the list again").click()
+    expect(page.locator(f'tr[data-run-id="{started.pk}"]')).to_be_visible()
+    expect(notice).to_be_hidden()

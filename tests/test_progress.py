@@ -87,6 +87,25 @@ def test_the_live_status_of_the_runs_list_counts_agents_of_the_users_own_researc
 
 
 @pytest.mark.django_db
+def test_the_runs_list_learns_of_researches_started_since_it_was_drawn(
+    client, alice, bob, tree_factory, run_factory
+):
+    first = run_factory(owner=alice)
+    client.force_login(alice)
+    drawn = client.get("/").content.decode()
+    assert f'data-newest="{first.pk}"' in drawn
+    tree_factory(children=("a", "b"), grandchildren=())  # alice's: one research, three runs
+    run_factory(owner=bob)  # not alice's to hear of
+
+    response = client.get(f"/runs/progress?newest={first.pk}")
+
+    assert response.json() == {"runs": {}, "newer": 1}
+    assert client.get("/runs/progress?newest=x").json() == {
+        "newest": ["newest must be a research id."]
+    }
+
+
+@pytest.mark.django_db
 def test_the_runs_list_and_the_cli_show_the_progress(client, alice, tree_factory):
     root = tree_factory(children=("a",), grandchildren=())
     client.force_login(alice)

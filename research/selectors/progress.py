@@ -58,3 +58,14 @@ def trees_progress(*, owner: AbstractBaseUser, root_ids: list[int]) -> dict[int,
         )
         for root in roots
     }
+
+
+def roots_since(*, owner: AbstractBaseUser, newest: int) -> int:
+    """How many researches the owner started after the one numbered `newest`."""
+    return Run.objects.filter(owner=owner, parent__isnull=True, pk__gt=newest).count()
+
+
+def newest_root(*, owner: AbstractBaseUser) -> int:
+    """The number of the owner's newest research, 0 before the first."""
+    newest = Run.objects.filter(owner=owner, parent__isnull=True).order_by("-pk").first()
+    return newest.pk if newest else 0

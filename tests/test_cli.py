@@ -531,7 +531,9 @@ def test_tail_of_an_ended_sub_agent_prints_its_events_and_its_exit_status(db, al
         line.split("\t")
         for line in research("tail", str(history.pk), "--user", "alice").splitlines()
     ]
-    with pytest.raises(CommandError, match="failed: cancelled by the user") as failed:
+    with pytest.raises(
+        CommandError, match=r"^research \d+ cancelled: cancelled by the user$"
+    ) as failed:
         research("tail", str(semantics.pk), "--user", "alice")
 
     expected = Event.objects.filter(root=finished_tree, payload__run=history.pk).order_by("seq")

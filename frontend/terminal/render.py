@@ -16,7 +16,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from frontend.library import ENDING_LABELS, status_label, status_tone
+from frontend.library import status_label, status_tone
 from frontend.progress import agents_ended_text, worked_words
 from research.clean import printable
 from research.endings import ending_of
@@ -152,14 +152,6 @@ def run_ending(run: Run) -> str:
     return ending_of(status=run.status, error=run.error)
 
 
-def ending_text(ending: str) -> Text:
-    """An ending in the runs list's words ("out of time"), in its tone's colour."""
-    if not ending:
-        return Text("")
-    label, tone = ENDING_LABELS[ending]
-    return Text(label, style=TONE_STYLE.get(tone, ""))
-
-
 def value(run: Run, name: str) -> object:
     """A run's field as the listing and `show` print it; `ending` is read from its status
     and stored reason, as the API reads it."""
@@ -181,8 +173,11 @@ def progress_line(run: Run, tree: list[Run]) -> str:
 
 
 def status_text(run: Run) -> Text:
-    label = run.state if run.status == Status.WORKING else run.status
-    return Text(label, style=STATUS_STYLE.get(run.status, ""))
+    """What a run does while it works, else the runs list's badge: "needs your answers",
+    "cancelled", "out of time", not the stored "paused" or "failed"."""
+    if run.status == Status.WORKING:
+        return Text(run.state, style=STATUS_STYLE[Status.WORKING])
+    return Text(status_label(run), style=TONE_STYLE.get(status_tone(run), ""))
 
 
 # --- plain ---------------------------------------------------------------------------------
@@ -250,8 +245,7 @@ def rich_list(runs: Iterable[Run], console: Console) -> None:
         console.print("No researches.")
         return
     table = Table(box=None, header_style="bold")
-    headings = ("ID", "Parent", "Status", "Steps", "Cost", "Model", "Created", "Topic", "Ending")
-    for heading in headings:
+    for heading in ("ID", "Parent", "Status", "Steps", "Cost", "Model", "Created", "Topic"):
         table.add_column(heading, overflow="fold" if heading == "Topic" else "ellipsis")
     for run in runs:
         table.add_row(
@@ -263,7 +257,6 @@ def rich_list(runs: Iterable[Run], console: Console) -> None:
             model_label(run.model),
             run.created_at.strftime("%Y-%m-%d %H:%M"),
             (f"{run.name}: " if run.name else "") + one_line(run.topic)[:200],
-            ending_text(run_ending(run)),
         )
     console.print(table)
 
@@ -305,8 +298,7 @@ def rich_show(run: Run, tree: list[Run], usage: list[dict], console: Console) ->
     facts.add_row("Topic", one_line(run.topic))
     if run.parent_id:
         facts.add_row("Sub-agent", f"{run.name} of research {run.parent_id}: {run.reason}")
-    # The badge of the page and the runs list: "cancelled", "needs your answers", not "failed".
-    facts.add_row("Status", Text(status_label(run), style=TONE_STYLE.get(status_tone(run), "")))
+    facts.add_row("Status", status_text(run))
     facts.add_row("Progress", progress_line(run, tree))
     facts.add_row("Model", model_label(run.model))
     facts.add_row("Steps", f"{run.steps}/{run.max_steps}")

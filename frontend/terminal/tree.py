@@ -13,6 +13,7 @@ from django.utils import timezone
 from rich.table import Table
 from rich.text import Text
 
+from frontend.library import ENDING_LABELS
 from frontend.progress import elapsed_text
 from frontend.terminal.render import (
     STATUS_STYLE,
@@ -270,7 +271,10 @@ def _describe(payload: dict, tree: TreeModel) -> str:
             if took is not None
             else ""
         )
-        return one_line(f"{payload.get('status', '')}{stats}{': ' + error if error else ''}")
+        # How it ended in the runs list's words ("cancelled", "out of time"), not "failed".
+        ending = payload.get("ending") or ""
+        word = ENDING_LABELS[ending][0] if ending in ENDING_LABELS else payload.get("status", "")
+        return one_line(f"{word}{stats}{': ' + error if error else ''}")
     return ""
 
 

@@ -383,7 +383,10 @@ class Command(BaseCommand):
         if status == DONE:
             return
         if status == FAILED:
-            raise CommandError(f"research {run.pk} failed: {run.error}", returncode=FAILED)
+            # "research 4 cancelled: cancelled by the user", "research 4 failed: llm: ..."
+            raise CommandError(
+                f"research {run.pk} {status_label(run)}: {run.error}", returncode=FAILED
+            )
         if run.is_active:
             raise CommandError(
                 f"stopped watching research {run.pk}; it goes on (research tail {run.pk}).",

@@ -18,13 +18,15 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from frontend.passages import document_headings, search_snippet
+from frontend.passages import search_snippet
 from frontend.rendering import sentence
 from research import selectors, services
 from research.errors import InvalidInput, NotFound
 from research.fulltext import (
     HEAD_CHARS,
+    QUESTION_MAX,
     document_heading,
+    document_headings,
     passage_name,
     question_words,
     search_chunks,
@@ -105,7 +107,6 @@ def document_rows(dataset: Dataset) -> list[DocumentRow]:
 
 
 SEARCH_RESULTS = 10
-QUESTION_MAX = 400  # as the agents' query tool takes one
 
 
 @dataclass(frozen=True)
@@ -147,6 +148,7 @@ def knowledge_base(request: HttpRequest, dataset_id: int) -> HttpResponse:
         **_documents_context(dataset),
         "asked": question,  # not "question": the delete box's words take that name
         "found": search_results(dataset, question) if question else None,
+        "question_max": QUESTION_MAX,
         "accept": ",".join(TYPES_BY_EXTENSION),
         "limits": upload_limits_text(),
         "upload_url": reverse("api:dataset-documents", args=[dataset.pk]),

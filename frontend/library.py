@@ -101,6 +101,9 @@ class Page:
 def listing(request: HttpRequest) -> dict:
     """The runs list's context: its search form and one keyset page of the matching
     researches, each with the progress of the working ones."""
+    # What the list's script asks about: researches started after it was drawn. Read first:
+    # one started while the page is read is then announced, never neither listed nor told.
+    newest = newest_root(owner=request.user)
     search = RunSearchForm(request.GET)
     filters = _filters(search.cleaned_data) if search.is_valid() else {}
     runs = selectors.roots_for(owner=request.user, **filters)
@@ -114,8 +117,6 @@ def listing(request: HttpRequest) -> dict:
         newer=_with(kept, after=found[0].pk) if newer and found else "",
         older=_with(kept, before=found[-1].pk) if older and found else "",
     )
-    # What the list's script asks about: researches started after it was drawn.
-    newest = newest_root(owner=request.user)
     return {"search": search, "page": page, "searching": bool(filters), "newest": newest}
 
 

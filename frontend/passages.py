@@ -11,7 +11,6 @@ from html import escape
 from urllib.parse import urlencode
 
 from django.contrib.auth.decorators import login_required
-from django.db.models import QuerySet
 from django.db.models.functions import Left
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -22,6 +21,8 @@ from django.views.decorators.http import require_GET
 from research.fulltext import (
     HEAD_CHARS,
     document_heading,
+    document_headings,
+    meaningful_words,
     parse_chunk_url,
     passage_name,
     source_names,
@@ -58,14 +59,6 @@ def passage_href_pattern() -> str:
     for name, number in _PATTERN_NUMBERS.items():
         path = path.replace(str(number), "{" + name + "}")
     return path
-
-
-def document_headings(documents: QuerySet[Document]) -> dict[int, str]:
-    """Document id -> document_heading, reading only the start of each text: one query."""
-    return {
-        row["pk"]: document_heading(row["title"], row["head"])
-        for row in documents.annotate(head=Left("text", HEAD_CHARS)).values("pk", "title", "head")
-    }
 
 
 # A knowledge base with more documents than this sends the run page no headings: its feed
@@ -131,13 +124,19 @@ def citation_title(citation, kb: dict[str, str]) -> str:
     return (source.title if source and source.title else "") or citation.title or citation.url
 
 
-_HEADING_MARKS = re.compile(r"^#{1,6}[ \t]+", re.MULTILINE)
+_HEADING_MARKS = re.compile(r"^#{1,6}[ \t]+")
+_FENCE = re.compile(r"^\s*(```|~~~)")
 
 
 def readable(text: str) -> str:
     """A stored passage as the page shows it: a Markdown heading reads as its words, without
-    the "#" that opens it ("# Tea Notes" is "Tea Notes")."""
-    return _HEADING_MARKS.sub("", text)
+    the "#" that opens it ("# Tea Notes" is "Tea Notes"); a "# comment" in fenced code stays."""
+    lines, fenced = [], False
+    for line in text.split("\n"):
+        if _FENCE.match(line):
+            fenced = not fenced
+        lines.append(line if fenced else _HEADING_MARKS.sub("", line))
+    return "\n".join(lines)
 
 
 MARK = "<mark class='quoted'>"
@@ -247,11 +246,12 @@ def search_snippet(text: str, words: list[str]) -> SafeString:
     """A found passage's words around the first word of the question it holds, each of the
     question's words marked: what a list of search results shows of a passage."""
     text = " ".join(readable(text).split())
+    words = meaningful_words(words)  # "is" and "a" are everywhere: not what was looked for
     pattern = re.compile(r"\b(" + "|".join(map(re.escape, words)) + r")\b", re.IGNORECASE)
     first = pattern.search(text) if words else None
     start = max(0, first.start() - SNIPPET_CHARS // 3) if first else 0
-    if start:
-        start = text.find(" ", start) + 1 or start  # from a word's start
+    if first and start:  # from a word's start, never past the word found
+        start = text.find(" ", start, first.start()) + 1 or first.start()
     piece = text[start : start + SNIPPET_CHARS]
     if start + SNIPPET_CHARS < len(text):
         piece = piece[: piece.rfind(" ")] if " " in piece else piece

@@ -4,6 +4,7 @@ Shared by the run page, the runs list (and its live status, `runs_progress`) and
 static/page/format.js and static/runs.js format the same way in the browser.
 """
 
+import re
 from collections.abc import Iterable
 
 from django.contrib.auth.decorators import login_required
@@ -17,6 +18,9 @@ from research.models import ACTIVE_STATUSES
 from research.selectors.progress import TreeProgress, roots_since, trees_progress
 
 MAX_IDS = 100
+# A research's id as a query names it: ASCII digits ("²" is a digit to str.isdigit), and not
+# so many that int() refuses them.
+RESEARCH_ID = re.compile(r"[0-9]{1,18}")
 
 
 def elapsed_text(seconds: float | None) -> str:
@@ -119,11 +123,11 @@ def runs_progress(request: HttpRequest) -> JsonResponse:
     has started since (`newer`: from another tab, the API, the command line)."""
     raw = [part for part in request.GET.get("ids", "").split(",") if part]
     newest = request.GET.get("newest")
-    if newest is not None and not newest.isdigit():
+    if newest is not None and not RESEARCH_ID.fullmatch(newest):
         return JsonResponse({"newest": ["newest must be a research id."]}, status=400)
     if (
         (not raw and newest is None)
-        or not all(part.isdigit() for part in raw)
+        or not all(RESEARCH_ID.fullmatch(part) for part in raw)
         or len(raw) > MAX_IDS
     ):
         return JsonResponse(

@@ -54,7 +54,11 @@ def report_parts(
             title=name,
             href=citation.url if is_web_url(citation.url) else (passage_href(citation.url) or ""),
             web=is_web_url(citation.url),
-            gone=citation.url not in titles and parse_chunk_url(citation.url) is not None,
+            # Only a passage an agent saw can have been deleted since; an address no agent
+            # saw is flagged, not "deleted".
+            gone=citation.verified
+            and citation.url not in titles
+            and parse_chunk_url(citation.url) is not None,
         )
         for citation, name in zip(citations, names, strict=True)
     ]

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from django.contrib.postgres.search import SearchQuery, SearchRank, SearchVectorField
 from django.core.exceptions import ImproperlyConfigured
 from django.db import connection
-from django.db.models import F, Func
+from django.db.models import Func, QuerySet
 from django.db.models.functions import Left
 
 from research.clean import strip_controls
@@ -198,6 +198,9 @@ def chunk_text(text: str, *, size: int = CHUNK_CHARS, overlap: int = CHUNK_OVERL
 
 # --- Search ----------------------------------------------------------------------------------
 
+# The longest question a search takes: the agents' query tool, the API's `q`, the page's box.
+QUESTION_MAX = 1000
+
 
 def question_words(question: str) -> list[str]:
     """The question's words, in order, without repeats: only letters and digits, so no
@@ -240,37 +243,44 @@ def _search_postgresql(dataset_id: int, words: list[str], limit: int) -> list[Ch
         Chunk.objects.filter(dataset_id=dataset_id)
         .annotate(vector=vector)
         .filter(vector=query)
-        .annotate(
-            rank=SearchRank(vector, query),
-            title=F("document__title"),
-            head=Left("document__text", HEAD_CHARS),
-        )
+        .annotate(rank=SearchRank(vector, query))
         .order_by("-rank", "id")
-        .values_list("title", "head", "document_id", "position", "text", "rank")[:limit]
+        .values_list("document_id", "position", "text", "rank")[:limit]
     )
-    return _hits(rows)
+    return _hits(list(rows))
 
 
-def _hits(rows) -> list[ChunkHit]:
-    """Hits named by their documents' headings, as every page and export names them: an
-    agent quoting "tidal-bores" wrote a name the analyst never sees elsewhere."""
-    return [ChunkHit(document_heading(title, head), *rest) for title, head, *rest in rows]
+def document_headings(documents: QuerySet[Document]) -> dict[int, str]:
+    """Document id -> document_heading, reading only the start of each text: one query."""
+    rows = documents.annotate(head=Left("text", HEAD_CHARS)).values_list("pk", "title", "head")
+    return {pk: document_heading(title, head) for pk, title, head in rows}
+
+
+def _hits(rows: list[tuple]) -> list[ChunkHit]:
+    """Hits named by their documents' headings, as every page and export names them (an
+    agent quoting "tidal-bores" wrote a name the analyst never sees elsewhere): the start of
+    the hits' documents only, read once the search has its best few."""
+    headings = document_headings(Document.objects.filter(pk__in={row[0] for row in rows}))
+    return [ChunkHit(headings[document_id], document_id, *rest) for document_id, *rest in rows]
+
+
+def meaningful_words(words: list[str]) -> list[str]:
+    """The words of a question that say something ("context", "manager"), not "is" or "a";
+    all of them when none does."""
+    return [word for word in words if word not in STOP_WORDS] or words
 
 
 def _fts_match(words: list[str]) -> str:
     """An FTS5 query: each word a quoted string (so never an operator), joined by OR."""
-    meaningful = [word for word in words if word not in STOP_WORDS] or words
-    return " OR ".join('"{}"'.format(word.replace('"', '""')) for word in meaningful)
+    return " OR ".join('"{}"'.format(word.replace('"', '""')) for word in meaningful_words(words))
 
 
 def _search_sqlite(dataset_id: int, words: list[str], limit: int) -> list[ChunkHit]:
-    chunk, document = Chunk._meta.db_table, Document._meta.db_table
+    chunk = Chunk._meta.db_table
     sql = f"""
-        SELECT d.title, substr(d.text, 1, {HEAD_CHARS}), c.document_id, c.position, c.text,
-            -bm25({SQLITE_FTS_TABLE}) AS rank
+        SELECT c.document_id, c.position, c.text, -bm25({SQLITE_FTS_TABLE}) AS rank
         FROM {SQLITE_FTS_TABLE}
         JOIN {chunk} c ON c.id = {SQLITE_FTS_TABLE}.rowid
-        JOIN {document} d ON d.id = c.document_id
         WHERE {SQLITE_FTS_TABLE} MATCH %s AND c.dataset_id = %s
         ORDER BY rank DESC, c.id
         LIMIT %s

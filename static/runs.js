@@ -182,8 +182,9 @@ import { waitingWord } from "./page/tiles.js";
           const count = response.ok ? (await response.json()).newer : 0;
           if (count > 0) {
             const link = document.createElement("a");
-            link.href = location.pathname + location.search;
-            link.textContent = "Show the list again";
+            // The first page of them all: a search or an older page may not hold the new ones.
+            link.href = location.pathname;
+            link.textContent = "Show the newest";
             const words = count === 1 ? "1 research was" : `${count} researches were`;
             notice.replaceChildren(`${words} started since this list was drawn. `, link);
             notice.hidden = false;

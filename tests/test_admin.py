@@ -162,6 +162,31 @@ def test_deleting_a_root_in_the_admin_removes_its_tree(admin_client, tree_factor
     assert not Event.objects.filter(root_id=root.pk).exists()
 
 
+def test_a_sub_agent_is_not_deleted_alone_in_the_admin(admin_client, tree_factory):
+    """Deleting a sub-agent, or a research with its sub-agents selected, was a 500 once the
+    services refused to delete a sub-agent alone (a research is deleted whole)."""
+    root = tree_factory(children=("a", "b"), grandchildren=())
+    other = tree_factory(children=("c",), grandchildren=())
+    a = root.children.get(name="a")
+    c = other.children.get()
+
+    refused = admin_client.post(f"{RUNS}{a.pk}/delete/", {"post": "yes"}, follow=True)
+    assert f"Run {a.pk} is a sub-agent of research {root.pk}" in refused.content.decode()
+    assert Run.objects.filter(pk=a.pk).exists()
+    selected = [root.pk, a.pk, c.pk]  # the whole-tree selection, and another's sub-agent
+    confirm = admin_client.post(RUNS, {"action": "delete_selected", "_selected_action": selected})
+    response = admin_client.post(
+        RUNS,
+        {"action": "delete_selected", "_selected_action": selected, "post": "yes"},
+        follow=True,
+    )
+
+    assert confirm.status_code == 200 and response.status_code == 200
+    assert not Run.objects.filter(root=root).exists()
+    assert Run.objects.filter(root=other).count() == 2
+    assert "Kept 1 sub-agent whose research was not selected" in response.content.decode()
+
+
 def test_runs_are_not_added_in_the_admin(admin_client):
     assert admin_client.get(f"{RUNS}add/").status_code == 403
 

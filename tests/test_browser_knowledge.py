@@ -321,7 +321,10 @@ def test_a_cited_passage_whose_document_was_deleted_says_so(page, server, script
     scripted_llm.script(
         topic,
         call("query", question="tidal bore tide river"),
-        reply(f"# Bores\n\nWhere the tide funnels into a river ([Tidal bores]({kb})).\n"),
+        reply(
+            f"# Bores\n\nWhere the tide funnels into a river ([Tidal bores]({kb})), and more "
+            f"([made up](kb://dataset/{dataset.pk}/document/999999#0)).\n"
+        ),
     )
     root = wait_finished(services.run_start(owner=alice, topic=topic, dataset_id=dataset.pk))
     assert root.status == "done", root.error
@@ -331,8 +334,11 @@ def test_a_cited_passage_whose_document_was_deleted_says_so(page, server, script
     page.goto(f"{server.url}/runs/{root.pk}/")
     sources = page.get_by_role("region", name="Sources cited")
     expect(sources.locator(".citation-note")).to_have_text(
-        "knowledge base · seen by the root agent · its document has since been deleted from "
-        "the knowledge base"
+        [
+            "knowledge base · seen by the root agent · its document has since been deleted "
+            "from the knowledge base",
+            "no agent of this research saw this passage",  # flagged, not "deleted"
+        ]
     )
     sources.scroll_into_view_if_needed()
     no_sideways_scroll(page, "a deleted document's source")

@@ -470,11 +470,30 @@ def test_the_list_says_when_a_research_was_started_elsewhere(page, server, alice
 
     started = working(alice, f"Ospreys ({page.size_name}): started from the command line")
     expect(notice).to_have_text(
-        "1 research was started since this list was drawn. Show the list again", timeout=20_000
+        "1 research was started since this list was drawn. Show the newest", timeout=20_000
     )
     no_sideways_scroll(page, "the notice")
     notice.scroll_into_view_if_needed()
     shot(page, "list-newer")
-    notice.get_by_role("link", name="Show the list again").click()
+    notice.get_by_role("link", name="Show the newest").click()
     expect(page.locator(f'tr[data-run-id="{started.pk}"]')).to_be_visible()
     expect(notice).to_be_hidden()
+
+
+def test_a_cancel_confirmed_as_the_research_ends_says_it_had_ended(page, server, alice):
+    """Confirming a cancel just as the research finished answered "Could not cancel the
+    research" and offered "Try cancelling again" (the API's 409): it says it had ended."""
+    research = working(alice, f"Swifts ({page.size_name}): do they sleep in flight?")
+    log_in(page, server, "alice")
+    page.goto(f"{server.url}/runs/{research.pk}/")
+    page.locator("#cancel-research").click()
+    expect(page.locator("#cancel-dialog")).to_be_visible()
+
+    services.run_finish(run_id=research.pk, report="# Swifts\n\nThey do, in short naps.")
+    expect(page.locator("#run-status")).to_have_text("done")
+    page.locator("#cancel-confirm").click()
+
+    expect(page.locator("#announcer")).to_contain_text("The research had already ended.")
+    expect(page.locator("#announcer")).not_to_contain_text("Could not cancel")
+    research.refresh_from_db()
+    assert (research.status, research.cancel_requested) == ("done", False)

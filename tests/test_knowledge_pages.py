@@ -6,6 +6,8 @@ covers its words; tests/test_browser_knowledge.py the page in Chromium)."""
 import pytest
 from django.urls import reverse
 
+from frontend.passages import readable, search_snippet
+from research.fulltext import question_words
 from research.models import Chunk, Dataset, Document
 from research.services.datasets import dataset_create, document_add
 
@@ -141,3 +143,23 @@ def test_a_file_over_the_limit_is_refused_before_it_is_sent_in_the_uploads_words
     assert bad.json() == {"size": ["size must be a whole number of bytes."]}
     client.force_login(bob)
     assert client.post(url, {"name": "huge.txt", "size": "1"}).status_code == 404
+
+
+def test_a_search_snippet_marks_the_words_looked_for_around_the_first_one():
+    """Escaped; its common words ("is", "a") left unmarked, the snippet placed around the
+    words that matter; a long unbroken path before them does not push them out of it."""
+    question = question_words("What is a <context> manager?")
+    snippet = search_snippet("A <b>context</b> manager is an object.", question)
+    assert snippet == (
+        "A &lt;b&gt;<mark class='quoted'>context</mark>&lt;/b&gt; "
+        "<mark class='quoted'>manager</mark> is an object."
+    )
+    path = "see " + "a/" * 60 + "exceptions and then a context manager"
+    assert search_snippet(path, question) == (
+        "…and then a <mark class='quoted'>context</mark> <mark class='quoted'>manager</mark>"
+    )
+
+
+def test_a_passage_reads_its_headings_as_words_and_keeps_its_codes_comments():
+    text = "# Install\n\n```sh\n# as root\npip install canopy\n```\n## Use\nRun it."
+    assert readable(text) == "Install\n\n```sh\n# as root\npip install canopy\n```\nUse\nRun it."

@@ -100,9 +100,11 @@ def test_the_runs_list_learns_of_researches_started_since_it_was_drawn(
     response = client.get(f"/runs/progress?newest={first.pk}")
 
     assert response.json() == {"runs": {}, "newer": 1}
-    assert client.get("/runs/progress?newest=x").json() == {
-        "newest": ["newest must be a research id."]
-    }
+    for bad in ("x", "²", "9" * 5000):  # "²" passes str.isdigit; 5,000 digits int() refuses
+        assert client.get(f"/runs/progress?newest={bad}").json() == {
+            "newest": ["newest must be a research id."]
+        }
+    assert client.get("/runs/progress?ids=²").status_code == 400
 
 
 @pytest.mark.django_db

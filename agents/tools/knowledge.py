@@ -15,7 +15,7 @@ from agents.tools.base import ToolError
 from agents.tools.tool import Tool, tool
 from research import selectors
 from research.errors import InvalidInput
-from research.fulltext import ChunkHit, chunk_url, search_chunks
+from research.fulltext import QUESTION_MAX, ChunkHit, chunk_url, search_chunks
 from research.models import Source
 from research.services.datasets import FACT_MAX_CHARS, fact_remember
 from research.services.sources import sources_record
@@ -66,7 +66,7 @@ def query(
         str,
         Field(
             min_length=1,
-            max_length=1000,
+            max_length=QUESTION_MAX,
             description="What you want to know, in plain words or keywords.",
         ),
     ],

@@ -8,6 +8,7 @@ from django.contrib.admin.utils import flatten_fieldsets
 from django.contrib.auth import get_user_model
 from django.db.models import BooleanField, ExpressionWrapper, Q, QuerySet
 from django.http import HttpRequest
+from django.shortcuts import redirect
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
@@ -333,9 +334,35 @@ class RunAdmin(admin.ModelAdmin):
             messages.SUCCESS,
         )
 
+    def delete_view(self, request: HttpRequest, object_id: str, extra_context=None):
+        """A research is deleted whole (services.run_delete): a sub-agent's delete page sends
+        the admin back to it, saying so. (Not has_delete_permission: Django asks it of every
+        sub-agent a research's delete takes with it.)"""
+        run = self.get_object(request, object_id)
+        if run is not None and not run.is_root:
+            self.message_user(
+                request,
+                f"Run {run.pk} is a sub-agent of research {run.root_id}: a research is deleted "
+                "whole, with its sub-agents.",
+                messages.ERROR,
+            )
+            return redirect(reverse("admin:research_run_change", args=[run.pk]))
+        return super().delete_view(request, object_id, extra_context)
+
     def delete_model(self, request: HttpRequest, obj: Run) -> None:
         services.run_delete(run=obj)
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Run]) -> None:
-        for run in queryset:
+        """The selected researches, each whole; a selected sub-agent goes with its research
+        or, its research not selected, stays, and the message says so."""
+        roots = list(queryset.filter(parent__isnull=True))
+        kept = queryset.exclude(parent__isnull=True).exclude(root__in=roots).count()
+        for run in roots:
             services.run_delete(run=run)
+        if kept:
+            self.message_user(
+                request,
+                f"Kept {kept} sub-agent{'s' if kept != 1 else ''} whose research was not "
+                "selected: a research is deleted whole, with its sub-agents.",
+                messages.WARNING,
+            )

@@ -27,7 +27,8 @@ def item_status(agents: list[Run], *, reported: bool) -> str:
     `reported`: the research wrote its report (it is writing it, or ended done), so what
     nobody covered is a gap in it; a research cancelled or failed before that leaves an
     item nobody took open, and one whose agents failed, failed. The page's script follows
-    this rule live (static/page/plan.js, `live`)."""
+    this rule live (static/page/plan.js, `live`), and words a failed item whose agents were
+    all stopped (cancelled, interrupted, out of time) by how they ended."""
     if any(agent.status in ACTIVE_STATUSES for agent in agents):
         return WORKING
     if any(agent.status == Status.DONE and agent.cites for agent in agents):

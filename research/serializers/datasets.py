@@ -2,6 +2,7 @@
 
 from rest_framework import serializers
 
+from research.fulltext import QUESTION_MAX
 from research.models import Dataset, Document
 
 QUERY_MAX_LIMIT = 20
@@ -49,7 +50,7 @@ class DocumentUploadSerializer(serializers.Serializer):
 
 
 class QueryInputSerializer(serializers.Serializer):
-    q = serializers.CharField(max_length=1000, help_text="The question.")
+    q = serializers.CharField(max_length=QUESTION_MAX, help_text="The question.")
     limit = serializers.IntegerField(required=False, min_value=1, max_value=QUERY_MAX_LIMIT)
 
 

@@ -303,11 +303,15 @@ def run_cancel(*, run: Run, reason: str = CANCELLED_BY_USER) -> None:
             run_finish(run_id=run_id, error=reason)
 
 
+@transaction.atomic
 def run_cancel_asked(*, run: Run) -> None:
     """The analyst's cancel (the REST API, MCP): `run_cancel`, refused for a run that has
-    already ended, which a cancel would leave as it is."""
-    if not run.is_active:
-        ending = endings.ending_of(status=run.status, error=run.error)
+    already ended, which a cancel would leave as it is. Its status is read under the tree's
+    lock: a run that ends meanwhile is refused, not answered 202."""
+    tree_lock(root_id=run.root_id)
+    status, error = Run.objects.filter(pk=run.pk).values_list("status", "error").get()
+    if status not in ACTIVE_STATUSES:
+        ending = endings.ending_of(status=status, error=error).replace("_", " ")
         what = "research" if run.is_root else "sub-agent"
         raise Conflict(f"{what} {run.pk} has already ended ({ending}): nothing to cancel.")
     run_cancel(run=run)

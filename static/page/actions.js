@@ -42,6 +42,12 @@ export function createActions(state, page, config, announce) {
     try {
       await postJson(config.cancel.replace(/\/0\/cancel$/, `/${runId}/cancel`));
     } catch (error) {
+      if (error.status === 409) {
+        // It ended meanwhile: nothing to cancel, and nothing to try again (its end is on its way).
+        button.textContent = "Already ended";
+        announce(`${label[0].toUpperCase()}${label.slice(1)} had already ended.`);
+        return;
+      }
       button.disabled = false;
       button.textContent = "Try cancelling again";
       announce(`Could not cancel ${label}. ${error.message}`);

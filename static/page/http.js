@@ -47,7 +47,9 @@ export async function postJson(url, data, nouns = {}) {
     body = null;
   }
   if (!response.ok) {
-    throw new Error(sentence(firstError(body, nouns)) || `The server refused it (HTTP ${response.status}).`);
+    const refusal = new Error(sentence(firstError(body, nouns)) || `The server refused it (HTTP ${response.status}).`);
+    refusal.status = response.status; // a 409: what was asked no longer applies
+    throw refusal;
   }
   return body;
 }

@@ -5,7 +5,7 @@ import { postJson, getJson } from "./http.js";
 
 const MARKS = {
   open: "○", working: "◐", checking: "…", covered: "✓", failed: "✗", gap: "!",
-  cancelled: "–", interrupted: "–", out_of_time: "–",
+  cancelled: "–", interrupted: "–", out_of_time: "–", stopped: "–",
 };
 // Endings of agents that were stopped, not failed at their item (research/endings.py).
 const STOPPED = new Set(["cancelled", "interrupted", "out_of_time"]);
@@ -66,11 +66,11 @@ export function createPlan(state, page, config, announce) {
 
   // The API says "failed" for an item whose agents all ended without covering it; agents that
   // were cancelled, interrupted or ran out of time did not fail at it: the item says how they
-  // ended, in the tree's words, when they all ended alike.
+  // ended, in the tree's words ("stopped" when they were stopped in different ways).
   function stoppedAlike(covering) {
     const endings = new Set(covering.map((run) => run.ending));
-    const [ending] = endings;
-    return endings.size === 1 && STOPPED.has(ending) ? ending : null;
+    if (![...endings].every((ending) => STOPPED.has(ending))) return null;
+    return endings.size === 1 ? [...endings][0] : "stopped";
   }
 
   function item(planned) {
@@ -91,6 +91,7 @@ export function createPlan(state, page, config, announce) {
     const root = state.rootRun();
     if (entry.status === "open" && root && !root.active) status.textContent = "not started";
     else if (STOPPED.has(entry.status)) status.textContent = endingWord({ ending: entry.status });
+    else if (entry.status === "stopped") status.textContent = "stopped";
     else status.textContent = entry.status;
     const body = document.createElement("span");
     body.className = "plan-body";

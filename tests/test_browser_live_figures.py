@@ -394,36 +394,40 @@ def test_a_plan_item_whose_agent_was_stopped_says_how_not_failed(page, server, a
     """An item whose sub-agent was cancelled, or interrupted by a server stop, read "✗
     failed", as if the research had failed at it. It says how its agent ended; an item whose
     agent failed still reads failed."""
-    from research.endings import CANCELLED_BY_USER, WORKER_LOST
+    from research.endings import CANCELLED_BY_USER, TIMED_OUT, WORKER_LOST
 
     research = working(alice, f"Terns, stopped midway ({page.size_name})")
-    items = ["Nesting", "Feeding", "Flight"]
+    items = ["Nesting", "Feeding", "Flight", "Moult"]
     services.plan_write(root_id=research.pk, items=items)
-    nest, feed, flight = (
+    nest, feed, flight, moult, moult_again = (
         services.subagent_create(
             parent_id=research.pk,
             launch=services.Launch(
-                name=item.lower(), reason="one item", task=item, max_steps=5, plan_item=item
+                name=f"{item.lower()}{n}", reason="one item", task=item, max_steps=5,
+                plan_item=item,
             ),
         )
-        for item in items
-    )
+        for n, item in enumerate([*items, "Moult"])
+    )  # fmt: skip
     log_in(page, server, "alice")
     page.goto(f"{server.url}/runs/{research.pk}/")
     badges = page.locator(".plan-item .plan-status")
-    expect(badges).to_have_text(["working", "working", "working"])
+    expect(badges).to_have_text(["working", "working", "working", "working"])
 
     services.run_finish(run_id=nest.pk, error=CANCELLED_BY_USER)
     services.run_finish(run_id=feed.pk, error=WORKER_LOST)
     services.run_finish(run_id=flight.pk, error="llm: the model's endpoint refused the call")
+    services.run_finish(run_id=moult.pk, error=CANCELLED_BY_USER)
+    services.run_finish(run_id=moult_again.pk, error=TIMED_OUT)  # stopped, not alike
     services.run_finish(run_id=research.pk, error=CANCELLED_BY_USER)
 
     expect(page.locator("#run-status")).to_have_text("cancelled")
     marks = page.locator(".plan-item .plan-mark")
-    expect(badges).to_have_text(["cancelled", "interrupted", "failed"])
-    expect(marks).to_have_text(["–", "–", "✗"])
+    words = ["cancelled", "interrupted", "failed", "stopped"]
+    expect(badges).to_have_text(words)
+    expect(marks).to_have_text(["–", "–", "✗", "–"])
     page.reload()
-    expect(badges).to_have_text(["cancelled", "interrupted", "failed"])
+    expect(badges).to_have_text(words)
     no_sideways_scroll(page, "stopped items")
     page.locator("#plan-card").scroll_into_view_if_needed()
     shot(page, "plan-stopped")

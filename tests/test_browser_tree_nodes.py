@@ -12,14 +12,14 @@ Screenshots go to SCREENSHOTS (default /tmp/canopy-tree-nodes) to be looked at.
 import re
 
 import pytest
-from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import Page, expect
 
 from research import services
 from research.models import Run
 from tests import browsing
-from tests.browsing import SIZES, no_sideways_scroll, sized_page
-from tests.conftest import start_daphne
+from tests.browsing import no_sideways_scroll
 from tests.test_browser import browser, log_in  # noqa: F401  (fixtures)
+from tests.test_browser_live_figures import page, server  # noqa: F401  (fixtures)
 
 # ruff: noqa: F811  (pytest fixtures imported from tests.test_browser)
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -41,21 +41,6 @@ PARTS = """([selector, id]) => {
             text: element.textContent};
   });
 }"""
-
-
-@pytest.fixture
-def server(transactional_db, settings, tmp_path):
-    """A real daphne whose pool claims nothing: the test records its researches itself."""
-    server = start_daphne(
-        settings, tmp_path, DJANGO_ALLOW_ASYNC_UNSAFE="", RESEARCH_AGENTS_IN_WEB="false"
-    )
-    yield server
-    server.stop()
-
-
-@pytest.fixture(params=list(SIZES))
-def page(request, browser: Browser):
-    yield from sized_page(browser, request.param)
 
 
 def researcher(parent: Run, name: str, *, tier: str = "") -> Run:

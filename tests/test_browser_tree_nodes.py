@@ -101,6 +101,11 @@ def test_a_sub_agents_name_and_kind_never_overlap(page, server, alice):
             expect(row.locator(".agent-row-name")).to_have_text(run.name)
             expect(row.locator(".agent-row-kind")).to_have_text(agents[run][1])
             assert_apart(*parts(page, "button.agent-row", run))
+        # A long name has the row's width: it broke at every hyphen, four lines deep, beside
+        # the figures' column.
+        height = {run: parts(page, "button.agent-row", run)[0] for run in (short, long)}
+        lines = {run: box["bottom"] - box["top"] for run, box in height.items()}
+        assert lines[long] <= 2 * lines[short] + 1, lines
         no_sideways_scroll(page, "the list")
         page.locator(".agent-list").scroll_into_view_if_needed()
         browsing.shot(page, SCREENSHOTS, "list", full_page=False)

@@ -17,7 +17,7 @@ from frontend.forms import RunSearchForm, model_can_run, sentence
 from frontend.rendering import duration_text
 from frontend.throttled import retry_message
 from research import selectors, services
-from research.endings import Ending, ending_of
+from research.endings import WORDS, Ending, ending_of
 from research.errors import InvalidInput, NotFound, Throttled, TooManyRuns
 from research.models import Run, State, Status
 from research.selectors.followups import ThreadMark, thread_marks
@@ -36,13 +36,13 @@ STANDING_FILTERS: dict[str, dict] = {
     "failed": {"ending": (Ending.FAILED, Ending.INTERRUPTED, Ending.OUT_OF_TIME)},
 }
 
-# How an ended research reads, and the colour of its badge (runs.css).
+# How an ended research reads (research.endings.WORDS), and the colour of its badge (runs.css).
 ENDING_LABELS = {
-    Ending.DONE: ("done", "done"),
-    Ending.CANCELLED: ("cancelled", "cancelled"),
-    Ending.INTERRUPTED: ("interrupted", "failed"),
-    Ending.OUT_OF_TIME: ("out of time", "failed"),
-    Ending.FAILED: ("failed", "failed"),
+    Ending.DONE: (WORDS[Ending.DONE], "done"),
+    Ending.CANCELLED: (WORDS[Ending.CANCELLED], "cancelled"),
+    Ending.INTERRUPTED: (WORDS[Ending.INTERRUPTED], "failed"),
+    Ending.OUT_OF_TIME: (WORDS[Ending.OUT_OF_TIME], "failed"),
+    Ending.FAILED: (WORDS[Ending.FAILED], "failed"),
 }
 
 

@@ -22,6 +22,15 @@ class Ending(models.TextChoices):
     FAILED = "failed"  # an error: the model's endpoint, a crash, a start that failed
 
 
+# Each ending in the words every surface says it with (the page's badge, the CLI, a 409).
+WORDS = {
+    Ending.DONE: "done",
+    Ending.CANCELLED: "cancelled",
+    Ending.INTERRUPTED: "interrupted",
+    Ending.OUT_OF_TIME: "out of time",
+    Ending.FAILED: "failed",
+}
+
 # The first words of a reason, and the kind they make it; any other reason is a failure.
 _OPENING_WORDS = (
     ("cancelled", Ending.CANCELLED),

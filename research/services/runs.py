@@ -311,7 +311,7 @@ def run_cancel_asked(*, run: Run) -> None:
     tree_lock(root_id=run.root_id)
     status, error = Run.objects.filter(pk=run.pk).values_list("status", "error").get()
     if status not in ACTIVE_STATUSES:
-        ending = endings.ending_of(status=status, error=error).replace("_", " ")
+        ending = endings.WORDS[endings.ending_of(status=status, error=error)]
         what = "research" if run.is_root else "sub-agent"
         raise Conflict(f"{what} {run.pk} has already ended ({ending}): nothing to cancel.")
     run_cancel(run=run)

@@ -1,4 +1,4 @@
-"""Progress at a glance, as people read it: "3 of 5 agents done", "elapsed 2 min 05 s".
+"""Progress at a glance, as people read it: "3 of 5 agents done", "2 min 05 s".
 
 Shared by the run page, the runs list (and its live status, `runs_progress`) and the CLI;
 static/page/format.js and static/runs.js format the same way in the browser.
@@ -34,7 +34,8 @@ def agents_done_text(done: int, total: int, word: str = "done") -> str:
 
 
 def agents_text(progress: TreeProgress) -> str:
-    return agents_done_text(progress.done, progress.agents)
+    """agents_ended_text's rule from a research's counts: the runs list's line."""
+    return agents_done_text(progress.done, progress.agents, "ended" if progress.failed else "done")
 
 
 def agents_ended_text(endings: Iterable[str]) -> str:
@@ -45,11 +46,6 @@ def agents_ended_text(endings: Iterable[str]) -> str:
     ended = [ending for ending in endings if ending]
     word = "done" if all(ending == Ending.DONE for ending in ended) else "ended"
     return agents_done_text(len(ended), len(endings), word)
-
-
-def progress_text(progress: TreeProgress) -> str:
-    """One line: `3 of 5 agents done · elapsed 2 min 05 s`."""
-    return f"{agents_text(progress)} · elapsed {elapsed_text(progress.elapsed_seconds())}"
 
 
 # A tile's words while the research waits for the analyst: its clock stopped, its agents idle
@@ -109,8 +105,8 @@ def progress_json(progress: TreeProgress) -> dict:
         "active": progress.status in ACTIVE_STATUSES,
         "agents": progress.agents,
         "done": progress.done,
-        "elapsed_seconds": progress.elapsed_seconds(),
-        "text": progress_text(progress),
+        # The list's line, by the run page's rule: the browser ticks the time worked after it.
+        "agents_text": agents_text(progress),
         "tree_cost_usd": money(progress.tree_cost_usd),
     }
 

@@ -31,6 +31,11 @@ WORDS = {
     Ending.FAILED: "failed",
 }
 
+# The endings of agents that were stopped (by the analyst, their parent, a stop, a deadline)
+# rather than failed at their work: a plan item whose agents all ended so says how they
+# ended, not "failed" (the page's plan, static/page/plan.js).
+STOPPED = (Ending.CANCELLED, Ending.INTERRUPTED, Ending.OUT_OF_TIME)
+
 # The first words of a reason, and the kind they make it; any other reason is a failure.
 _OPENING_WORDS = (
     ("cancelled", Ending.CANCELLED),

@@ -3,25 +3,18 @@
 // changes status (it pauses for review, resumes, ends), its row is read again from the REST
 // API, whose `ending` says how it ended: a cancelled research reads cancelled, not failed.
 // A row drawn here reads as the server draws it after a reload, word for word.
-import { duration, endingWord, usd } from "./page/format.js";
-import { waitingWord } from "./page/tiles.js";
+import { duration, endingTone, endingWord, usd, waitingWord } from "./page/format.js";
 
 (function () {
   "use strict";
 
   const POLL_MS = 3000;
   const NEWER_MS = 5000;
-  // Its badge's colour: cancelled reads apart from failed (frontend/library.py ENDING_LABELS).
-  const TONES = { done: "done", cancelled: "cancelled" };
 
   // The one wording of durations (static/page/format.js, frontend/rendering.py duration_text).
   function durationText(seconds) {
     if (seconds === null || seconds === undefined || seconds === "") return "";
     return duration(Number(seconds));
-  }
-
-  function agentsText(done, total) {
-    return `${done} of ${total} agent${total === 1 ? "" : "s"} done`;
   }
 
   function runsList(table, progressUrl) {
@@ -89,7 +82,7 @@ import { waitingWord } from "./page/tiles.js";
 
     function showProgress(row, progress) {
       const cell = row.querySelector("[data-active]");
-      cell.dataset.agents = agentsText(progress.done, progress.agents);
+      cell.dataset.agents = progress.agents_text;
       progressLine(row).textContent = `${cell.dataset.agents} · ${durationText(worked(row)) || "not started"}`;
       showState(row, progress.status === "paused" ? null : progress.state);
     }
@@ -109,7 +102,7 @@ import { waitingWord } from "./page/tiles.js";
         }
         return;
       }
-      badge(row, endingWord(run), TONES[run.ending] || "failed");
+      badge(row, endingWord(run), endingTone(run.ending));
       showState(row, null);
       delete cell.dataset.active;
       // An ended research says how long it took, and nothing when it never started.
@@ -135,7 +128,7 @@ import { waitingWord } from "./page/tiles.js";
             const progress = body.runs[row.dataset.runId];
             if (!progress) return;
             const cell = row.querySelector("[data-active]");
-            cell.dataset.agents = agentsText(progress.done, progress.agents);
+            cell.dataset.agents = progress.agents_text; // frontend/progress.py agents_text
             showAgentCount(row, progress.agents);
             row.querySelector("[data-tree-cost]").textContent = usd(progress.tree_cost_usd);
             if (cell.dataset.lastStatus !== progress.status) {

@@ -367,6 +367,49 @@ def test_a_row_of_the_list_follows_its_research_and_ends_as_a_reload_draws_it(pa
     no_sideways_scroll(page, "the list reloaded")
 
 
+def test_a_row_whose_agent_was_stopped_says_ended_as_the_run_page_does(page, server, alice):
+    """The list counted a cancelled sub-agent as done ("1 of 3 agents done") where the run
+    page's header said "1 of 3 agents ended"; its line now comes from the server's one rule.
+    The research then ran out of time: the row's badge, the page's and the tab's title say
+    it in the server's words (frontend/words.py), with the list's colour for a failure."""
+    from research.endings import CANCELLED_BY_PARENT, research_timed_out
+
+    research = working(alice, f"Swifts ({page.size_name}): do they sleep on the wing?")
+    wing, sleep = child_of(research, "wing"), child_of(research, "sleep")
+    log_in(page, server, "alice")
+    line = page.locator(f'tr[data-run-id="{research.pk}"]')
+    progress = line.locator("[data-progress]")
+    expect(progress).to_have_text(re.compile(r"^0 of 3 agents done · "))
+
+    services.run_finish(run_id=wing.pk, error=CANCELLED_BY_PARENT)
+    expect(progress).to_have_text(re.compile(r"^1 of 3 agents ended · "))
+    page.reload()  # the first paint says the same
+    expect(progress).to_have_text(re.compile(r"^1 of 3 agents ended · "))
+    line.scroll_into_view_if_needed()
+    shot(page, "list-agent-stopped")
+
+    # The research's page open in another tab, which says the same.
+    tab = page.context.new_page()
+    tab.goto(f"{server.url}/runs/{research.pk}/")
+    expect(tab.locator("#agents-done")).to_have_text("1 of 3 agents ended")
+
+    # Ended while both are open: the scripts draw the ending in the server's words.
+    services.run_finish(run_id=sleep.pk, report="sleep: they do, in flight.")
+    services.run_finish(run_id=research.pk, error=research_timed_out(600))
+    expect(tab.locator("#run-status")).to_have_text("out of time")
+    expect(tab).to_have_title(re.compile(r"^Out of time · "))
+    expect(tab.locator("#agents-done")).to_have_text("3 of 3 agents ended")
+    tab.close()
+    badge = line.locator("[data-status]")
+    expect(badge).to_have_text("out of time")
+    expect(badge).to_have_class("badge status-failed")
+    no_sideways_scroll(page, "the list")
+    live = line.inner_text()
+    page.reload()
+    expect(badge).to_have_text("out of time")
+    assert line.inner_text() == live
+
+
 def test_a_plan_cancelled_before_its_review_reads_not_started_not_gaps(page, server, alice):
     """A research cancelled while its plan waited for review drew every item as a "gap",
     as if its report had missed them: it wrote none. Each item reads "not started"."""

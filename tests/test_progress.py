@@ -80,10 +80,60 @@ def test_the_live_status_of_the_runs_list_counts_agents_of_the_users_own_researc
     assert list(runs) == [str(root.pk)]  # bob's research is not alice's to see
     progress = runs[str(root.pk)]
     assert (progress["agents"], progress["done"], progress["active"]) == (3, 1, True)
-    assert re.fullmatch(r"1 of 3 agents done · elapsed 1 min 0[5-9] s", progress["text"])
+    assert progress["agents_text"] == "1 of 3 agents done"
+    assert "text" not in progress and "elapsed_seconds" not in progress  # the list reads neither
     assert client.get("/runs/progress?ids=1,x").json() == {
         "ids": ["ids must be 1 to 100 research ids separated by commas."]
     }
+
+
+@pytest.mark.django_db
+def test_a_cancelled_agent_makes_the_lists_line_say_ended_as_the_run_page_does(
+    client, alice, tree_factory
+):
+    """The list's line ("1 of 3 agents done") counted a cancelled sub-agent as done, where
+    the run page's header said "ended": one rule now (frontend.progress.agents_text)."""
+    from research.endings import CANCELLED_BY_PARENT
+
+    root = tree_factory(children=("a", "b"), grandchildren=())
+    Run.objects.filter(pk=root.pk).update(status="working", started_at=timezone.now())
+    services.run_finish(run_id=root.children.order_by("id").first().pk, error=CANCELLED_BY_PARENT)
+    client.force_login(alice)
+    progress = client.get(f"/runs/progress?ids={root.pk}").json()["runs"][str(root.pk)]
+    assert progress["agents_text"] == "1 of 3 agents ended"
+    assert "1 of 3 agents ended · " in client.get("/").content.decode()  # the first paint
+    header = client.get(f"/runs/{root.pk}/").content.decode()
+    assert re.search(r'id="agents-done">1 of 3 agents ended<', header)
+
+
+@pytest.mark.django_db
+def test_every_page_carries_the_words_its_scripts_redraw(client, alice, settings):
+    """The scripts spelled the endings, their colours and the paused words again
+    (static/page/format.js): every page now carries the server's, and the scripts read them."""
+    import json
+    from html import unescape
+
+    from frontend.library import ENDING_LABELS, NEEDS_ANSWERS, NEEDS_REVIEW
+    from research import endings
+
+    client.force_login(alice)
+    for address in ("/", "/kb/"):
+        drawn = client.get(address).content.decode()
+        found = re.search(r'<script id="canopy-words" type="application/json">(.*?)<', drawn)
+        assert found, address
+        words = json.loads(unescape(found.group(1)))
+        assert words["endings"] == {str(key): value for key, value in endings.WORDS.items()}
+        assert words["endings"]["out_of_time"] == "out of time"
+        assert words["tones"] == {str(key): tone for key, (_, tone) in ENDING_LABELS.items()}
+        assert words["stopped"] == ["cancelled", "interrupted", "out_of_time"]
+        assert words["needs"] == {"answers": NEEDS_ANSWERS, "review": NEEDS_REVIEW}
+    static = settings.BASE_DIR / "static"
+    scripts = "".join(
+        (static / name).read_text()
+        for name in ("runs.js", "page/format.js", "page/plan.js", "page/tiles.js")
+    )
+    for spelled in ('"out of time"', '"needs your review"', '"interrupted"'):
+        assert spelled not in scripts, spelled  # said once, by the server
 
 
 @pytest.mark.django_db

@@ -2,7 +2,7 @@
 
 from django import template
 
-from frontend.progress import agents_text, elapsed_text
+from frontend.progress import agents_text
 
 register = template.Library()
 
@@ -15,8 +15,3 @@ def progress_of(progress_by_id: dict, run_id: int):
 @register.filter
 def agents_done(progress) -> str:
     return agents_text(progress) if progress else ""
-
-
-@register.filter
-def elapsed(progress) -> str:
-    return elapsed_text(progress.elapsed_seconds()) if progress else ""

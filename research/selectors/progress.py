@@ -1,14 +1,12 @@
-"""Progress at a glance: how many agents of a research have ended, and for how long it ran."""
+"""Progress at a glance: how many agents of a research have ended, and how."""
 
 from dataclasses import dataclass
-from datetime import datetime
 from decimal import Decimal
 
 from django.contrib.auth.base_user import AbstractBaseUser
 from django.db.models import Count, Q
-from django.utils import timezone
 
-from research.models import ACTIVE_STATUSES, Run
+from research.models import ACTIVE_STATUSES, Run, Status
 
 
 @dataclass(frozen=True)
@@ -18,16 +16,8 @@ class TreeProgress:
     state: str
     agents: int
     done: int  # agents that ended, done or failed
-    started_at: datetime | None
-    finished_at: datetime | None
+    failed: int  # of those, the agents that ended without their report (status failed)
     tree_cost_usd: Decimal  # the whole tree's, as the root holds it
-
-    def elapsed_seconds(self, now: datetime | None = None) -> float | None:
-        """From the root's start to its end (or now); None while it waits in the queue."""
-        if self.started_at is None:
-            return None
-        end = self.finished_at or now or timezone.now()
-        return max(0.0, (end - self.started_at).total_seconds())
 
 
 def trees_progress(*, owner: AbstractBaseUser, root_ids: list[int]) -> dict[int, TreeProgress]:
@@ -35,14 +25,18 @@ def trees_progress(*, owner: AbstractBaseUser, root_ids: list[int]) -> dict[int,
     Two queries, however many researches."""
     roots = list(
         Run.objects.filter(owner=owner, pk__in=root_ids, parent__isnull=True).only(
-            "pk", "status", "state", "started_at", "finished_at", "tree_cost_usd"
+            "pk", "status", "state", "tree_cost_usd"
         )
     )
     counts = {
         row["root_id"]: row
         for row in Run.objects.filter(root_id__in=[root.pk for root in roots])
         .values("root_id")
-        .annotate(agents=Count("id"), done=Count("id", filter=~Q(status__in=ACTIVE_STATUSES)))
+        .annotate(
+            agents=Count("id"),
+            done=Count("id", filter=~Q(status__in=ACTIVE_STATUSES)),
+            failed=Count("id", filter=Q(status=Status.FAILED)),
+        )
         .order_by()
     }
     return {
@@ -52,8 +46,7 @@ def trees_progress(*, owner: AbstractBaseUser, root_ids: list[int]) -> dict[int,
             state=root.state,
             agents=counts.get(root.pk, {}).get("agents", 1),
             done=counts.get(root.pk, {}).get("done", 0),
-            started_at=root.started_at,
-            finished_at=root.finished_at,
+            failed=counts.get(root.pk, {}).get("failed", 0),
             tree_cost_usd=root.tree_cost_usd,
         )
         for root in roots

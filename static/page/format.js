@@ -64,18 +64,37 @@ export function agentName(run) {
   return run && run.name ? run.name : "root";
 }
 
-// How an agent reads in one word: what it does while active, how it ended after.
-const ENDING_WORDS = {
-  done: "done",
-  cancelled: "cancelled",
-  interrupted: "interrupted",
-  out_of_time: "out of time",
-  failed: "failed",
-};
+// The server's words for what the scripts redraw (frontend/words.py), carried by every page:
+// each ending's word and badge colour, the endings that read as stopped, what a paused
+// research waits for.
+const WORDS = readWords();
 
-export function endingWord(run) {
-  return ENDING_WORDS[run.ending] || run.ending || run.status;
+function readWords() {
+  const element = typeof document === "undefined" ? null : document.getElementById("canopy-words");
+  return element ? JSON.parse(element.textContent) : { endings: {}, tones: {}, stopped: [], needs: {}, waiting: "" };
 }
+
+/** Endings of agents that were stopped, not failed at their work (research/endings.py STOPPED). */
+export const STOPPED_ENDINGS = new Set(WORDS.stopped);
+
+// How an agent reads in one word: what it does while active, how it ended after.
+export function endingWord(run) {
+  return WORDS.endings[run.ending] || run.ending || run.status;
+}
+
+/** The colour of an ended research's badge on the runs list (frontend/library.py). */
+export function endingTone(ending) {
+  return WORDS.tones[ending] || "failed";
+}
+
+/** What a research waiting for the analyst waits for: answers to its lead's questions, else
+ * its plan's review (frontend/library.py status_label). "Waiting for you" (`waitingForYou`) is
+ * left to where the kind is not known: the agents tile. */
+export function waitingWord(run) {
+  return run.state === "clarifying" ? WORDS.needs.answers : WORDS.needs.review;
+}
+
+export const waitingForYou = WORDS.waiting;
 
 /** The class that colours a run: its state while active, its ending after. */
 export function lookOf(run) {

@@ -2,8 +2,8 @@
 // when an event concerns it. Switching agents starts the panel at its top; on a narrow screen
 // the panel is brought into view, since it sits under the agents there.
 import { localiseTimes } from "./feed.js";
-import { count, endingWord, stepsText, usd } from "./format.js";
-import { drawClocks, waitingWord } from "./tiles.js";
+import { count, endingWord, stepsText, usd, waitingWord } from "./format.js";
+import { drawClocks } from "./tiles.js";
 
 const NARROW = window.matchMedia("(max-width: 1080px)");
 

@@ -1,14 +1,12 @@
 // The lead's plan (a checklist whose items follow their sub-agents) and its review: while the
 // research waits for the analyst, the plan sits first on the page with a primary Approve.
-import { endingWord } from "./format.js";
+import { endingWord, STOPPED_ENDINGS as STOPPED } from "./format.js";
 import { postJson, getJson } from "./http.js";
 
 const MARKS = {
   open: "○", working: "◐", checking: "…", covered: "✓", failed: "✗", gap: "!",
   cancelled: "–", interrupted: "–", out_of_time: "–", stopped: "–",
 };
-// Endings of agents that were stopped, not failed at their item (research/endings.py).
-const STOPPED = new Set(["cancelled", "interrupted", "out_of_time"]);
 // What the server said of an item once its agents had ended.
 const JUDGED = new Set(["covered", "gap"]);
 // "1. ", "2) ", "- ", "* " at the head of a pasted line: the page numbers items itself.

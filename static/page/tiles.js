@@ -1,17 +1,15 @@
 // The header of the run page: the status badge, the tiles, the tab's title, the notification
 // at the end and the buttons that only make sense while the research is active.
-import { count, duration, endingWord, plural, usd } from "./format.js";
+import { count, duration, endingWord, plural, usd, waitingForYou, waitingWord } from "./format.js";
 
 // A tile's words while the research waits for the analyst: its clock stopped, its agents
 // idle (frontend/progress.py says it first).
-const WAITING = "waiting for you";
-const TITLE_MARKS = { done: "✓ Done", cancelled: "Cancelled", interrupted: "Interrupted", out_of_time: "Out of time", failed: "✗ Failed" };
+const WAITING = waitingForYou;
+// The tab's title once the research ended marks the two endings that need no reading.
+const TITLE_MARKS = { done: "✓ ", failed: "✗ " };
 
-/** What a research waiting for the analyst waits for: answers to its lead's questions, else
- * its plan's review (frontend/library.py status_label). "Waiting for you" is left to where
- * the kind is not known: the agents tile. */
-export function waitingWord(run) {
-  return run.state === "clarifying" ? "needs your answers" : "needs your review";
+function capitalized(text) {
+  return text ? text[0].toUpperCase() + text.slice(1) : text;
 }
 
 /** An agent's time worked as the header and the agent panel say it: its clock stops while
@@ -110,8 +108,8 @@ export function createTiles(state, page) {
     page.notify.hidden = !(canNotify && root.active && Notification.permission === "default");
 
     const waiting = waitingWord(root);
-    if (paused) document.title = `⏸ ${waiting[0].toUpperCase()}${waiting.slice(1)} · ${baseTitle}`;
-    else if (!root.active) document.title = `${TITLE_MARKS[root.ending] || endingWord(root)} · ${baseTitle}`;
+    if (paused) document.title = `⏸ ${capitalized(waiting)} · ${baseTitle}`;
+    else if (!root.active) document.title = `${TITLE_MARKS[root.ending] || ""}${capitalized(endingWord(root))} · ${baseTitle}`;
     else document.title = baseTitle;
     const asks = root.state === "clarifying";
     if (paused && !wasPaused) notify(asks ? "Questions waiting for your answers" : "Plan waiting for your review", root, asks ? "-clarify" : "-plan");

@@ -1,7 +1,6 @@
 // The tree of agents as SVG (laid out by the vendored d3-hierarchy), with the messages between
 // siblings as arrows. Nodes are buttons: click, or Tab and Enter; arrow keys move between them.
-import { agentName, clip, endingWord, lookOf, plural, stepsText, usd, duration } from "./format.js";
-import { waitingWord } from "./tiles.js";
+import { agentName, clip, endingWord, lookOf, plural, stepsText, usd, duration, waitingWord } from "./format.js";
 
 const SVG_NS = "http://www.w3.org/2000/svg";
 const NODE_W = 200;

@@ -7,7 +7,7 @@ import re
 from datetime import timedelta
 
 import pytest
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
 from django.utils import timezone
 
 from frontend.library import Row
@@ -128,10 +128,14 @@ def test_the_summary_of_start_wait_says_the_ending_and_the_agents_ended(db, alic
     assert re.fullmatch(r"3 of 3 agents ended · worked 2\d s", summary["progress"])
 
 
-def test_cancel_of_an_ended_research_says_how_it_ended(db, alice, cancelled):
-    out = research("cancel", str(cancelled.pk), "--user", "alice")
+def test_cancel_of_an_ended_research_is_refused_as_the_api_refuses_it(db, alice, cancelled):
+    """It printed its message and exited 0 where the API answers 409: a script could not
+    tell a refused cancel from a done one. The same words as the API's, and exit 1."""
+    with pytest.raises(CommandError) as refused:
+        research("cancel", str(cancelled.pk), "--user", "alice")
 
-    assert out.strip() == f"research {cancelled.pk} has already ended (cancelled)."
+    said = f"research {cancelled.pk} has already ended (cancelled): nothing to cancel."
+    assert str(refused.value) == said
 
 
 # --- the time worked ----------------------------------------------------------------------------

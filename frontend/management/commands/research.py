@@ -287,11 +287,9 @@ class Command(BaseCommand):
         self.write(f"research {run.pk}: {'starred' if run.starred else 'star taken off'}.")
 
     def do_cancel(self, user: AbstractBaseUser, options: dict) -> None:
+        """The API's and MCP's cancel: one that has already ended is refused (exit 1)."""
         run = selectors.run_get(owner=user, run_id=options["id"])
-        if not run.is_active:
-            self.write(f"research {run.pk} has already ended ({status_label(run)}).")
-            return
-        services.run_cancel(run=run)
+        services.run_cancel_asked(run=run)
         self.write(f"research {run.pk}: cancel requested; its agents stop within a second.")
 
     def do_resume(self, user: AbstractBaseUser, options: dict) -> None:

@@ -101,7 +101,7 @@ def document_rows(dataset: Dataset) -> list[DocumentRow]:
         passages = document.chunk_count
         kind = "fact" if document.remembered_by_id else TYPE_WORDS.get(document.content_type)
         first = reverse("passage", args=[dataset.pk, document.pk, 0]) if passages else ""
-        title = document_heading(document.title, document.head)
+        title = document_heading(document.title, document.head, given=document.title_given)
         rows.append(DocumentRow(document, title, kind or "text", passages, first))
     return rows
 

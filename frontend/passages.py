@@ -198,7 +198,7 @@ def passage(request: HttpRequest, dataset_id: int, document_id: int, position: i
         Document.objects.filter(pk=document_id, dataset_id=dataset_id, dataset__owner=request.user)
         .select_related("dataset")
         .annotate(head=Left("text", HEAD_CHARS))
-        .only("pk", "title", "source", "dataset__name")
+        .only("pk", "title", "title_given", "source", "dataset__name")
         .first()
     )
     if document is None:
@@ -217,7 +217,7 @@ def passage(request: HttpRequest, dataset_id: int, document_id: int, position: i
     passage_html = highlight(readable(chunk.text), quote)
     context = {
         "document": document,
-        "heading": document_heading(document.title, document.head),
+        "heading": document_heading(document.title, document.head, given=document.title_given),
         "before": readable(text_before(previous.text, chunk.text)) if previous else "",
         "after": readable(text_after(chunk.text, following.text)) if following else "",
         "chunk": chunk,

@@ -76,13 +76,13 @@ HEADING_MAX = 120
 _MARKDOWN_HEADING = re.compile(r"^#{1,6}\s+(?P<text>.*?)(?:\s+#+)?$")
 
 
-def document_heading(title: str, text_head: str) -> str:
+def document_heading(title: str, text_head: str, *, given: bool = False) -> str:
     """A document's title as people read it, the one every page and export shows: its
-    stored title when that is one (it has a space), else the heading its text opens with
-    ("compound" -> "Compound statements", "tidal-bores" -> "Tidal bores" from "# Tidal
-    bores"), else the stored title."""
+    stored title when a person gave it (`given`) or when that is one (it has a space), else
+    the heading its text opens with ("compound" -> "Compound statements", "tidal-bores" ->
+    "Tidal bores" from "# Tidal bores"), else the stored title."""
     lines = [line.strip() for line in text_head.splitlines() if line.strip()]
-    if not lines or " " in title.strip():
+    if given or not lines or " " in title.strip():
         return title
     marked = _MARKDOWN_HEADING.match(lines[0])
     first = marked["text"].strip() if marked else lines[0]
@@ -252,8 +252,10 @@ def _search_postgresql(dataset_id: int, words: list[str], limit: int) -> list[Ch
 
 def document_headings(documents: QuerySet[Document]) -> dict[int, str]:
     """Document id -> document_heading, reading only the start of each text: one query."""
-    rows = documents.annotate(head=Left("text", HEAD_CHARS)).values_list("pk", "title", "head")
-    return {pk: document_heading(title, head) for pk, title, head in rows}
+    rows = documents.annotate(head=Left("text", HEAD_CHARS)).values_list(
+        "pk", "title", "title_given", "head"
+    )
+    return {pk: document_heading(title, head, given=given) for pk, title, given, head in rows}
 
 
 def _hits(rows: list[tuple]) -> list[ChunkHit]:

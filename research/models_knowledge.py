@@ -24,6 +24,9 @@ class Dataset(models.Model):
 class Document(models.Model):
     dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="documents")
     title = models.CharField(max_length=500)
+    # A title a person gave it (an upload's, the API's), shown as given; otherwise the title
+    # is a file's stem, and its text's heading names it (research.fulltext.document_heading).
+    title_given = models.BooleanField(default=False)
     source = models.CharField(max_length=2000, blank=True, default="")
     content_type = models.CharField(max_length=100, blank=True, default="text/plain")
     text = models.TextField()

@@ -222,7 +222,7 @@ def test_two_passages_of_one_document_are_two_sources_named_apart(
     text = "Tidal bores\n\n" + (first * 14) + "\n\n" + (second * 14)
     dataset = dataset_create(owner=alice, name="Estuaries")
     document = document_add(
-        dataset=dataset, title="tidal-bores", data=text.encode(), filename="b.txt"
+        dataset=dataset, title="", data=text.encode(), filename="tidal-bores.txt"
     )
     others = document_add(
         dataset=dataset,

@@ -103,7 +103,7 @@ def test_every_kb_link_of_the_markdown_export_from_the_web_opens_the_passages_pa
 def test_a_heading_with_brackets_still_links_its_passage(api, alice):
     dataset = Dataset.objects.create(owner=alice, name="Odd headings")
     document = document_add(
-        dataset=dataset, title="more", data=b"# Bores] and tides\n\nThe tide.", filename="m.md"
+        dataset=dataset, title="", data=b"# Bores] and tides\n\nThe tide.", filename="more.md"
     )
     kb = f"kb://dataset/{dataset.pk}/document/{document.pk}#0"
     root = finished(alice, dataset, f"# Bores\n\nThe tide comes in ([more]({kb})).")

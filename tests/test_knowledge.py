@@ -144,8 +144,9 @@ def test_uploaded_pdf_and_markdown_are_found_by_query(alice):
     assert best["url"] == f"kb://dataset/{dataset_id}/document/{pdf.json()['id']}#0"
 
     found = query(client, dataset_id, "how often were the wicks trimmed at Skerryvore?")
-    # Named as its pages name it: by the heading its text opens with (research.fulltext).
-    assert [hit["document_title"] for hit in found.json()] == ["Lighthouse keeping"]
+    # Named as its pages name it: by the title its uploader gave it, not by the heading its
+    # text opens with ("Lighthouse keeping"), which names a document given none (below).
+    assert [hit["document_title"] for hit in found.json()] == ["Keepers"]
     assert "every four hours" in found.json()[0]["text"]
 
     detail = client.get(reverse("api:dataset-detail", args=[dataset_id])).json()
@@ -340,7 +341,7 @@ from tests.test_knowledge import MARKDOWN, PDF_LINES, make_pdf
 owner = User.objects.create_user("alice")
 dataset = dataset_create(owner=owner, name="Archive")
 pdf = document_add(dataset=dataset, title="", data=make_pdf(*PDF_LINES), filename="report.pdf")
-document_add(dataset=dataset, title="Keepers", data=MARKDOWN, filename="keepers.md")
+document_add(dataset=dataset, title="", data=MARKDOWN, filename="keepers.md")
 def titles(question):
     return [hit.document_title for hit in search_chunks(dataset_id=dataset.pk, question=question)]
 result = {

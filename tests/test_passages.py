@@ -18,7 +18,7 @@ TEXT = "Dippers and their dives\n\nDippers walk along the bottom of fast streams
 @pytest.fixture
 def passage_url(alice) -> str:
     dataset = Dataset.objects.create(owner=alice, name="Birds")
-    document = document_add(dataset=dataset, title="dippers", data=TEXT.encode(), filename="d.txt")
+    document = document_add(dataset=dataset, title="", data=TEXT.encode(), filename="dippers.txt")
     return passage_href(
         f"kb://dataset/{dataset.pk}/document/{document.pk}#0", "walk along the bottom."
     )

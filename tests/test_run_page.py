@@ -191,7 +191,7 @@ def test_a_reviewed_research_ends_with_its_report_on_stage(
     page = sized
     dataset = Dataset.objects.create(owner=alice, name="Birds")
     document = document_add(
-        dataset=dataset, title="dippers", data=PASSAGE.encode(), filename="dippers.txt"
+        dataset=dataset, title="", data=PASSAGE.encode(), filename="dippers.txt"
     )
     chunk = document.chunks.get(position=0)
     kb = f"kb://dataset/{dataset.pk}/document/{document.pk}#{chunk.position}"

@@ -5,6 +5,7 @@ title, and a passage's page shows what comes just before and after it.
 
 The pages are proven in Chromium by tests/test_browser_sources_naming.py."""
 
+import importlib
 import io
 import re
 from urllib.parse import parse_qs, urlsplit
@@ -20,7 +21,7 @@ from frontend.exports import print_html
 from frontend.passages import passage_href
 from frontend.rendering import render_report_page
 from research import services
-from research.fulltext import document_heading
+from research.fulltext import document_heading, search_chunks
 from research.models import Dataset, Document, Source
 from research.services.citations import citations_record
 from research.services.datasets import document_add
@@ -73,6 +74,32 @@ def test_a_markdown_heading_is_a_documents_title_without_its_marks():
     assert document_heading("kestrels", "Kestrels hover over verges.\n\nThey eat voles.") == (
         "kestrels"
     )
+
+
+def test_a_one_word_title_its_uploader_gave_is_kept_on_every_page(client, alice):
+    """"Keepers", given at upload, read "Lighthouse keeping" (its text's heading) everywhere:
+    a one-word title looked like a file's name. The title a person gives is now stored as
+    given; a file's name still gives way to its text's heading."""
+    dataset = Dataset.objects.create(owner=alice, name="Coasts")
+    text = b"# Lighthouse keeping\n\nKeepers trimmed the wicks every four hours."
+    given = document_add(dataset=dataset, title="Keepers", data=text, filename="a.md")
+    named = document_add(dataset=dataset, title="", data=text + b" Twice.", filename="b.md")
+    assert (given.title_given, named.title_given) == (True, False)
+    client.force_login(alice)
+    listed = client.get(f"/kb/{dataset.pk}/").content.decode()
+    assert ">Keepers<" in listed and ">Lighthouse keeping<" in listed
+    passage = client.get(f"/kb/{dataset.pk}/documents/{given.pk}/passages/0/").content.decode()
+    assert "<h1>Keepers</h1>" in passage
+    hits = search_chunks(dataset_id=dataset.pk, question="wicks hours")
+    assert sorted(hit.document_title for hit in hits) == ["Keepers", "Lighthouse keeping"]
+
+
+def test_titles_stored_before_the_flag_are_marked_given_unless_a_loader_made_them():
+    migration = importlib.import_module("research.migrations.0016_document_title_given")
+    assert migration._given("Keepers", "keepers.md")  # an upload with its own title
+    assert not migration._given("keepers", "keepers.md")  # its file's name
+    assert not migration._given("guides/tides", "guides/tides.md")  # load_dataset's path
+    assert not migration._given("compound", "pydoc_data.topics['compound'] (Python 3.11.7)")
 
 
 @pytest.fixture
@@ -137,7 +164,11 @@ def special_document(alice) -> tuple[Dataset, Document]:
     as the starter dataset's are, whose heading is "Special method names"."""
     dataset = Dataset.objects.create(owner=alice, name="Python reference")
     document = document_add(
-        dataset=dataset, title="specialnames", data=SPECIAL.encode(), filename="specialnames.txt"
+        dataset=dataset,
+        title="specialnames",
+        data=SPECIAL.encode(),
+        filename="specialnames.txt",
+        title_given=False,
     )
     return dataset, document
 
@@ -215,12 +246,14 @@ def test_a_heading_with_a_control_character_or_brackets_still_exports(api, alice
         title="notes",
         data=b"# Tidal\x07 bores\n\nA bore is a wave.",
         filename="n.md",
+        title_given=False,  # named by its heading, as a loader's file is
     )
     bracket = document_add(
         dataset=dataset,
         title="more",
         data=b"# Bores] and tides \\\n\nThe tide comes in.",
         filename="m.md",
+        title_given=False,
     )
     bell_kb = f"kb://dataset/{dataset.pk}/document/{bell.pk}#0"
     bracket_kb = f"kb://dataset/{dataset.pk}/document/{bracket.pk}#0"

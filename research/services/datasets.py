@@ -127,14 +127,19 @@ def document_add(
     filename: str,
     content_type: str | None = None,
     source: str = "",
+    title_given: bool = True,
 ) -> Document:
-    """Add a file (text, Markdown, HTML or PDF) to a dataset: its text, hash and chunks."""
+    """Add a file (text, Markdown, HTML or PDF) to a dataset: its text, hash and chunks.
+    `title`, when there is one, is the one a person gave it (`title_given`), which every
+    page shows as given; the loaders that make one of a file's name say it is not."""
     file_size_check(size=len(data), filename=filename)
     text, kind = extract_text(data=data, filename=filename, content_type=content_type)
-    title = (title or "").strip() or PurePath(filename or "").stem or "untitled"
+    given = (title or "").strip()
+    title = given or PurePath(filename or "").stem or "untitled"
     return _store(
         dataset_id=dataset.pk,
         title=title,
+        title_given=bool(given) and title_given,
         text=text,
         sha256=hashlib.sha256(data).hexdigest(),
         content_type=kind,

@@ -45,6 +45,7 @@ def starter_dataset_load(*, owner: AbstractBaseUser) -> tuple[Dataset, bool, int
             title=topic,
             data=text.encode(),
             filename=f"{topic}.txt",
+            title_given=False,  # a topic's name ("compound"): its text's heading names it
             source=f"pydoc_data.topics[{topic!r}] (Python {platform.python_version()})",
         )
         added += 1

@@ -88,6 +88,7 @@ class Command(BaseCommand):
                 data=data,
                 filename=path.name,
                 source=relative,
+                title_given=False,  # the file's path: its text's heading names it
             )
         except InvalidInput as error:
             self.failures.append(f"{relative}: {error.message}")

@@ -77,7 +77,7 @@ def test_a_markdown_heading_is_a_documents_title_without_its_marks():
 
 
 def test_a_one_word_title_its_uploader_gave_is_kept_on_every_page(client, alice):
-    """"Keepers", given at upload, read "Lighthouse keeping" (its text's heading) everywhere:
+    """A title "Keepers", given at upload, read "Lighthouse keeping" (its text's heading):
     a one-word title looked like a file's name. The title a person gives is now stored as
     given; a file's name still gives way to its text's heading."""
     dataset = Dataset.objects.create(owner=alice, name="Coasts")

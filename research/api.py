@@ -19,7 +19,7 @@ from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
 from research import selectors, services
-from research.api_helpers import checked, json_or_form
+from research.api_helpers import PAGE_PARAMETERS, checked, json_or_form
 from research.errors import (
     Conflict,
     InvalidInput,
@@ -89,6 +89,18 @@ class RunCursorPagination(CursorPagination):
     page_size_query_param = "page_size"
     max_page_size = 200
 
+    def get_page_size(self, request: Request) -> int:
+        """The page size asked for, or a 400: DRF's own answers 0, -5, "abc" or 1.5 with the
+        default page and 500 with 200, where MCP refuses them (research.mcp_server)."""
+        raw = request.query_params.get(self.page_size_query_param)
+        if raw is None:
+            return self.page_size
+        whole = raw.isascii() and raw.isdigit() and len(raw) <= 4
+        if not whole or not 1 <= int(raw) <= self.max_page_size:
+            message = f"page_size must be from 1 to {self.max_page_size}, not {raw[:20]}."
+            raise ValidationError({"page_size": [message]})
+        return int(raw)
+
 
 def _run(request: Request, run_id: int):
     return selectors.run_get(owner=request.user, run_id=run_id)
@@ -120,7 +132,7 @@ def runs(request: Request) -> Response:
     service, research.services.start)."""
     if request.method == "POST":
         return run_start(request)
-    filters = checked(RunListFilterSerializer, request.query_params)
+    filters = checked(RunListFilterSerializer, request.query_params, also=PAGE_PARAMETERS)
     queryset = selectors.run_summaries(
         selectors.run_list(owner=request.user, **filters),
         report_chars=settings.RESEARCH_LIST_REPORT_CHARS,
@@ -277,7 +289,7 @@ def run_events(request: Request, run_id: int) -> Response:
     none (DESIGN), and a tree's events are bounded by the sub-agent and step limits.
     """
     run = _run(request, run_id)
-    after = checked(EventsFilterSerializer, request.query_params)["after"]
+    after = checked(EventsFilterSerializer, request.query_params, also=("format",))["after"]
     events = selectors.tree_events(root_id=run.root_id, after=after)
     return Response(EventSerializer(events, many=True).data)
 

@@ -142,7 +142,7 @@ def document_upload(request: Request, dataset: Dataset) -> Response:
 def dataset_query(request: Request, dataset_id: int) -> Response:
     """The passages of the dataset that best answer `q`: the search the agents' query runs."""
     dataset = _dataset(request, dataset_id)
-    data = checked(QueryInputSerializer, request.query_params)
+    data = checked(QueryInputSerializer, request.query_params, also=("format",))
     hits = search_chunks(dataset_id=dataset.pk, question=data["q"], limit=data.get("limit", 5))
     rows = [
         {

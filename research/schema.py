@@ -127,13 +127,18 @@ class CanopyAutoSchema(AutoSchema):
 def add_bounds(result: dict[str, Any], generator, request, public) -> dict[str, Any]:
     """Write the limits of settings into the request schemas and query parameters."""
     components = result.get("components", {}).get("schemas", {})
-    start = components.get("RunStartRequest", {}).get("properties", {})
+    start = components.get("RunStart", {}).get("properties", {})
     if "topic" in start:
         start["topic"].update(minLength=1, maxLength=settings.RESEARCH_TOPIC_MAX_CHARS)
     if "max_steps" in start:
         start["max_steps"].update(minimum=1, maximum=settings.RESEARCH_MAX_STEPS_LIMIT)
     for path in result.get("paths", {}).values():
         for operation in path.values():
+            # A body's field the request does not take is a 400 (research.api_helpers.checked).
+            for body in operation.get("requestBody", {}).get("content", {}).values():
+                name = body["schema"].get("$ref", "").rpartition("/")[2]
+                if name in components:
+                    components[name]["additionalProperties"] = False
             for parameter in operation.get("parameters", []):
                 if parameter.get("in") == "path" and parameter["schema"].get("type") == "integer":
                     parameter["schema"].setdefault("minimum", 1)

@@ -671,12 +671,46 @@ def test_a_deep_page_costs_the_queries_of_the_first(api, settings, run_factory):
     assert _queries(api, third["next"]) == _queries(api, f"{URL}?page_size=2")
 
 
-def test_a_page_size_over_the_maximum_is_capped(api, settings, run_factory):
-    settings.RESEARCH_MAX_WORKING_ROOTS = 300
+def test_a_page_size_out_of_range_is_refused_naming_the_range(api, settings, run_factory):
+    """0, -5, "abc", 1.5 and 100000 gave the default page (or 200) without a word, where
+    MCP refuses them and the schema says 1 to 200."""
     for index in range(3):
         run_factory(topic=f"topic {index}")
 
-    assert len(api.get(f"{URL}?page_size=100000").json()["results"]) == 3
+    assert len(api.get(f"{URL}?page_size=200").json()["results"]) == 3
+    for asked in ("0", "-5", "abc", "1.5", "100000", "²"):
+        answer = api.get(URL, {"page_size": asked})
+        assert answer.status_code == 400, asked
+        assert answer.json() == {"page_size": [f"page_size must be from 1 to 200, not {asked}."]}
+
+
+def test_a_field_the_request_does_not_take_is_refused_by_name(api, run_factory):
+    """A misspelt field was dropped without a word: `max_step` and `reviewPlan` started a
+    research of 10 steps that did not pause for review, and paid for it."""
+    answer = api.post(URL, {"topic": "Why do owls hoot?", "max_step": 2, "reviewPlan": True})
+    assert answer.status_code == 400
+    assert answer.json() == {
+        "max_step": [
+            "max_step is not a field of this request (did you mean max_steps?); the fields "
+            "are: topic, max_steps, model, dataset, review_plan, clarify, callback_url, "
+            "follows."
+        ],
+        "reviewPlan": [
+            "reviewPlan is not a field of this request (did you mean review_plan?); the "
+            "fields are: topic, max_steps, model, dataset, review_plan, clarify, "
+            "callback_url, follows."
+        ],
+    }
+    assert not Run.objects.exists()  # nothing started
+    run = run_factory(topic="Owls")
+    changed = api.patch(f"{URL}/{run.pk}", {"starred": True, "topic": "hack"}, format="json")
+    assert changed.status_code == 400
+    assert list(changed.json()) == ["topic"]
+    run.refresh_from_db()
+    assert (run.topic, run.starred) == ("Owls", False)
+    listed = api.get(URL, {"stauts": "working"})
+    assert listed.status_code == 400 and "did you mean status?" in listed.json()["stauts"][0]
+    assert api.get(URL, {"page_size": 2, "status": "working"}).status_code == 200
 
 
 def test_detail_query_count_does_not_grow_with_the_tree(api, tree_factory):

@@ -41,7 +41,7 @@ from frontend.terminal.export import (
     export_titles,
     provenance,
 )
-from research import selectors
+from research import selectors, standing
 from research.models import Citation, Run
 from research.ops.throttles import ExportThrottle
 
@@ -133,9 +133,9 @@ def export_run(run: Run, format: str, *, site: str = "") -> Export:
     if format == "json":
         return Export(export_json(run).encode(), "application/json", f"{name}.json")
     if not run.report:
+        what = "no report yet" if run.is_active else "no report"
         raise ExportError(
-            f"research {run.pk} has no report yet ({run.status}"
-            f"{': ' + run.error if run.error else ''}); export it as json.",
+            f"research {run.pk} has {what}: it {standing.said(run)}; export it as json.",
             status=409,
         )
     if format == "md":

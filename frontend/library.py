@@ -16,10 +16,10 @@ from django.views.decorators.http import require_POST
 from frontend.forms import RunSearchForm, model_can_run, sentence
 from frontend.rendering import duration_text
 from frontend.throttled import retry_message
-from research import selectors, services
+from research import selectors, services, standing
 from research.endings import WORDS, Ending, ending_of
 from research.errors import InvalidInput, NotFound, Throttled, TooManyRuns
-from research.models import Run, State, Status
+from research.models import Run, Status
 from research.selectors.followups import ThreadMark, thread_marks
 from research.selectors.progress import TreeProgress, newest_root, trees_progress
 from research.services.library import run_rerun
@@ -46,22 +46,11 @@ ENDING_LABELS = {
 }
 
 
-# A research waiting for the analyst says what it waits for: answers to its lead's questions,
-# else its plan's review (the only other pause). "Waiting for you" is left to where the kind
-# is not known (the status filter, the agents tile). static/page/tiles.js waitingWord is the
-# twin of these words in the browser.
-NEEDS_ANSWERS = "needs your answers"
-NEEDS_REVIEW = "needs your review"
-
-
 def status_label(run: Run) -> str:
-    """A research's badge in words, on the list and on its page (static/page/tiles.js
-    rootStatusText): what it waits for, its status while it works, else how it ended."""
-    if run.status == Status.PAUSED:
-        return NEEDS_ANSWERS if run.state == State.CLARIFYING else NEEDS_REVIEW
-    if run.is_active:
-        return run.status
-    return ENDING_LABELS[ending_of(status=run.status, error=run.error)][0]
+    """A research's badge in words, on the list and on its page (research.standing.label;
+    static/page/tiles.js rootStatusText draws the same): what it waits for, its status while
+    it works, else how it ended."""
+    return standing.label(run)
 
 
 def status_tone(run: Run) -> str:

@@ -12,9 +12,10 @@ from typing import Any
 
 from django.http import HttpRequest
 
-from frontend.library import ENDING_LABELS, NEEDS_ANSWERS, NEEDS_REVIEW
+from frontend.library import ENDING_LABELS
 from frontend.progress import WAITING
 from research import endings
+from research.standing import NEEDS_ANSWERS, NEEDS_REVIEW
 
 
 @cache

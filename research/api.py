@@ -250,7 +250,7 @@ def run_plan(request: Request, run_id: int) -> Response:
 
 @extend_schema(
     request=json_or_form(PlanApproveSerializer),
-    responses=PlanSerializer,
+    responses={200: PlanSerializer, 409: RefusalSerializer},
 )
 @api_view(["POST"])
 def run_plan_approve(request: Request, run_id: int) -> Response:
@@ -264,7 +264,7 @@ def run_plan_approve(request: Request, run_id: int) -> Response:
 
 @extend_schema(
     request=json_or_form(NoteSerializer),
-    responses={201: MessageSerializer},
+    responses={201: MessageSerializer, 409: RefusalSerializer},
 )
 @api_view(["POST"])
 @throttle_classes([NotesThrottle])

@@ -7,12 +7,12 @@ from rest_framework.response import Response
 
 from research import selectors, services
 from research.api_helpers import checked, json_or_form
-from research.serializers import ClarifyAnswerSerializer, RunOutputSerializer
+from research.serializers import ClarifyAnswerSerializer, RefusalSerializer, RunOutputSerializer
 
 
 @extend_schema(
     request=json_or_form(ClarifyAnswerSerializer),
-    responses=RunOutputSerializer,
+    responses={200: RunOutputSerializer, 409: RefusalSerializer},
 )
 @api_view(["POST"])
 def run_clarify(request: Request, run_id: int) -> Response:

@@ -124,10 +124,19 @@ def test_bad_answers_are_refused_naming_the_field_and_the_research_keeps_waiting
     assert api_for(bob).post(url, {"skip": True}, format="json").status_code == 404
     assert Run.objects.get(pk=shown["id"]).status == "paused"
 
+    both = api.post(url, {"answers": ["Alpine", "for a talk"], "skip": True}, format="json")
+    assert both.status_code == 400  # the answers were thrown away without a word
+    assert both.json() == {
+        "skip": [
+            "answers and skip go apart: send the answers, or skip (true) to start without them."
+        ]
+    }
     assert api.post(url, {"answers": ["", "for a talk"]}, format="json").status_code == 200
     again = api.post(url, {"skip": True}, format="json")
-    assert again.status_code == 400
-    assert "is not waiting for answers to questions" in again.json()["status"][0]
+    assert again.status_code == 409  # a refusal of what the research's state allows
+    assert again.json()["detail"].startswith(
+        f"research {shown['id']} is not waiting for answers to questions: it is "
+    )
     # A plan approval is not an answer: the clarify step has its own door.
     wait_finished(Run.objects.get(pk=shown["id"]))
 
@@ -137,8 +146,10 @@ def test_a_plan_approval_does_not_answer_the_questions(agent_pool, scripted_llm,
 
     approved = api.post(f"{URL}/{shown['id']}/plan/approve", {}, format="json")
 
-    assert approved.status_code == 400
-    assert "not waiting for a plan review" in approved.json()["status"][0]
+    assert approved.status_code == 409
+    assert approved.json()["detail"] == (
+        f"research {shown['id']} is not waiting for a plan review: it needs your answers."
+    )
     assert Run.objects.get(pk=shown["id"]).status == "paused"
     api.post(f"{URL}/{shown['id']}/cancel")
 

@@ -100,7 +100,7 @@ def test_a_run_without_a_report_exports_as_json_only(api, run_factory):
         response = export(api, run.pk, format)
         assert response.status_code == 409
         assert response.json()["detail"] == (
-            f"research {run.pk} has no report yet (queued); export it as json."
+            f"research {run.pk} has no report yet: it is queued; export it as json."
         )
     assert export(api, run.pk, "json").status_code == 200
 

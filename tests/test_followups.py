@@ -93,8 +93,10 @@ def test_a_followup_lead_starts_from_the_earlier_report_and_cites_its_sources_as
         (987654, "no research with id 987654."),
         ("bob's", "no research with id {bob}."),
         ("child", "run {child} is a sub-agent: follow up its research (run {root}) instead."),
-        ("working", "research {working} is still working: only a done research with a report"),
-        ("failed", "research {failed} is failed: only a done research with a report can be"),
+        ("working", "research {working} is queued: only a done research with a report"),
+        ("failed", "research {failed} has ended (failed: the model failed): only a done"),
+        ("cancelled", "research {cancelled} has ended (cancelled by the user): only a done"),
+        ("paused", "research {paused} needs your review: only a done research with a report"),
     ],
 )
 def test_a_bad_follows_is_a_400_naming_the_field(api_for, alice, bob, follows, words):
@@ -105,9 +107,22 @@ def test_a_bad_follows_is_a_400_naming_the_field(api_for, alice, bob, follows, w
     working = services.run_start(owner=alice, topic="Working")
     launch = services.Launch(name="alpha", reason="why", task="part", max_steps=3)
     child = services.subagent_create(parent_id=working.pk, launch=launch)
+    cancelled = services.run_start(owner=alice, topic="Cancelled")
+    services.run_finish(run_id=cancelled.pk, error=services.CANCELLED_BY_USER)
+    paused = services.run_start(owner=alice, topic="Paused")
+    services.run_claim(run_id=paused.pk)
+    services.plan_write(root_id=paused.pk, items=["One"])
+    assert services.plan_pause(root_id=paused.pk)
     bobs = services.run_start(owner=bob, topic="Bob's")
     services.run_finish(run_id=bobs.pk, report="# Bob's")
-    ids = {"bob's": bobs.pk, "child": child.pk, "working": working.pk, "failed": failed.pk}
+    ids = {
+        "bob's": bobs.pk,
+        "child": child.pk,
+        "working": working.pk,
+        "failed": failed.pk,
+        "cancelled": cancelled.pk,
+        "paused": paused.pk,
+    }
     before = Run.objects.count()
 
     response = api_for(alice).post(
@@ -118,7 +133,9 @@ def test_a_bad_follows_is_a_400_naming_the_field(api_for, alice, bob, follows, w
 
     assert response.status_code == 400
     expected = words.format(
-        bob=bobs.pk, child=child.pk, root=working.pk, working=working.pk, failed=failed.pk
+        bob=bobs.pk,
+        root=working.pk,
+        **{key: value for key, value in ids.items() if key != "bob's"},
     )
     assert response.json()["follows"][0].startswith(expected), response.json()
     assert Run.objects.count() == before
@@ -140,7 +157,7 @@ def test_the_cli_and_mcp_start_a_followup(alice, settings, capsys):
     cli = Run.objects.get(topic="Why two a day?")
     assert cli.follows_id == earlier.pk
     assert str(cli.pk) in capsys.readouterr().out
-    with pytest.raises(CommandError, match=f"research {cli.pk} is still working"):
+    with pytest.raises(CommandError, match=f"research {cli.pk} is queued"):
         call_command("research", "start", "And?", "--follows", str(cli.pk), "--no-wait")
 
     async def work(client) -> tuple:
@@ -197,7 +214,7 @@ def test_the_page_refuses_a_followup_of_a_working_or_someone_elses_research(clie
 
     response = client.post(f"/runs/{working.pk}/follow-up", {"question": "And then?"}, follow=True)
 
-    assert f"Research {working.pk} is still working: only a done research" in response.text
+    assert f"Research {working.pk} is queued: only a done research" in response.text
     assert not Run.objects.filter(follows=working).exists()
     client.force_login(bob)
     assert client.post(f"/runs/{working.pk}/follow-up", {"question": "Mine?"}).status_code == 404

@@ -175,8 +175,8 @@ def test_a_reviewed_plan_waits_for_approval_and_resumes_after_a_server_restart(
             assert approved.status_code == 200, approved.text
             assert approved.json()["approved"] and approved.json()["version"] == 2
             again = client.post(f"/research/{root_id}/plan/approve", json={})
-            assert again.status_code == 400
-            assert "is not waiting for a plan review" in again.json()["status"][0]
+            assert again.status_code == 409
+            assert "is not waiting for a plan review: it is " in again.json()["detail"]
             wait_for(
                 lambda: client.get(f"/research/{root_id}").json()["status"] == "done", timeout=30
             )
@@ -438,12 +438,10 @@ def test_notes_that_cannot_be_sent_are_refused_with_the_reason(api, api_for, bob
     assert empty.status_code == 400 and empty.json() == {"text": ["text must not be empty."]}
     services.run_finish(run_id=run.pk, report="done")
     ended = api.post(f"/v1/gb/research/{run.pk}/notes", {"text": "too late"}, format="json")
-    assert ended.status_code == 400
+    assert ended.status_code == 409
     assert ended.json() == {
-        "run": [
-            f"the root agent (run {run.pk}) has ended (done): a note reaches only an agent "
-            "that is still working."
-        ]
+        "detail": f"the root agent (run {run.pk}) has ended (done): a note reaches only an "
+        "agent that is still working."
     }
     assert not Message.objects.exists()
 

@@ -113,8 +113,9 @@ def test_every_page_carries_the_words_its_scripts_redraw(client, alice, settings
     import json
     from html import unescape
 
-    from frontend.library import ENDING_LABELS, NEEDS_ANSWERS, NEEDS_REVIEW
+    from frontend.library import ENDING_LABELS
     from research import endings
+    from research.standing import NEEDS_ANSWERS, NEEDS_REVIEW
 
     client.force_login(alice)
     for address in ("/", "/kb/"):

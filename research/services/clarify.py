@@ -11,11 +11,12 @@ the answers join the root's task (agents.loop.instructions), so the whole tree w
 from django.db import transaction
 
 from research.clean import strip_controls
-from research.errors import InvalidInput
+from research.errors import Conflict, InvalidInput
 from research.events import RunClarify, publish, tree_lock
 from research.models import Run, State, Status
 from research.services.plans import plan_pause, root_resume
 from research.services.texts import validate_texts
+from research.standing import said
 
 MAX_QUESTIONS = 3
 QUESTION_MAX_CHARS = 300
@@ -102,11 +103,20 @@ def clarify_answer(*, run: Run, answers: object = None, skip: bool = False) -> d
     """The analyst's answers to the lead's questions (or a skip): stored, shown, and the root
     queued again to start with them in its task. Returns the run's `clarification`."""
     tree_lock(root_id=run.root_id)
-    run.refresh_from_db(fields=["status", "state", "clarification"])
-    if not run.is_root or run.status != Status.PAUSED or run.state != State.CLARIFYING:
+    run.refresh_from_db(fields=["status", "state", "clarification", "error"])
+    if not run.is_root:
+        raise Conflict(
+            f"run {run.pk} is a sub-agent: only its research (run {run.root_id}) "
+            "asks the analyst questions."
+        )
+    if run.status != Status.PAUSED or run.state != State.CLARIFYING:
+        raise Conflict(
+            f"research {run.pk} is not waiting for answers to questions: it {said(run)}."
+        )
+    if skip and answers:
         raise InvalidInput(
-            f"research {run.pk} is not waiting for answers to questions (it is {run.status}).",
-            field="status",
+            "answers and skip go apart: send the answers, or skip (true) to start without them.",
+            field="skip",
         )
     questions = run.clarification["questions"]
     cleaned = [] if skip else validate_answers(answers, asked=len(questions))

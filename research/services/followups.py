@@ -10,6 +10,7 @@ from django.contrib.auth.models import AbstractBaseUser
 
 from research.errors import InvalidInput
 from research.models import Citation, Run, Source, Status
+from research.standing import said
 
 FIELD = "follows"
 
@@ -31,11 +32,9 @@ def followed_research(*, owner: AbstractBaseUser, run_id: object) -> Run | None:
             field=FIELD,
         )
     if run.status != Status.DONE or not run.report:
-        state = "still working" if run.is_active else "done without a report"
-        if run.status == Status.FAILED:
-            state = "failed"
+        state = "is done without a report" if run.status == Status.DONE else said(run)
         raise InvalidInput(
-            f"research {run_id} is {state}: only a done research with a report can be followed up.",
+            f"research {run_id} {state}: only a done research with a report can be followed up.",
             field=FIELD,
         )
     return run

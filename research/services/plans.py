@@ -17,12 +17,13 @@ from django.db.models import F, Max
 from django.utils import timezone
 
 from research.clean import strip_controls
-from research.errors import InvalidInput
+from research.errors import Conflict, InvalidInput
 from research.events import RunMessage, RunPlan, RunStateChanged, publish, tree_lock
 from research.events.payloads import ANALYST
 from research.models import ACTIVE_STATUSES, Message, Plan, Run, RunState, State, Status
 from research.services.announce import roots_queued, runs_flagged
 from research.services.texts import validate_texts
+from research.standing import said
 
 PLAN_ITEM_MAX_CHARS = Run._meta.get_field("plan_item").max_length
 REVIEW_DETAIL = "waiting for the analyst to approve the plan"
@@ -129,12 +130,14 @@ def plan_approve(*, run: Run, items: object = None) -> Plan:
     """Approve the paused root's plan as it is, or as the analyst edited it (a new version),
     and queue the root again: any agent pool resumes it from the approved plan."""
     tree_lock(root_id=run.root_id)
-    run.refresh_from_db(fields=["status", "state"])
-    if not run.is_root or run.status != Status.PAUSED or run.state == State.CLARIFYING:
-        raise InvalidInput(
-            f"research {run.pk} is not waiting for a plan review (it is {run.status}).",
-            field="status",
+    run.refresh_from_db(fields=["status", "state", "error"])
+    if not run.is_root:
+        raise Conflict(
+            f"run {run.pk} is a sub-agent: only its research (run {run.root_id}) "
+            "has a plan to review."
         )
+    if run.status != Status.PAUSED or run.state == State.CLARIFYING:
+        raise Conflict(f"research {run.pk} is not waiting for a plan review: it {said(run)}.")
     plan = current_plan(root_id=run.pk)
     if items is not None and validate_plan_items(items) != plan.items:
         plan = plan_write(root_id=run.pk, items=items, author=Plan.Author.ANALYST)
@@ -178,13 +181,11 @@ def note_send(*, run: Run, author_id: int, text: object) -> Message:
     if len(text) > limit:
         raise InvalidInput(f"text is {len(text)} characters; the limit is {limit}.", field="text")
     tree_lock(root_id=run.root_id)
-    run.refresh_from_db(fields=["status"])
+    run.refresh_from_db(fields=["status", "error"])
     if run.status not in ACTIVE_STATUSES:
         who = f'agent "{run.name}"' if run.name else "the root agent"
-        raise InvalidInput(
-            f"{who} (run {run.pk}) has ended ({run.status}): a note reaches only an agent "
-            "that is still working.",
-            field="run",
+        raise Conflict(
+            f"{who} (run {run.pk}) {said(run)}: a note reaches only an agent that is still working."
         )
     # Returned with its recipient loaded: what the API and MCP show of it needs no read.
     note = Message.objects.create(from_run=None, author_id=author_id, to_run=run, text=text)

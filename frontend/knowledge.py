@@ -21,7 +21,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from frontend.passages import search_snippet
 from frontend.rendering import sentence
 from research import selectors, services
-from research.errors import InvalidInput, NotFound
+from research.errors import Conflict, InvalidInput, NotFound
 from research.fulltext import (
     HEAD_CHARS,
     QUESTION_MAX,
@@ -206,7 +206,11 @@ def knowledge_base_delete(request: HttpRequest, dataset_id: int) -> HttpResponse
     their sources (services.dataset_delete)."""
     dataset = _dataset_or_404(request, dataset_id)
     documents = dataset.documents.count()
-    services.dataset_delete(dataset=dataset)
+    try:
+        services.dataset_delete(dataset=dataset)
+    except Conflict as refused:
+        messages.error(request, refused.message[0].upper() + refused.message[1:])
+        return redirect("knowledge-base", dataset_id=dataset.pk)
     noun = "document" if documents == 1 else "documents"
     messages.success(request, f"Deleted {dataset.name} and its {documents} {noun}.")
     return redirect("knowledge-bases")

@@ -26,6 +26,7 @@ from research.serializers import (
     DocumentOutputSerializer,
     DocumentUploadSerializer,
     QueryInputSerializer,
+    RefusalSerializer,
 )
 
 
@@ -70,7 +71,7 @@ def datasets(request: Request) -> Response:
 
 
 @extend_schema(methods=["GET"], responses=DatasetOutputSerializer)
-@extend_schema(methods=["DELETE"], responses={204: None})
+@extend_schema(methods=["DELETE"], responses={204: None, 409: RefusalSerializer})
 @api_view(["GET", "DELETE"])
 def dataset_detail(request: Request, dataset_id: int) -> Response:
     dataset = _dataset(request, dataset_id)
@@ -98,7 +99,7 @@ def dataset_documents(request: Request, dataset_id: int) -> Response:
 
 
 @extend_schema(methods=["GET"], responses=DocumentOutputSerializer)
-@extend_schema(methods=["DELETE"], responses={204: None})
+@extend_schema(methods=["DELETE"], responses={204: None, 409: RefusalSerializer})
 @api_view(["GET", "DELETE"])
 def dataset_document(request: Request, dataset_id: int, document_id: int) -> Response:
     """One document of the dataset; DELETE removes it with its passages."""

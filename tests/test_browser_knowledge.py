@@ -279,13 +279,30 @@ def test_a_knowledge_base_is_deleted_from_its_page_after_a_confirmation(
 ):
     """The knowledge-base pages could delete a document but not the knowledge base: only
     the API could. Its page's Delete asks first, names what goes, and the research that
-    used it keeps its page."""
+    used it keeps its page. While a research that searches it has not ended (it waited for
+    its analyst's answers, and went on without it), the delete is refused in words."""
     dataset = dataset_create(owner=alice, name=f"Old notes ({page.size_name})")
     for name in ("a.md", "b.md"):
         document_add(dataset=dataset, title=name, data=NOTES.encode(), filename=name)
     research = run_factory(owner=alice, dataset_id=dataset.pk)
+    # It waits for its plan's review: no agent takes it meanwhile.
+    assert services.run_claim(run_id=research.pk) is not None
+    services.plan_write(root_id=research.pk, items=["Old notes"])
+    assert services.plan_pause(root_id=research.pk)
     log_in(page, server, "alice")
     page.goto(f"{server.url}/kb/{dataset.pk}/")
+
+    page.locator(".kb-actions").get_by_text("Delete", exact=True).click()
+    page.locator(".kb-actions .confirm-box").get_by_role("button", name="Delete for good").click()
+    expect(page).to_have_url(f"{server.url}/kb/{dataset.pk}/")
+    expect(page.get_by_role("status")).to_have_text(
+        f'Knowledge base "{dataset.name}" is searched by research {research.pk}, which has '
+        "not ended: cancel it or let it end, then delete the knowledge base."
+    )
+    assert Document.objects.filter(dataset_id=dataset.pk).count() == 2
+    no_sideways_scroll(page, "refused")
+    shot(page, "10-delete-refused")
+    services.run_finish(run_id=research.pk, report="# Notes")
 
     page.locator(".kb-actions").get_by_text("Delete", exact=True).click()
     confirm = page.locator(".kb-actions .confirm-box")

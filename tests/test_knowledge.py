@@ -19,7 +19,7 @@ from agents.tools.base import ToolError
 from agents.tools.knowledge import QUERY, REMEMBER
 from research import services
 from research.fulltext import chunk_text, search_chunks
-from research.models import Chunk, Dataset, Document, Source
+from research.models import Chunk, Dataset, Document, Run, Source
 from research.services import datasets
 from research.services.datasets import dataset_create, document_add
 from tests.conftest import statements_waiting_on_a_lock, wait_for
@@ -280,6 +280,33 @@ def test_bob_cannot_see_query_or_delete_alices_dataset(alice, bob):
     assert alices.delete(reverse("api:dataset-detail", args=[dataset.pk])).status_code == 204
     assert alices.get(reverse("api:dataset-detail", args=[dataset.pk])).status_code == 404
     assert Chunk.objects.count() == 0
+
+
+@pytest.mark.django_db
+def test_a_knowledge_base_a_research_still_searches_is_not_deleted(alice):
+    """A research waiting for its analyst's answers lost its knowledge base to a delete and
+    went on without it, reporting the query tool's error as its finding: refused (409)."""
+    from research import services
+
+    dataset = dataset_create(owner=alice, name="Estuaries")
+    document_add(dataset=dataset, title="", data=b"# Bores\n\nA bore is a wave.", filename="b.md")
+    waiting = services.run_start(owner=alice, topic="Severn bore", dataset_id=dataset.pk)
+    other = services.run_start(owner=alice, topic="Trent aegir", dataset_id=dataset.pk)
+    client = client_for(alice)
+    url = reverse("api:dataset-detail", args=[dataset.pk])
+
+    refused = client.delete(url)
+    assert refused.status_code == 409
+    assert refused.json() == {
+        "detail": f'knowledge base "Estuaries" is searched by researches {waiting.pk}, '
+        f"{other.pk}, which have not ended: cancel them or let them end, then delete the "
+        "knowledge base."
+    }
+    assert Chunk.objects.filter(dataset=dataset).exists()
+    services.run_finish(run_id=waiting.pk, report="# Bores")
+    services.run_finish(run_id=other.pk, error=services.CANCELLED_BY_USER)
+    assert client.delete(url).status_code == 204
+    assert Run.objects.get(pk=waiting.pk).dataset_id is None  # its record stays
 
 
 @pytest.mark.django_db

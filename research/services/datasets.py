@@ -8,9 +8,9 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 
 from research.clean import strip_controls
-from research.errors import InvalidInput
+from research.errors import Conflict, InvalidInput
 from research.fulltext import chunk_text, normalise_text
-from research.models import Chunk, Dataset, Document, Run
+from research.models import ACTIVE_STATUSES, Chunk, Dataset, Document, Run
 from research.text import UnreadableFile, declared_charset, decode, html_text, pdf_text
 
 MAX_FILE_BYTES = 25 * 1024 * 1024
@@ -54,8 +54,26 @@ def dataset_create(*, owner: AbstractBaseUser, name: str, description: str = "")
         raise taken from None
 
 
+@transaction.atomic
 def dataset_delete(*, dataset: Dataset) -> None:
-    """Delete a dataset with its documents and chunks; runs that used it keep their sources."""
+    """Delete a dataset with its documents and chunks; runs that used it keep their sources.
+    Refused while a research that searches it has not ended: one waiting for its analyst's
+    answers went on without it and reported the query tool's error as its finding."""
+    Dataset.objects.select_for_update().filter(pk=dataset.pk).first()  # starts wait for this
+    using = list(
+        Run.objects.filter(dataset=dataset, parent__isnull=True, status__in=ACTIVE_STATUSES)
+        .order_by("pk")
+        .values_list("pk", flat=True)[:4]
+    )
+    if using:
+        one = len(using) == 1
+        named = ", ".join(map(str, using[:3])) + (" and more" if len(using) > 3 else "")
+        them = "it" if one else "them"
+        raise Conflict(
+            f'knowledge base "{dataset.name}" is searched by research{"" if one else "es"} '
+            f"{named}, which {'has' if one else 'have'} not ended: cancel {them} or let {them} "
+            "end, then delete the knowledge base."
+        )
     dataset.delete()
 
 

@@ -763,7 +763,7 @@ def test_plan_approve_and_note_do_what_the_page_does(db, alice, bob, run_factory
         f" sent to the lead agent of research {run_id}; it reads it at its next step.\n"
     )
     services.run_finish(run_id=run_id, report="done")
-    with pytest.raises(CommandError, match=r"invalid id: the root agent \(run \d+\) has ended"):
+    with pytest.raises(CommandError, match=r"^the root agent \(run \d+\) has ended \(done\)"):
         research("note", str(run_id), "too late", "--user", "alice")
 
 

@@ -73,9 +73,12 @@ def test_an_assistant_reads_a_paused_plan_approves_it_edited_and_the_research_re
     assert seen["done"]["status"] == "done"
     assert wait_finished(Run.objects.get(pk=research_id)).report.startswith(REPORT)
     rest = api.post(f"/v1/gb/research/{research_id}/plan/approve", {}, format="json")
-    assert rest.status_code == 400
-    assert seen["again"] == rest.json()["status"][0]
-    assert seen["again"] == f"research {research_id} is not waiting for a plan review (it is done)."
+    assert rest.status_code == 409
+    assert seen["again"] == rest.json()["detail"]
+    assert (
+        seen["again"]
+        == f"research {research_id} is not waiting for a plan review: it has ended (done)."
+    )
 
     async def as_bob(client: Client) -> list[str]:
         return [

@@ -331,7 +331,7 @@ def test_send_note_reaches_a_working_agent_and_is_refused_as_the_rest_api_refuse
         "Prefer primary sources.",
     )
     rest = api.post(f"/v1/gb/research/{ended.pk}/notes", {"text": "too late"}, format="json")
-    assert alices["late"] == rest.json()["run"][0]
+    assert rest.status_code == 409 and alices["late"] == rest.json()["detail"]
     assert in_process(bob, as_bob) == f"no research with id {working.pk}."
     assert Message.objects.filter(to_run=working).count() == 1
 

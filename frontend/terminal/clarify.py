@@ -3,7 +3,7 @@ before it started, or skip them; without answers, print the questions (each with
 once given) and how to answer them while it waits."""
 
 from django.contrib.auth.models import AbstractBaseUser
-from django.core.management.base import CommandParser
+from django.core.management.base import CommandError, CommandParser
 
 from research import selectors, services
 from research.models import Run
@@ -33,9 +33,17 @@ def answer_lines(user: AbstractBaseUser, options: dict) -> list[str]:
 
 
 def question_lines(run: Run) -> list[str]:
+    """The questions and their answers; refused (exit 1) for a run that asked none, as the
+    API refuses answers to it: a script reads the status, not the words."""
     asked = run.clarification or {"questions": [], "answers": None}
+    if not run.is_root:
+        raise CommandError(
+            f"run {run.pk} is a sub-agent: it asked no questions (its research, "
+            f"{run.root_id}, asks them)."
+        )
     if not asked["questions"]:
-        return [f"research {run.pk} asked no questions."]
+        yet = " yet" if run.may_clarify and run.is_active else ""
+        raise CommandError(f"research {run.pk} asked no questions{yet}.")
     answers = asked["answers"] or []
     lines = [
         f"{number}\t{question}" + (f"\t{answers[number - 1]}" if number <= len(answers) else "")

@@ -7,8 +7,10 @@ the others are plain model fields. Times are ISO 8601, money a decimal string.
 
 import json
 from collections import defaultdict
+from pathlib import Path
 from urllib.parse import unquote
 
+from django.core.management.base import CommandError
 from django.utils import timezone
 from rest_framework import serializers
 
@@ -163,3 +165,22 @@ def provenance(citation) -> str:
     if not citation.found_by:
         return "verified, seen by the root agent"
     return f"verified, seen by sub-agent {citation.found_by}"
+
+
+def output_path(output: str, export_format: str) -> Path:
+    """Where `research export -o` writes, refused before the export is made when it cannot
+    be: a directory, or a file in a directory that does not exist."""
+    path = Path(output)
+    if path.is_dir():
+        example = path / f"research.{export_format}"
+        raise CommandError(f"cannot write {output}: it is a directory (give a file: -o {example}).")
+    if not path.parent.exists():
+        raise CommandError(f"cannot write {output}: the directory {path.parent} does not exist.")
+    return path
+
+
+def write_output(path: Path, content: bytes) -> None:
+    try:
+        path.write_bytes(content)
+    except OSError as error:  # no permission, a file where a directory should be, disk full
+        raise CommandError(f"cannot write {path}: {error.strerror or error}.") from None

@@ -6,17 +6,26 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.management.base import CommandError
 
-USER_HELP = (
-    "the user whose researches to work on (a username). Default: $CANOPY_USER, else the only "
-    "user of the database, else the only superuser."
-)
+
+def user_help(user: str) -> str:
+    """--user's help: `user` says what the user is for, in the command's terms."""
+    return (
+        f"{user} (a username). Default: $CANOPY_USER, else the only user of the database, "
+        "else the only superuser."
+    )
 
 
-def resolve_user(username: str | None) -> AbstractBaseUser:
+USER_HELP = user_help("the user whose researches to work on")
+
+
+def resolve_user(
+    username: str | None, *, which: str = "whose researches to work on"
+) -> AbstractBaseUser:
     """The named user, or the default one; a clear error when there is none or no single one.
 
     Guessing among several accounts would act on someone else's researches, so the fallback
-    only takes an account when there is exactly one candidate.
+    only takes an account when there is exactly one candidate. `which` says what --user
+    decides, in the command's terms, for the refusal that asks for it.
     """
     User = get_user_model()
     username = username or os.environ.get("CANOPY_USER", "")
@@ -33,4 +42,4 @@ def resolve_user(username: str | None) -> AbstractBaseUser:
         return superusers[0]
     if not users:
         raise CommandError("the database has no user: create one (manage.py first_user).")
-    raise CommandError("several users could own this research: pass --user or set CANOPY_USER.")
+    raise CommandError(f"several users exist: pass --user or set CANOPY_USER to say {which}.")

@@ -22,10 +22,8 @@ from typing import Annotated, Any, Literal
 import anyio
 from django.contrib.auth.models import AbstractBaseUser
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import Field
-from pydantic import ValidationError as ArgumentsError
 from rest_framework.exceptions import ValidationError
 
 from research import selectors, services
@@ -44,6 +42,7 @@ from research.mcp_server.answers import (
 )
 from research.mcp_server.clarify import ClarifyTools
 from research.mcp_server.plans import PlanTools
+from research.mcp_server.server import CanopyServer
 from research.mcp_server.threads import run_sync
 from research.models import ACTIVE_STATUSES, Status
 from research.ops.throttles import NotesThrottle, throttle_check
@@ -82,26 +81,6 @@ def build_server(
     )
     register(server, Tools(owner_of=owner_of, on_started=on_started))
     return server
-
-
-class CanopyServer(MCPServer):
-    """The SDK's server, with arguments that do not fit a tool's schema named the way the
-    REST API names a bad field (`max_steps: ...`), without pydantic's links and echoes."""
-
-    async def call_tool(self, name: str, arguments: dict[str, Any], context=None):
-        try:
-            return await super().call_tool(name, arguments, context)
-        except ToolError as error:
-            if isinstance(error.__cause__, ArgumentsError):
-                raise ToolError(_arguments_text(error.__cause__)) from error.__cause__
-            raise
-
-
-def _arguments_text(error: ArgumentsError) -> str:
-    return " ".join(
-        f"{'.'.join(str(part) for part in problem['loc']) or 'arguments'}: {problem['msg']}."
-        for problem in error.errors()
-    )
 
 
 def register(server: MCPServer, tools: "Tools") -> None:

@@ -13,13 +13,16 @@ import anyio
 from django.core.management.base import BaseCommand, CommandParser
 
 from agents.hosting import LocalAgents
-from frontend.terminal.users import USER_HELP, resolve_user
+from frontend.terminal.users import resolve_user, user_help
 from research import endings
 from research.mcp_server.tools import build_server
 
 log = logging.getLogger(__name__)
 
 LOCAL_STOPPED = endings.MCP_SESSION_CLOSED
+USER_HELP = user_help(
+    "the user the MCP server acts for: its tools start and read that user's researches"
+)
 
 
 class Command(BaseCommand):
@@ -29,7 +32,7 @@ class Command(BaseCommand):
         parser.add_argument("--user", help=USER_HELP)
 
     def handle(self, *args, **options) -> None:
-        user = resolve_user(options.get("user"))
+        user = resolve_user(options.get("user"), which="which user the MCP server acts for")
         agents = SessionAgents()
         server = build_server(owner_of=lambda ctx: user.pk, on_started=agents.take)
         try:

@@ -10,7 +10,6 @@ import argparse
 import os
 import sys
 from collections.abc import Callable
-from pathlib import Path
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.core.management.base import BaseCommand, CommandError, CommandParser
@@ -20,7 +19,7 @@ from frontend.exports import FORMATS, ExportError, export_run
 from frontend.library import status_label
 from frontend.terminal import render
 from frontend.terminal.clarify import ANSWER_HELP, add_answer_arguments, answer_lines
-from frontend.terminal.export import export_json
+from frontend.terminal.export import export_json, output_path, write_output
 from frontend.terminal.plan import plan_lines
 from frontend.terminal.runner import LOCAL_STOPPED, TreeRunner
 from frontend.terminal.tree import TreeModel
@@ -329,6 +328,7 @@ class Command(BaseCommand):
             raise CommandError(
                 f"a {binary.upper()} is written to a file: add --output research.{binary}."
             )
+        output = options["output"] and output_path(options["output"], options["format"])
         if options["format"] == "json" and options["events"]:
             content = export_json(run, events=True).encode()
         else:
@@ -336,8 +336,8 @@ class Command(BaseCommand):
                 content = export_run(run, options["format"]).content
             except ExportError as error:
                 raise CommandError(error.message) from None
-        if options["output"]:
-            Path(options["output"]).write_bytes(content)
+        if output:
+            write_output(output, content)
             self.write(f"research {run.pk}: {options['format']} written to {options['output']}.")
             return
         text = content.decode().removesuffix("\n")

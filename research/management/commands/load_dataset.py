@@ -11,7 +11,8 @@ from pathlib import Path
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
-from research.errors import InvalidInput
+from research.clean import strip_controls
+from research.errors import ResearchError
 from research.models import Dataset, Document
 from research.services.datasets import dataset_create, document_add, file_type
 
@@ -46,9 +47,13 @@ class Command(BaseCommand):
         files = supported_files(root)
         if not files:
             raise CommandError(f"{folder} has no text, Markdown, HTML or PDF file.")
-        dataset = Dataset.objects.filter(owner=owner, name=name.strip()).first()
+        # The name as dataset_create stores it, so a second run finds the dataset it made.
+        dataset = Dataset.objects.filter(owner=owner, name=strip_controls(name).strip()).first()
         if dataset is None:
-            dataset = dataset_create(owner=owner, name=name, description=description)
+            try:
+                dataset = dataset_create(owner=owner, name=name, description=description)
+            except ResearchError as error:
+                raise CommandError(f"invalid --name: {error.message}") from None
             self.stdout.write(f"Created dataset {dataset.name!r} (id {dataset.pk}).")
         self.loaded = self.skipped = 0
         self.failures: list[str] = []
@@ -75,7 +80,10 @@ class Command(BaseCommand):
     def _load(self, dataset: Dataset, root: Path, path: Path) -> str:
         """Load one file; the line that tells what happened to it."""
         relative = path.relative_to(root).as_posix()
-        data = path.read_bytes()
+        try:
+            data = path.read_bytes()
+        except OSError as error:  # unreadable, or gone since the folder was listed
+            return self._failed(relative, error.strerror or str(error))
         if Document.objects.filter(
             dataset=dataset, sha256=hashlib.sha256(data).hexdigest()
         ).exists():
@@ -90,11 +98,14 @@ class Command(BaseCommand):
                 source=relative,
                 title_given=False,  # the file's path: its text's heading names it
             )
-        except InvalidInput as error:
-            self.failures.append(f"{relative}: {error.message}")
-            return f"failed  {relative}: {error.message}"
+        except ResearchError as error:
+            return self._failed(relative, error.message)
         self.loaded += 1
         return f"loaded  {relative} ({document.chunks.count()} chunks)"
+
+    def _failed(self, relative: str, reason: str) -> str:
+        self.failures.append(f"{relative}: {reason}")
+        return f"failed  {relative}: {reason}"
 
     def _summary(self, dataset: Dataset) -> None:
         total = dataset.documents.count()

@@ -4,6 +4,7 @@ answers, which were part of its task. Worded once here for every format."""
 
 from dataclasses import dataclass
 
+from research.markdown import literal
 from research.models import Run
 
 HEADING = "Questions before it started"
@@ -38,8 +39,9 @@ def markdown_section(run: Run) -> str:
     shown = asked(run)
     if shown is None:
         return ""
+    # The lead's questions and the analyst's answers as they wrote them: "<b>" stays text.
     lines = [
-        f"{number}. **{question}** {answer}"
+        f"{number}. **{literal(question)}** {literal(answer)}"
         for number, (question, answer) in enumerate(shown.pairs, start=1)
     ]
     return f"## {HEADING}\n\n{shown.intro}\n\n" + "\n".join(lines)

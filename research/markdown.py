@@ -6,6 +6,8 @@ only the tags and attributes below (headings keep their ids: the report's conten
 them) and only http, https and mailto links, each opening in a new tab without the opener.
 """
 
+import re
+
 import nh3
 from markdown_it import MarkdownIt
 
@@ -21,6 +23,20 @@ ALLOWED_ATTRIBUTES = {
     "mark": {"class", "title"},
 }
 URL_SCHEMES = {"http", "https", "mailto"}
+
+# The marks Markdown reads in a line of text, and the addresses `literal` leaves whole.
+MARKUP = re.compile(r"[\\`*_\[\]<>|~#&]")
+ADDRESS = re.compile(r"(?:https?|kb)://[^\s)\]>\"']+")
+
+
+def literal(text: str) -> str:
+    """Plain text as Markdown that shows it as written, on one line: "__init__" stays
+    itself, not a bold "init", and "<img ...>" stays text in any viewer. Addresses are left
+    whole, so they are still read as links and sources."""
+    text = " ".join(text.split())
+    parts, addresses = ADDRESS.split(text), ADDRESS.findall(text)
+    escaped = [MARKUP.sub(r"\\\g<0>", part) for part in parts]
+    return "".join(part + address for part, address in zip(escaped, [*addresses, ""], strict=True))
 
 
 def markdown() -> MarkdownIt:

@@ -57,3 +57,25 @@ def test_a_skip_is_said_and_a_research_that_asked_nothing_has_no_section(api, ru
     assert "the analyst skipped them, so it worked from the topic as written" in markdown
     assert "1. **Which otters?** (skipped)" in markdown
     assert "Questions before" not in export(api, plain.pk, "md").content.decode()
+
+
+def test_an_answer_reads_as_written_in_markdown_not_as_markup(api, run_factory):
+    """An answer of `<img src=x onerror=alert(1)> **not bold**` went into the Markdown
+    export raw: a viewer drew it as HTML and bold, where the report's title escaped it."""
+    from research.markdown import markdown as parser
+    from research.markdown import sanitize
+
+    answer = "<img src=x onerror=alert(1)> **not bold**\n# not a heading, see https://a.org/x_y"
+    root = clarified(run_factory, answers=[answer, "__init__ & co"])
+
+    exported = export(api, root.pk, "md").content.decode()
+
+    assert (
+        "1. **Which otters?** \\<img src=x onerror=alert(1)\\> \\*\\*not bold\\*\\* \\# not a "
+        "heading, see https://a.org/x_y\n2. **For whom is the report?** \\_\\_init\\_\\_ \\& co"
+    ) in exported
+    section = exported[exported.index("## Questions") : exported.index("---")]
+    shown = sanitize(parser().render(section))
+    assert "<img" not in shown and "<h1>" not in shown and "<strong>not bold" not in shown
+    assert "&lt;img src=x onerror=alert(1)&gt; **not bold** # not a heading" in shown
+    assert "__init__ &amp; co" in shown

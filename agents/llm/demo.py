@@ -14,9 +14,10 @@ from typing import Any
 
 from agents.llm.base import ChatResponse, ToolCall
 from agents.llm.demo_followup import earlier_section, split_task
-from agents.llm.demo_verifier import CITED, MARKUP, verify_draft
+from agents.llm.demo_verifier import CITED, verify_draft
 from agents.loop.calls import SPAWNS
 from research.fulltext import source_names
+from research.markdown import literal
 from research.services.clarify import ANSWERS_HEAD
 from research.text import STOP_WORDS
 
@@ -313,13 +314,8 @@ def report_title(task: str, limit: int = 200) -> str:
     return as_markdown(" ".join(kept))
 
 
-def as_markdown(text: str) -> str:
-    """Plain text as Markdown that shows it as written: "__init__" stays itself, not a bold
-    "init". Addresses are left whole, so they are still read as links and sources."""
-    parts = URL.split(text)
-    addresses = URL.findall(text)
-    escaped = [MARKUP.sub(r"\\\g<0>", part) for part in parts]
-    return "".join(part + address for part, address in zip(escaped, [*addresses, ""], strict=True))
+# Plain text as Markdown that shows it as written ("__init__" stays itself), addresses whole.
+as_markdown = literal
 
 
 def extractive_report(c: Conversation) -> str:

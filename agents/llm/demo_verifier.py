@@ -3,8 +3,8 @@ found deterministically in the task agents.loop.review writes for a verifier."""
 
 import re
 
-# The marks Markdown reads in text (agents.llm.demo as_markdown escapes them).
-MARKUP = re.compile(r"[\\`*_\[\]<>|~#]")
+from research.markdown import MARKUP  # the marks research.markdown.literal escapes
+
 # A quoted passage's source in a demo draft: "— [title](address)".
 CITED = re.compile(r"— \[((?:\\.|[^\]\\])+)\]\(((?:kb|https?)://[^)\s]+)\)")  # "\]" in a title
 

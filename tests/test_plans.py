@@ -89,6 +89,38 @@ def test_plan_items_are_covered_by_named_sub_agents_and_one_is_reported_as_a_gap
     assert Run.objects.get(name="diet").plan_item == "Diet of otters"
 
 
+def test_a_sub_agent_that_only_passes_on_a_siblings_source_leaves_its_item_a_gap(
+    agent_pool, scripted_llm, web, alice, api
+):
+    """An agent on "Tidal bores" found nothing, quoted a sibling's message about the
+    import system with its source, and its item read covered: "Every item of the plan was
+    covered", above the verifier's "tidal found no source for its part". Its own sources
+    (or its sub-agents') cover an item, not one it was told of."""
+    topic = "Otters: habitat and diet, one after the other"
+    notes = f"{web.url}/notes.txt"
+    scripted_llm.script(
+        topic,
+        call("write_plan", items=["Habitat of otters", "Diet of otters"]),
+        spawn("habitat", "where otters live", plan_item=1),
+        call("wait_subagents"),
+        spawn("diet", "what otters eat", plan_item=2),
+        call("wait_subagents"),
+        reply("# Otters\n\nThey live by rivers."),
+    )
+    scripted_llm.script("where otters live", *cited_reply("Rivers and coasts.", notes))
+    scripted_llm.script("what otters eat", reply(f"A sibling wrote: rivers ([notes]({notes}))."))
+    root = wait_finished(start(alice, topic))
+
+    diet = Run.objects.get(name="diet")
+    assert diet.citations.get().verified  # the tree saw it: verified, but not by diet
+    plan = api.get(plan_url(root)).json()
+    assert [(item["text"], item["status"]) for item in plan["items"]] == [
+        ("Habitat of otters", "covered"),
+        ("Diet of otters", "gap"),
+    ]
+    assert root.report.endswith("Plan items not covered:\n- Item 2: Diet of otters (gap)")
+
+
 def test_a_plan_item_before_any_plan_and_a_bad_plan_are_refused(agent_pool, scripted_llm, alice):
     topic = "Beavers without a plan"
     scripted_llm.script(

@@ -4,9 +4,11 @@ version, each with the status its sub-agents give it, and the history of version
 An item's identity is its text: a sub-agent names the item it covers (`Run.plan_item`), so an
 item reworded by the lead or the analyst is a new item that needs its own research, never one
 "covered" by work on the old words. A sub-agent covers its item when it ended done with a
-report that cites at least one source the tree saw (a verified citation): one that ended
-done having found nothing ("No passage of the knowledge base matches ...") leaves its item a
-gap, so that the plan and the report's coverage section never call covered what nothing
+report that cites at least one source it saw itself, or its own sub-agents saw (a verified
+citation of a URL they read, searched or queried): one that ended done having found nothing
+("No passage of the knowledge base matches ...") leaves its item a gap, and so does one
+that only passes on a sibling's finding (a message quoting another agent's source), so
+that the plan and the report's coverage section never call covered what nothing it found
 supports. An item no sub-agent took is the lead's own: covered when the lead ended done after
 research of its own (a search, a page or a knowledge-base query), a gap otherwise.
 """
@@ -15,7 +17,7 @@ from functools import cache
 from typing import Any
 
 from research.events.payloads import iso
-from research.models import ACTIVE_STATUSES, Citation, Plan, Run, State, Status, Step
+from research.models import ACTIVE_STATUSES, Citation, Plan, Run, Source, State, Status, Step
 from research.sql import Instances, one, placeholders
 
 # An item's status, from the sub-agents that name it (seed 001: coverage and gaps).
@@ -87,11 +89,23 @@ def _covering() -> Instances:
 
 @cache
 def _covering_sql() -> str:
-    # Each agent's citations are stored with its finish (research.services.run_finish).
+    # Each agent's citations are stored with its finish (research.services.run_finish). A
+    # citation's source is the tree's best for its URL (a page before a search result, of
+    # any agent): the agent saw it itself when one of its own sources, or its sub-agents',
+    # has that URL as asked or as fetched.
+    runs, sources = Run._meta.db_table, Source._meta.db_table
+    own = (
+        f"SELECT 1 FROM {sources} o WHERE o.root_id = r.root_id "
+        "AND (o.run_id = r.id "
+        f"OR o.run_id IN (SELECT k.id FROM {runs} k WHERE k.parent_id = r.id)) "
+        "AND (o.url IN (s.url, s.final_url) "
+        "OR (o.final_url <> '' AND o.final_url IN (s.url, s.final_url)))"
+    )
     return (
         f"SELECT {_covering().columns}, EXISTS (SELECT 1 FROM {Citation._meta.db_table} c "
-        "WHERE c.run_id = r.id AND c.verified) "
-        f"FROM {Run._meta.db_table} r WHERE r.root_id = %s AND r.plan_item <> '' ORDER BY r.id"
+        f"JOIN {sources} s ON s.id = c.source_id WHERE c.run_id = r.id AND c.verified "
+        f"AND EXISTS ({own})) "
+        f"FROM {runs} r WHERE r.root_id = %s AND r.plan_item <> '' ORDER BY r.id"
     )
 
 

@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.db.models.functions import Left
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -23,7 +22,6 @@ from frontend.rendering import sentence
 from research import selectors, services
 from research.errors import Conflict, InvalidInput, NotFound
 from research.fulltext import (
-    HEAD_CHARS,
     QUESTION_MAX,
     document_heading,
     document_headings,
@@ -96,8 +94,7 @@ class DocumentRow:
 def document_rows(dataset: Dataset) -> list[DocumentRow]:
     rows = []
     # The start of each text, for its heading, in the list's own query.
-    documents = selectors.document_list(dataset=dataset).annotate(head=Left("text", HEAD_CHARS))
-    for document in documents:
+    for document in selectors.document_list(dataset=dataset):
         passages = document.chunk_count
         kind = "fact" if document.remembered_by_id else TYPE_WORDS.get(document.content_type)
         first = reverse("passage", args=[dataset.pk, document.pk, 0]) if passages else ""

@@ -12,6 +12,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import docx
 import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 from pypdf import PdfReader
 
@@ -113,6 +114,27 @@ def bores(alice) -> Dataset:
         filename="tidal-bores.md",
     )
     return dataset
+
+
+def test_the_apis_document_is_named_as_every_page_names_it(api, alice, bores):
+    """The document resource said "tidal-bores", its file's name, where its hits, its
+    pages and the reports say "Tidal bores"; a title given at upload stays as given."""
+    listed = api.get(reverse("api:dataset-documents", args=[bores.pk])).json()["results"]
+    assert [document["title"] for document in listed] == ["Tidal bores"]
+    one = api.get(reverse("api:dataset-document", args=[bores.pk, listed[0]["id"]])).json()
+    assert (one["title"], one["source"]) == ("Tidal bores", "tidal-bores.md")
+    upload = SimpleUploadedFile("k.md", b"# Lighthouse keeping\n\nWicks.", "text/markdown")
+    uploaded = api.post(
+        reverse("api:dataset-documents", args=[bores.pk]),
+        {"file": upload, "title": "Keepers"},
+        format="multipart",
+    )
+    assert uploaded.status_code == 201 and uploaded.json()["title"] == "Keepers"
+    upload = SimpleUploadedFile("l.md", b"# Lighthouse keeping\n\nLamps.", "text/markdown")
+    plain = api.post(
+        reverse("api:dataset-documents", args=[bores.pk]), {"file": upload}, format="multipart"
+    )
+    assert plain.json()["title"] == "Lighthouse keeping"
 
 
 def test_a_search_names_a_document_by_its_heading_for_the_api_and_the_agents(api, alice, bores):

@@ -2,8 +2,10 @@
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db.models import Count, QuerySet
+from django.db.models.functions import Left
 
 from research.errors import NotFound
+from research.fulltext import HEAD_CHARS
 from research.models import Dataset, Document
 
 
@@ -26,11 +28,13 @@ def dataset_get(*, owner: AbstractBaseUser, dataset_id: int) -> Dataset:
 
 
 def document_list(*, dataset: Dataset) -> QuerySet[Document]:
-    """The dataset's documents with `chunk_count`, without their text (it can be megabytes)."""
+    """The dataset's documents with `chunk_count` and `head` (the start of the text, which
+    names a document given no title: research.fulltext.document_heading), without their
+    text (it can be megabytes)."""
     return (
         Document.objects.filter(dataset=dataset)
         .defer("text")
-        .annotate(chunk_count=Count("chunks"))
+        .annotate(chunk_count=Count("chunks"), head=Left("text", HEAD_CHARS))
         .order_by("id")
     )
 

@@ -2,7 +2,7 @@
 
 from rest_framework import serializers
 
-from research.fulltext import QUESTION_MAX
+from research.fulltext import HEAD_CHARS, QUESTION_MAX, document_heading
 from research.models import Dataset, Document
 
 QUERY_MAX_LIMIT = 20
@@ -24,6 +24,10 @@ class DatasetCreateSerializer(serializers.Serializer):
 
 
 class DocumentOutputSerializer(serializers.ModelSerializer):
+    title = serializers.SerializerMethodField(
+        help_text="its name as every page, report and search names it: the title given at "
+        "upload, else the heading its text opens with, else its file's name"
+    )
     dataset_id = serializers.IntegerField(read_only=True)
     remembered_by_id = serializers.IntegerField(read_only=True, allow_null=True)
     chunk_count = serializers.IntegerField(read_only=True)
@@ -42,6 +46,12 @@ class DocumentOutputSerializer(serializers.ModelSerializer):
             "created_at",
         ]
         read_only_fields = fields
+
+    def get_title(self, document: Document) -> str:
+        head = getattr(document, "head", None)  # the selectors' reads annotate it
+        if head is None:
+            head = document.text[:HEAD_CHARS]  # a document just uploaded: its text is here
+        return document_heading(document.title, head, given=document.title_given)
 
 
 class DocumentUploadSerializer(serializers.Serializer):

@@ -85,7 +85,7 @@ def dataset_detail(request: Request, dataset_id: int) -> Response:
 @extend_schema(
     methods=["POST"],
     request={"multipart/form-data": DocumentUploadSerializer},
-    responses={201: DocumentOutputSerializer},
+    responses={201: DocumentOutputSerializer, 409: RefusalSerializer},
 )
 @api_view(["GET", "POST"])
 @throttle_classes([UploadThrottle])

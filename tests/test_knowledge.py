@@ -310,6 +310,29 @@ def test_a_knowledge_base_a_research_still_searches_is_not_deleted(alice):
 
 
 @pytest.mark.django_db
+def test_the_same_file_uploaded_twice_is_refused_naming_the_document_it_is(alice):
+    """A second upload of one file made a second document: a research then quoted the
+    same passage twice, citing both. load_dataset skipped it; the upload now refuses it."""
+    dataset = dataset_create(owner=alice, name="Estuaries")
+    client = client_for(alice)
+    first = upload(client, dataset.pk, "bores.md", b"# Tidal bores\n\nA bore is a wave.")
+    again = upload(client, dataset.pk, "copy.md", b"# Tidal bores\n\nA bore is a wave.")
+
+    assert first.status_code == 201
+    assert again.status_code == 409
+    assert again.json() == {
+        "detail": f'copy.md is already in this knowledge base, as "Tidal bores" '
+        f"(document {first.json()['id']})."
+    }
+    assert dataset.documents.count() == 1
+    other = dataset_create(owner=alice, name="Elsewhere")  # another knowledge base may hold it
+    assert (
+        upload(client, other.pk, "bores.md", b"# Tidal bores\n\nA bore is a wave.").status_code
+        == 201
+    )
+
+
+@pytest.mark.django_db
 def test_dataset_list_takes_two_queries_whatever_its_length(alice, django_assert_num_queries):
     for number in range(5):
         dataset = dataset_create(owner=alice, name=f"Set {number}")

@@ -9,7 +9,7 @@ from django.utils.html import format_html
 
 from research import services
 from research.admin.base import ReadOnlyAdmin, changelist_url, excerpt_of
-from research.errors import InvalidInput
+from research.errors import ResearchError
 from research.models import (
     Chunk,
     Citation,
@@ -63,8 +63,9 @@ class DocumentUploadForm(forms.ModelForm):
                 filename=upload.name or "",
                 content_type=upload.content_type,
             )
-        except InvalidInput as error:
-            self.add_error(error.field if error.field in self.fields else "file", error.message)
+        except ResearchError as error:  # a file it cannot read, or one already there
+            field = error.field if error.field in self.fields else "file"
+            self.add_error(field, error.message)
         return data
 
 

@@ -9,7 +9,7 @@ from django.db import IntegrityError, transaction
 
 from research.clean import strip_controls
 from research.errors import Conflict, InvalidInput
-from research.fulltext import chunk_text, normalise_text
+from research.fulltext import chunk_text, document_headings, normalise_text
 from research.models import ACTIVE_STATUSES, Chunk, Dataset, Document, Run
 from research.text import UnreadableFile, declared_charset, decode, html_text, pdf_text
 
@@ -146,11 +146,17 @@ def document_add(
     content_type: str | None = None,
     source: str = "",
     title_given: bool = True,
+    copies: bool = False,
 ) -> Document:
     """Add a file (text, Markdown, HTML or PDF) to a dataset: its text, hash and chunks.
     `title`, when there is one, is the one a person gave it (`title_given`), which every
-    page shows as given; the loaders that make one of a file's name say it is not."""
+    page shows as given; the loaders that make one of a file's name say it is not. A file
+    the dataset already holds is refused, unless `copies` (the starter dataset, whose pydoc
+    topics share some texts)."""
     file_size_check(size=len(data), filename=filename)
+    sha256 = hashlib.sha256(data).hexdigest()
+    if not copies:
+        _refuse_a_copy(dataset, sha256, filename)
     text, kind = extract_text(data=data, filename=filename, content_type=content_type)
     given = (title or "").strip()
     title = given or PurePath(filename or "").stem or "untitled"
@@ -159,10 +165,22 @@ def document_add(
         title=title,
         title_given=bool(given) and title_given,
         text=text,
-        sha256=hashlib.sha256(data).hexdigest(),
+        sha256=sha256,
         content_type=kind,
         source=(source or filename or "")[:_SOURCE_MAX],
     )
+
+
+def _refuse_a_copy(dataset: Dataset, sha256: str, filename: str) -> None:
+    """The same file twice made two documents, each passage found and cited twice (load_dataset
+    skips it; the upload refuses it, naming the document it already is)."""
+    copy = dataset.documents.filter(sha256=sha256).order_by("pk").first()
+    if copy is not None:
+        name = document_headings(Document.objects.filter(pk=copy.pk))[copy.pk]
+        raise Conflict(
+            f'{filename or "this file"} is already in this knowledge base, as "{name}" '
+            f"(document {copy.pk})."
+        )
 
 
 def document_delete(*, document: Document) -> None:

@@ -46,6 +46,7 @@ def starter_dataset_load(*, owner: AbstractBaseUser) -> tuple[Dataset, bool, int
             data=text.encode(),
             filename=f"{topic}.txt",
             title_given=False,  # a topic's name ("compound"): its text's heading names it
+            copies=True,  # some topics share their text ("if" and another)
             source=f"pydoc_data.topics[{topic!r}] (Python {platform.python_version()})",
         )
         added += 1

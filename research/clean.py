@@ -11,6 +11,17 @@ import re
 _CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
+# Marks nobody sees: the soft hyphen, zero-width spaces, joiners and marks, the word joiner
+# and invisible operators, the byte order mark.
+_INVISIBLE = re.compile("[\u00ad\u180e\u200b-\u200f\u2060-\u2064\ufeff]")
+
+
+def visible(text: str) -> bool:
+    """Whether a text shows anything: not only spaces, controls and invisible marks (a topic
+    of two zero-width spaces was a research about nothing)."""
+    return bool(_INVISIBLE.sub("", strip_controls(text)).strip())
+
+
 def strip_controls(text: str) -> str:
     """The text without control characters (a CR LF or a lone CR becomes a newline)."""
     text = text.replace("\r\n", "\n").replace("\r", "\n")

@@ -282,6 +282,11 @@ def test_a_row_whose_post_raises_is_retried_on_its_own_and_the_round_goes_on(
         ("http://example.org/hook", "callback_url must be an https:// URL."),
         ("https://user:pw@example.org/hook", "callback_url must not carry credentials"),
         ("https:///hook", "callback_url has no host."),
+        (  # taken, and posted to "exa%20mple.com"
+            "https://exa mple.com/hook",
+            "callback_url is not a valid URL: its host 'exa mple.com' is not a host name or an "
+            "address.",
+        ),
     ],
 )
 def test_a_bad_callback_url_is_a_400_naming_it_and_starts_nothing(api, url, message):

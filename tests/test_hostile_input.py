@@ -66,6 +66,26 @@ def test_a_dataset_name_with_escapes_is_stored_without_them(api):
     assert response.json()["name"] == "notes]0;pwned"
 
 
+def test_text_of_only_invisible_marks_is_empty_everywhere(api, run_factory):
+    """A topic of two zero-width spaces started a research about nothing, and a dataset
+    named "\u200b" was made, where control characters alone are refused as empty."""
+    invisible = "\u200b\u200b \ufeff\u2060"
+    topic = api.post(RESEARCH, {"topic": invisible}, format="json")
+    assert (topic.status_code, topic.json()) == (400, {"topic": ["topic must not be empty."]})
+    name = api.post(DATASETS, {"name": "\u200b"}, format="json")
+    assert (name.status_code, name.json()) == (400, {"name": ["name must not be empty."]})
+    assert not Run.objects.exists() and not Dataset.objects.exists()
+    research = run_factory()
+    services.run_claim(run_id=research.pk)
+    note = api.post(f"{RESEARCH}/{research.pk}/notes", {"text": "\u200d"}, format="json")
+    assert (note.status_code, note.json()) == (400, {"text": ["text must not be empty."]})
+    # A word with a zero-width joiner in it is a word.
+    kept = api.post(
+        RESEARCH, {"topic": "Emoji \U0001f469\u200d\U0001f52c sequences"}, format="json"
+    )
+    assert kept.status_code == 201
+
+
 @pytest.mark.parametrize("terminal", [False, True], ids=["plain", "rich"])
 def test_research_show_prints_old_escape_sequences_as_text(alice, run_factory, terminal):
     """Text stored before the stripping (or written straight to the database) is printed

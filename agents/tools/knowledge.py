@@ -14,6 +14,7 @@ from agents.runtime.context import AgentContext
 from agents.tools.base import ToolError
 from agents.tools.tool import Tool, tool
 from research import selectors
+from research.clean import visible
 from research.errors import InvalidInput
 from research.fulltext import QUESTION_MAX, ChunkHit, chunk_url, search_chunks
 from research.models import Source
@@ -39,7 +40,7 @@ def _with_dataset(ctx: AgentContext, tool: Tool) -> Tool | None:
 
 
 def _text(value: str, name: str) -> str:
-    if not value.strip():
+    if not visible(value):
         raise ToolError(f"{name} must not be empty.")
     return value.strip()
 

@@ -20,6 +20,7 @@ from pydantic import Field
 from agents.tools.base import ToolError
 from agents.tools.tool import tool
 from research import outbound
+from research.clean import visible
 from research.outbound.sdk import openai_http_client
 from research.services.sources import sources_record_search
 
@@ -272,7 +273,7 @@ def web_search(
     """Search the web. Returns a numbered list of results, each with its title, URL and a
     short snippet. Read the promising pages with read_page before you quote or cite them."""
     query = " ".join(query.split())
-    if not query:
+    if not visible(query):
         raise ToolError("web_search: the query is empty.")
     name = settings.SEARCH_PROVIDER
     if not name:

@@ -6,8 +6,10 @@ send a request inside the network. A redirect is a new request, so it passes the
 """
 
 import ipaddress
+import re
 import socket
 from collections.abc import Callable, Iterable
+from urllib.parse import urlsplit
 
 import httpcore
 import httpx
@@ -18,6 +20,8 @@ from research.outbound.errors import BadURL, ConnectFailed, Refused, Unresolvabl
 DEFAULT_PORTS = {"http": 80, "https": 443}
 
 URL = httpx.URL  # the parsed URL every caller passes around
+# A host as it goes on the wire (IDNA-encoded; an IPv6 literal without its brackets).
+_HOST = re.compile(rb"[A-Za-z0-9._-]+|[0-9A-Fa-f:.]+(?:%25[A-Za-z0-9._~-]+)?")
 
 
 def parse_url(raw: str) -> URL:
@@ -30,6 +34,9 @@ def parse_url(raw: str) -> URL:
         raise BadURL("scheme", scheme=url.scheme)
     if not url.host:
         raise BadURL("host")
+    if not _HOST.fullmatch(url.raw_host):  # "exa mple.com" reached DNS as "exa%20mple.com"
+        written = urlsplit(raw).hostname or url.host
+        raise BadURL("invalid", detail=f"its host {written!r} is not a host name or an address")
     return url
 
 

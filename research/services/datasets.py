@@ -7,7 +7,7 @@ from pathlib import PurePath
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 
-from research.clean import strip_controls
+from research.clean import strip_controls, visible
 from research.errors import Conflict, InvalidInput
 from research.fulltext import chunk_text, document_headings, normalise_text
 from research.models import ACTIVE_STATUSES, Chunk, Dataset, Document, Run
@@ -38,7 +38,7 @@ _SOURCE_MAX = Document._meta.get_field("source").max_length
 def dataset_create(*, owner: AbstractBaseUser, name: str, description: str = "") -> Dataset:
     name = strip_controls(name or "").strip()
     description = strip_controls(description or "")
-    if not name:
+    if not visible(name):
         raise InvalidInput("name must not be empty.", field="name")
     if len(name) > _NAME_MAX:
         raise InvalidInput(f"name is longer than {_NAME_MAX} characters.", field="name")

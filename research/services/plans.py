@@ -16,7 +16,7 @@ from django.db import transaction
 from django.db.models import F, Max
 from django.utils import timezone
 
-from research.clean import strip_controls
+from research.clean import strip_controls, visible
 from research.errors import Conflict, InvalidInput
 from research.events import RunMessage, RunPlan, RunStateChanged, publish, tree_lock
 from research.events.payloads import ANALYST
@@ -174,7 +174,7 @@ def root_resume(*, run: Run, detail: str) -> None:
 @transaction.atomic
 def note_send(*, run: Run, author_id: int, text: object) -> Message:
     """Store a note for a working agent, flag it for the agent's pool, publish it."""
-    if not isinstance(text, str) or not strip_controls(text).strip():
+    if not isinstance(text, str) or not visible(text):
         raise InvalidInput("text must not be empty.", field="text")
     text = strip_controls(text).strip()
     limit = settings.RESEARCH_MESSAGE_MAX_CHARS

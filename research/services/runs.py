@@ -13,7 +13,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from research import endings
-from research.clean import strip_controls
+from research.clean import strip_controls, visible
 from research.errors import Conflict, InvalidInput, TooManyRuns
 from research.events import (
     Payload,
@@ -52,7 +52,7 @@ def validate_max_steps(max_steps: int | None, *, field: str = "max_steps") -> in
 def validate_topic(topic: str, *, field: str = "topic") -> str:
     topic = strip_controls(topic or "").strip()
     limit = settings.RESEARCH_TOPIC_MAX_CHARS
-    if not topic:
+    if not visible(topic):
         raise InvalidInput(f"{field} must not be empty.", field=field)
     if len(topic) > limit:
         raise InvalidInput(

@@ -3,7 +3,7 @@ the analyst), checked one way: a list of strings, each cleaned to one line, as m
 caller allows, none empty or over its length. Each caller names the field, the thing and the
 count rule in its own words, which are the error texts its clients read."""
 
-from research.clean import strip_controls
+from research.clean import strip_controls, visible
 from research.errors import InvalidInput
 
 
@@ -24,7 +24,7 @@ def validate_texts(
     if not 1 <= len(cleaned) <= most:
         raise InvalidInput(count_text.format(most=most, count=len(cleaned)), field=field)
     for number, text in enumerate(cleaned, start=1):
-        if not text:
+        if not visible(text):
             raise InvalidInput(f"{noun} {number} is empty.", field=field)
         if len(text) > max_chars:
             raise InvalidInput(

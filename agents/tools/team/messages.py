@@ -17,6 +17,7 @@ from agents.runtime.tree import (
 from agents.tools.base import ToolError
 from agents.tools.tool import Tool, tool
 from research import services
+from research.clean import visible
 from research.models import ACTIVE_STATUSES, Run, State, Status
 from research.selectors import team as team_reads
 
@@ -67,7 +68,7 @@ def send_message(ctx: AgentContext, to: str, text: str) -> str:
     """Send a short message to a sibling (by name). Returns at once; it never waits for the
     sibling to read it."""
     limit = settings.RESEARCH_MESSAGE_MAX_CHARS
-    if not text.strip():
+    if not visible(text):
         raise ToolError("the message text is empty")
     if len(text) > limit:  # the schema says so first; this holds for calls that skip it
         raise ToolError(f"the message is {len(text)} characters; the limit is {limit}")

@@ -28,6 +28,7 @@ RUN_FIELDS = {
     "review_plan",
     "starred",
     "clarify",
+    "dataset_id",
     "clarification",
     "follows_id",
     "topic",
@@ -80,6 +81,7 @@ def test_post_returns_the_run_with_every_field_of_the_contract(api, alice):
     assert body["created_at"]
     assert body["started_at"] is None
     assert body["finished_at"] is None
+    assert body["dataset_id"] is None  # a client can tell which knowledge base it searches
 
 
 def test_post_without_max_steps_uses_the_default(api, settings):
@@ -720,3 +722,13 @@ def test_detail_query_count_does_not_grow_with_the_tree(api, tree_factory):
         services.usage_add(run_id=child.pk, input_tokens=10, output_tokens=1, latency_ms=1)
 
     assert _queries(api, f"{URL}/{big.pk}") == _queries(api, f"{URL}/{small.pk}")
+
+
+def test_the_list_gives_researches_alone_as_the_page_the_cli_and_mcp_do(api, tree_factory):
+    """The API's list mixes sub-agents with researches (DESIGN's contract) and had no way to
+    ask for researches alone, as every other surface lists them."""
+    root = tree_factory(children=("a", "b"), grandchildren=())
+    everything = api.get(URL).json()["results"]
+    researches = api.get(URL, {"roots_only": "true"}).json()["results"]
+    assert len(everything) == 3
+    assert [run["id"] for run in researches] == [root.pk]

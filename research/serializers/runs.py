@@ -20,6 +20,11 @@ class RunOutputSerializer(serializers.ModelSerializer):
         allow_null=True,
         help_text="the done research this one follows up (a thread); null for none",
     )
+    dataset_id = serializers.IntegerField(
+        read_only=True,
+        allow_null=True,
+        help_text="the knowledge base its agents search (a follow-up inherits it); null for none",
+    )
     active = serializers.BooleanField(
         read_only=True, help_text="queued, working or paused: not ended (the one definition)"
     )
@@ -196,6 +201,11 @@ class RunListFilterSerializer(serializers.Serializer):
     )
     since = serializers.DateField(required=False, help_text="started on or after this day")
     until = serializers.DateField(required=False, help_text="started on or before this day")
+    roots_only = serializers.BooleanField(
+        required=False,
+        help_text="only researches, not their sub-agents, as the runs page, the CLI's list and "
+        "MCP's list_research show them",
+    )
     # allow_null: left out of a query string it is None (no filter), not False.
     starred = serializers.BooleanField(
         required=False, allow_null=True, help_text="only the starred researches (or unstarred)"

@@ -26,11 +26,23 @@ export function createActions(state, page, config, announce) {
 
   let pending = null; // {runId, button, label}: what the open dialog would cancel
 
+  // The dialog's way out: "Keep it running" for a research at work; one waiting for the
+  // analyst (its questions' answers, its plan's review) is not running, and is kept waiting.
+  const keep = page.cancelDialog.querySelector('button[value="keep"]');
+
   function ask(runId, button, label, whole) {
     pending = { runId, button, label };
-    page.cancelQuestion.textContent = whole
-      ? "Cancel this research? Every agent stops now and no report is written. This cannot be undone."
-      : `Cancel the sub-agent ${label}? It stops now; its parent goes on without its report.`;
+    const run = state.runs.get(runId);
+    const waits = whole && run && run.status === "paused";
+    if (!whole) {
+      page.cancelQuestion.textContent = `Cancel the sub-agent ${label}? It stops now; its parent goes on without its report.`;
+    } else if (waits) {
+      const what = run.state === "clarifying" ? "your answers to its questions" : "your review of its plan";
+      page.cancelQuestion.textContent = `Cancel this research? It is waiting for ${what}: cancelling ends it there, and no report is written. This cannot be undone.`;
+    } else {
+      page.cancelQuestion.textContent = "Cancel this research? Every agent stops now and no report is written. This cannot be undone.";
+    }
+    keep.textContent = waits ? "Keep it waiting" : "Keep it running";
     page.cancelConfirm.textContent = whole ? "Yes, cancel the research" : `Yes, cancel ${label}`;
     page.cancelDialog.showModal();
   }

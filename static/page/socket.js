@@ -1,5 +1,11 @@
 // The websocket: the snapshot or the events after the last one applied, then live events. A
 // dropped socket reconnects with backoff and asks for what came after the last number.
+//
+// Its indicator says whether the page follows the research: "Live" while the research works
+// and the socket is open. Once the research has ended an open socket only keeps the page up
+// to date (a resume would go on live): the indicator says the research ended instead, in
+// grey (data-ended), not a green "Live" that reads as still running.
+import { endingWord } from "./format.js";
 
 const MAX_BACKOFF_MS = 10000;
 const CLOSE_REASONS = {
@@ -13,10 +19,23 @@ export function follow(state, config, connection) {
   let stopped = false;
   let timer = null;
 
+  let shown = { kind: "connecting", text: connection.textContent };
+
   function show(kind, text) {
-    connection.dataset.state = kind;
-    connection.textContent = text;
+    shown = { kind, text };
+    paint();
   }
+
+  function paint() {
+    const root = state.rootRun();
+    const ended = shown.kind === "live" && root && !root.active;
+    connection.dataset.state = shown.kind;
+    if (ended) connection.dataset.ended = "";
+    else delete connection.dataset.ended;
+    const text = ended ? `Research ${endingWord(root)}` : shown.text;
+    if (connection.textContent !== text) connection.textContent = text;
+  }
+  state.subscribe(paint); // the research ends, or a resume sets it going again
 
   function connect() {
     timer = null;

@@ -1,6 +1,7 @@
 """Reads of runs: one run for its owner, lists with their filters, a subtree, a timeline."""
 
 import operator
+import re
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from functools import cache, reduce
@@ -9,8 +10,8 @@ from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.contrib.postgres.search import SearchQuery, SearchVector
 from django.db import connection
-from django.db.models import Count, OuterRef, Q, QuerySet, Subquery
-from django.db.models.functions import Coalesce, Length, Substr
+from django.db.models import Count, Func, OuterRef, Q, QuerySet, Subquery, TextField, Value
+from django.db.models.functions import Coalesce, Concat, Length, Substr
 from django.utils import timezone
 
 from research.endings import _OPENING_WORDS, Ending
@@ -93,6 +94,33 @@ def ending_condition(ending: str) -> Q:
     return failed & reduce(operator.or_, openings)
 
 
+# A dot between letters or digits ("functools.wraps", "os.path", "example.com"): PostgreSQL's
+# parser reads such a word as one token (a host name), so "wraps" did not find a report about
+# "functools.wraps". The runs' text and the question are searched with that dot as a space.
+DOTTED_SQL = r"([[:alnum:]])\.(?=[[:alnum:]])"
+DOTTED = re.compile(r"([^\W_])\.(?=[^\W_])")
+
+
+def text_vector() -> SearchVector:
+    """The runs' searchable text, topic then report: the expression of the GIN index
+    run_text_search (migration 0017 builds the index from this very expression)."""
+    joined = Concat(
+        Coalesce("topic", Value(""), output_field=TextField()),
+        Value(" "),
+        Coalesce("report", Value(""), output_field=TextField()),
+        output_field=TextField(),
+    )
+    undotted = Func(
+        joined,
+        Value(DOTTED_SQL),
+        Value("\\1 "),
+        Value("g"),
+        function="regexp_replace",
+        output_field=TextField(),
+    )
+    return SearchVector(undotted, config=FTS_CONFIG)
+
+
 def text_matching(runs: QuerySet[Run], text: str) -> QuerySet[Run]:
     """The runs whose topic or report holds every word of `text`. PostgreSQL reads it as a
     web search (`websearch_to_tsquery`: stems, "quoted phrases", -excluded words); SQLite,
@@ -101,10 +129,8 @@ def text_matching(runs: QuerySet[Run], text: str) -> QuerySet[Run]:
     if not words:
         return runs
     if connection.vendor == "postgresql":
-        # Exactly the expression of the GIN index run_text_search (migration 0011).
-        vector = SearchVector("topic", "report", config=FTS_CONFIG)
-        query = SearchQuery(text, search_type="websearch", config=FTS_CONFIG)
-        return runs.annotate(text_vector=vector).filter(text_vector=query)
+        query = SearchQuery(DOTTED.sub(r"\1 ", text), search_type="websearch", config=FTS_CONFIG)
+        return runs.annotate(text_vector=text_vector()).filter(text_vector=query)
     for word in words:
         runs = runs.filter(Q(topic__icontains=word) | Q(report__icontains=word))
     return runs

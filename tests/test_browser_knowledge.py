@@ -117,9 +117,10 @@ def test_an_uploaded_pdf_is_read_and_a_report_cites_its_passage(page, server, sc
         "budget.xlsx is not a supported type: upload text (.txt), Markdown (.md), "
         "HTML (.html) or PDF (.pdf)."
     )
-    # DRF's words for a file of no bytes, as the API says them.
+    # A file of no bytes, in the words load_dataset says it with (DRF said "The submitted
+    # file is empty.", without its name).
     expect(upload(page, "empty.txt").locator(".upload-words")).to_have_text(
-        "The submitted file is empty."
+        "empty.txt has no text to search."
     )
     expect(upload(page, "scan.pdf").locator(".upload-words")).to_have_text(
         re.compile(r"^scan\.pdf is not a readable PDF \(.+\)\.$")
@@ -283,7 +284,7 @@ def test_a_knowledge_base_is_deleted_from_its_page_after_a_confirmation(
     its analyst's answers, and went on without it), the delete is refused in words."""
     dataset = dataset_create(owner=alice, name=f"Old notes ({page.size_name})")
     for name in ("a.md", "b.md"):
-        document_add(dataset=dataset, title=name, data=NOTES.encode(), filename=name)
+        document_add(dataset=dataset, title=name, data=f"{NOTES} ({name})".encode(), filename=name)
     research = run_factory(owner=alice, dataset_id=dataset.pk)
     # It waits for its plan's review: no agent takes it meanwhile.
     assert services.run_claim(run_id=research.pk) is not None
@@ -390,7 +391,9 @@ def test_a_knowledge_base_is_searched_from_its_page(page, server, alice):
     )  # fmt: skip
     for number in range(12):
         document_add(
-            dataset=dataset, title=f"Notes {number}", data=b"Herons wade in the shallows.",
+            dataset=dataset,
+            title=f"Notes {number}",
+            data=f"Herons wade in the shallows ({number}).".encode(),
             filename=f"n{number}.txt",
         )  # fmt: skip
     log_in(page, server, "alice")

@@ -55,7 +55,10 @@ class DocumentOutputSerializer(serializers.ModelSerializer):
 
 
 class DocumentUploadSerializer(serializers.Serializer):
-    file = serializers.FileField(help_text="A text, Markdown, HTML or PDF file.")
+    # An empty file is refused by the service, in the words load_dataset and the page use.
+    file = serializers.FileField(
+        allow_empty_file=True, help_text="A text, Markdown, HTML or PDF file."
+    )
     title = serializers.CharField(required=False, allow_blank=True, default="")
 
 

@@ -352,3 +352,29 @@ def test_the_demo_verifier_names_a_sub_agent_that_found_nothing_as_a_gap():
     )
     verdict = verify_draft(draft)
     assert verdict.endswith("## Gaps\n- spring found no source for its part.")
+
+
+def test_a_wait_that_found_no_sub_agent_draws_no_empty_section():
+    """A research whose spawns were all refused waited anyway, and its report had a "From
+    the sub-agents" heading, in its contents too, with nothing under it."""
+    from agents.llm.demo import DemoModel
+
+    calls = [
+        {"id": f"c{n}", "type": "function", "function": {"name": name, "arguments": "{}"}}
+        for n, name in enumerate(("query", "wait_subagents"))
+    ]
+    messages = [
+        {"role": "system", "content": "You research."},
+        {"role": "user", "content": "How do tides work?"},
+        {"role": "assistant", "content": "", "tool_calls": calls},
+        {
+            "role": "tool",
+            "tool_call_id": "c0",
+            "content": "[1] Tides (kb://dataset/1/doc/1)\n"
+            "The moon pulls the sea into two bulges that the earth turns under.",
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "You have no sub-agents."},
+    ]
+    report = DemoModel().chat(model="demo", messages=messages, tools=[]).content
+    assert "From the sub-agents" not in report
+    assert "The moon pulls the sea into two bulges" in report

@@ -330,9 +330,10 @@ def extractive_report(c: Conversation) -> str:
     lines += ["", "## Findings", ""]
     lines += quotes or ["No document in the knowledge base matched this question."]
     reports = c.results.get("wait_subagents", [])
-    if reports:
+    # A section only for sub-agents that reported (a wait that found none drew an empty one).
+    if blocks := SUBAGENT_BLOCK.findall(reports[-1]) if reports else []:
         lines += ["", "## From the sub-agents", ""]
-        for name, status, report in SUBAGENT_BLOCK.findall(reports[-1]):
+        for name, status, report in blocks:
             found = FINDINGS.search(report)
             body = found.group(1).strip() if found else "(nothing found)"
             lines += [f"### {name} ({status})", "", body, ""]

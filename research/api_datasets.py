@@ -99,7 +99,7 @@ def dataset_documents(request: Request, dataset_id: int) -> Response:
 
 
 @extend_schema(methods=["GET"], responses=DocumentOutputSerializer)
-@extend_schema(methods=["DELETE"], responses={204: None, 409: RefusalSerializer})
+@extend_schema(methods=["DELETE"], responses={204: None})
 @api_view(["GET", "DELETE"])
 def dataset_document(request: Request, dataset_id: int, document_id: int) -> Response:
     """One document of the dataset; DELETE removes it with its passages."""

@@ -6,20 +6,27 @@ before they are stored, and escaped wherever old text is printed (`printable`).
 """
 
 import re
+import unicodedata
 
 # C0 controls but tab and newline, DEL, C1 controls; a carriage return ends a line.
 _CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
-# Marks nobody sees: the soft hyphen, zero-width spaces, joiners and marks, the word joiner
-# and invisible operators, the byte order mark.
-_INVISIBLE = re.compile("[\u00ad\u180e\u200b-\u200f\u2060-\u2064\ufeff]")
+# Letters that draw nothing: the Hangul fillers.
+_FILLERS = frozenset("\u115f\u1160\u3164\uffa0")
 
 
 def visible(text: str) -> bool:
-    """Whether a text shows anything: not only spaces, controls and invisible marks (a topic
-    of two zero-width spaces was a research about nothing)."""
-    return bool(_INVISIBLE.sub("", strip_controls(text)).strip())
+    """Whether a text shows anything: a character that is not a space, a control, a format
+    character (zero-width spaces, joiners, bidi controls, the byte order mark, tags), a mark
+    drawn on nothing, or a filler (a topic of two zero-width spaces was a research about
+    nothing)."""
+    return any(
+        unicodedata.category(char)[0] not in "CZ"
+        and unicodedata.category(char) != "Mn"
+        and char not in _FILLERS
+        for char in text
+    )
 
 
 def strip_controls(text: str) -> str:

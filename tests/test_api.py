@@ -481,12 +481,10 @@ def test_cancel_of_a_finished_run_is_a_409_that_changes_nothing(api, tree_factor
     refused = api.post(f"{URL}/{child.pk}/cancel")
 
     assert response.status_code == 409
-    assert response.json() == {
-        "detail": f"research {root.pk} has already ended (done): nothing to cancel."
-    }
+    assert response.json() == {"detail": f"research {root.pk} has ended (done): nothing to cancel."}
     assert refused.status_code == 409
     assert refused.json() == {
-        "detail": f"sub-agent {child.pk} has already ended (cancelled): nothing to cancel."
+        "detail": f"sub-agent {child.pk} has ended (cancelled by the user): nothing to cancel."
     }
     root.refresh_from_db()
     assert (root.status, root.report, root.error, root.cancel_requested) == (

@@ -518,7 +518,9 @@ def test_cancel_ends_a_queued_research(db, alice, run_factory):
     run.refresh_from_db()
     assert "cancel requested" in out
     assert (run.status, run.error) == ("failed", services.CANCELLED_BY_USER)
-    with pytest.raises(CommandError, match=r"already ended \(cancelled\): nothing to cancel"):
+    with pytest.raises(
+        CommandError, match=r"has ended \(cancelled by the user\): nothing to cancel"
+    ):
         research("cancel", str(run.pk), "--user", "alice")
 
 

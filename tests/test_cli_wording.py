@@ -134,7 +134,7 @@ def test_cancel_of_an_ended_research_is_refused_as_the_api_refuses_it(db, alice,
     with pytest.raises(CommandError) as refused:
         research("cancel", str(cancelled.pk), "--user", "alice")
 
-    said = f"research {cancelled.pk} has already ended (cancelled): nothing to cancel."
+    said = f"research {cancelled.pk} has ended (cancelled by the user): nothing to cancel."
     assert str(refused.value) == said
 
 

@@ -79,6 +79,10 @@ def test_text_of_only_invisible_marks_is_empty_everywhere(api, run_factory):
     services.run_claim(run_id=research.pk)
     note = api.post(f"{RESEARCH}/{research.pk}/notes", {"text": "\u200d"}, format="json")
     assert (note.status_code, note.json()) == (400, {"text": ["text must not be empty."]})
+    for marks in ("\u2066\u2069\u202e", "\u3164", "\u034f\ufe0f", "\U000e0041"):  # bidi,
+        # a filler, marks on nothing, a tag
+        refused = api.post(RESEARCH, {"topic": marks}, format="json")
+        assert refused.status_code == 400, ascii(marks)
     # A word with a zero-width joiner in it is a word.
     kept = api.post(
         RESEARCH, {"topic": "Emoji \U0001f469\u200d\U0001f52c sequences"}, format="json"
@@ -117,3 +121,18 @@ def test_escapes_a_model_writes_into_tool_arguments_are_not_stored_in_state_deta
     details = list(RunState.objects.filter(run=root).values_list("detail", flat=True))
     assert any("ghost" in detail for detail in details)
     assert not any(char in detail for detail in details for char in "\x1b\x07\r")
+
+
+def test_an_answer_or_a_title_of_invisible_marks_is_none(api, run_factory, alice):
+    """An answer of zero-width spaces counted as an answer, and an upload titled "\u200b"
+    was shown as given: a document named by nothing on every page."""
+    from research.errors import InvalidInput
+    from research.services.clarify import validate_answers
+    from research.services.datasets import dataset_create, document_add
+
+    with pytest.raises(InvalidInput, match="every answer is empty"):
+        validate_answers(["\u200b\u200b", " \u2060"], asked=2)
+    assert validate_answers(["Alpine", "\u200b"], asked=2) == ["Alpine", ""]
+    dataset = dataset_create(owner=alice, name="Coasts")
+    named = document_add(dataset=dataset, title="\u200b", data=b"Dunes move.", filename="dunes.txt")
+    assert (named.title, named.title_given) == ("dunes", False)

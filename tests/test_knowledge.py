@@ -304,7 +304,15 @@ def test_a_knowledge_base_a_research_still_searches_is_not_deleted(alice):
     }
     assert Chunk.objects.filter(dataset=dataset).exists()
     services.run_finish(run_id=waiting.pk, report="# Bores")
-    services.run_finish(run_id=other.pk, error=services.CANCELLED_BY_USER)
+    services.run_finish(run_id=other.pk, error=services.WORKER_LOST)  # it can be resumed
+    resumable = client.delete(url)
+    assert resumable.status_code == 409
+    assert resumable.json() == {
+        "detail": f'knowledge base "Estuaries" is searched by research {other.pk}, which has '
+        "been stopped and can still be resumed: resume it and let it end, or delete it, then "
+        "delete the knowledge base."
+    }
+    services.run_delete(run=Run.objects.get(pk=other.pk))
     assert client.delete(url).status_code == 204
     assert Run.objects.get(pk=waiting.pk).dataset_id is None  # its record stays
 

@@ -67,6 +67,10 @@ def test_a_word_joined_to_another_by_a_dot_is_found_alone(api, run_factory):
     for words in ("wraps", "functools", "functools.wraps", "python org", "docs.python.org"):
         assert _ids(api.get(URL, {"q": words})) == {decorators.pk}, words
     assert _ids(api.get(URL, {"q": "wrapping paper"})) == set()
+    # Excluding a dotted word excludes it whole, not each of its parts.
+    assert _ids(api.get(URL, {"q": "-os.path decorators"})) == {decorators.pk}
+    assert _ids(api.get(URL, {"q": "-functools.wraps decorators"})) == set()
+    assert _ids(api.get(URL, {"q": '"functools.wraps keep"'})) == {decorators.pk}
 
 
 def test_the_search_reads_its_index_on_postgresql(run_factory):

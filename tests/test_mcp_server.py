@@ -110,9 +110,7 @@ def check_research_both_ways(seen: dict[str, Any]) -> None:
 
     report = seen["report"]
     assert report["report"] == REPORT and report["status"] == "done"
-    assert seen["cancel_done"] == (
-        f"research {started['id']} has already ended (done): nothing to cancel."
-    )
+    assert seen["cancel_done"] == (f"research {started['id']} has ended (done): nothing to cancel.")
     assert [c["url"] for c in report["citations"]] == ["https://docs.python.org/3/"]
     assert report["citations"][0]["status"] == "flagged: not seen by any agent"
 

@@ -101,6 +101,8 @@ def test_titles_stored_before_the_flag_are_marked_given_unless_a_loader_made_the
     assert not migration._given("keepers", "keepers.md")  # its file's name
     assert not migration._given("guides/tides", "guides/tides.md")  # load_dataset's path
     assert not migration._given("compound", "pydoc_data.topics['compound'] (Python 3.11.7)")
+    assert migration._given("Keepers", "") and not migration._given("untitled", "")  # no source
+    assert migration._given("Keepers", "/") and migration._given("Keepers", ".")
 
 
 @pytest.fixture

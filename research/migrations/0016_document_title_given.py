@@ -11,7 +11,8 @@ def _given(title: str, source: str) -> bool:
     if source.startswith("pydoc_data.topics["):  # the starter dataset's topics
         return False
     path = PurePath(source)
-    return title not in {path.stem, path.with_suffix("").as_posix(), "untitled"}
+    made = {"untitled"} | ({path.stem, path.with_suffix("").as_posix()} if path.name else set())
+    return title not in made
 
 
 def mark_given_titles(apps, schema_editor):

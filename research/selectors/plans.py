@@ -92,7 +92,8 @@ def _covering_sql() -> str:
     # Each agent's citations are stored with its finish (research.services.run_finish). A
     # citation's source is the tree's best for its URL (a page before a search result, of
     # any agent): the agent saw it itself when one of its own sources, or its sub-agents',
-    # has that URL as asked or as fetched.
+    # has that URL as asked or as fetched. Its sub-agents one level down: under the default
+    # depth limit (RESEARCH_MAX_SUBAGENT_DEPTH, 2) an item's agent has no deeper ones.
     runs, sources = Run._meta.db_table, Source._meta.db_table
     own = (
         f"SELECT 1 FROM {sources} o WHERE o.root_id = r.root_id "

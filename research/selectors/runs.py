@@ -99,6 +99,24 @@ def ending_condition(ending: str) -> Q:
 # "functools.wraps". The runs' text and the question are searched with that dot as a space.
 DOTTED_SQL = r"([[:alnum:]])\.(?=[[:alnum:]])"
 DOTTED = re.compile(r"([^\W_])\.(?=[^\W_])")
+DOTTED_WORD = re.compile(r"[^\W_]+(?:\.[^\W_]+)+")
+
+
+def undotted_question(text: str) -> str:
+    """The question as the runs' text is searched: outside quotes a dotted word becomes a
+    phrase of its parts ("-os.path" excludes "os path", not every "os"); inside quotes its
+    dot is a space."""
+
+    def spaced(text: str) -> str:
+        return DOTTED.sub(r"\1 ", text)
+
+    parts = text.split('"')
+    for index, part in enumerate(parts):
+        if index % 2:
+            parts[index] = spaced(part)
+        else:
+            parts[index] = DOTTED_WORD.sub(lambda word: '"' + spaced(word[0]) + '"', part)
+    return '"'.join(parts)
 
 
 def text_vector() -> SearchVector:
@@ -129,7 +147,7 @@ def text_matching(runs: QuerySet[Run], text: str) -> QuerySet[Run]:
     if not words:
         return runs
     if connection.vendor == "postgresql":
-        query = SearchQuery(DOTTED.sub(r"\1 ", text), search_type="websearch", config=FTS_CONFIG)
+        query = SearchQuery(undotted_question(text), search_type="websearch", config=FTS_CONFIG)
         return runs.annotate(text_vector=text_vector()).filter(text_vector=query)
     for word in words:
         runs = runs.filter(Q(topic__icontains=word) | Q(report__icontains=word))

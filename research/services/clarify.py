@@ -10,7 +10,7 @@ the answers join the root's task (agents.loop.instructions), so the whole tree w
 
 from django.db import transaction
 
-from research.clean import strip_controls
+from research.clean import strip_controls, visible
 from research.errors import Conflict, InvalidInput
 from research.events import RunClarify, publish, tree_lock
 from research.models import Run, State, Status
@@ -49,6 +49,7 @@ def validate_answers(answers: object, *, asked: int) -> list[str]:
             field="answers",
         )
     cleaned = [strip_controls(answer).strip() for answer in answers]
+    cleaned = [answer if visible(answer) else "" for answer in cleaned]  # invisible: none
     cleaned += [""] * (asked - len(cleaned))
     for number, answer in enumerate(cleaned, start=1):
         if len(answer) > ANSWER_MAX_CHARS:

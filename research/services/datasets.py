@@ -7,10 +7,11 @@ from pathlib import PurePath
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, transaction
 
+from research import endings
 from research.clean import strip_controls, visible
 from research.errors import Conflict, InvalidInput
 from research.fulltext import chunk_text, document_headings, normalise_text
-from research.models import ACTIVE_STATUSES, Chunk, Dataset, Document, Run
+from research.models import ACTIVE_STATUSES, Chunk, Dataset, Document, Run, Status
 from research.text import UnreadableFile, declared_charset, decode, html_text, pdf_text
 
 MAX_FILE_BYTES = 25 * 1024 * 1024
@@ -60,21 +61,36 @@ def dataset_delete(*, dataset: Dataset) -> None:
     Refused while a research that searches it has not ended: one waiting for its analyst's
     answers went on without it and reported the query tool's error as its finding."""
     Dataset.objects.select_for_update().filter(pk=dataset.pk).first()  # starts wait for this
-    using = list(
-        Run.objects.filter(dataset=dataset, parent__isnull=True, status__in=ACTIVE_STATUSES)
-        .order_by("pk")
-        .values_list("pk", flat=True)[:4]
-    )
-    if using:
-        one = len(using) == 1
-        named = ", ".join(map(str, using[:3])) + (" and more" if len(using) > 3 else "")
-        them = "it" if one else "them"
+    roots = Run.objects.filter(dataset=dataset, parent__isnull=True).order_by("pk")
+    working = list(roots.filter(status__in=ACTIVE_STATUSES).values_list("pk", flat=True)[:4])
+    if working:
+        raise Conflict(_in_use(dataset, working, "not ended", "cancel {them} or let {them} end"))
+    # An interrupted research resumes on its dataset: gone, it would go on without it.
+    ended = roots.filter(status=Status.FAILED).values_list("pk", "error")
+    resumable = [pk for pk, error in ended if endings.resumable(status=Status.FAILED, error=error)]
+    if resumable:
         raise Conflict(
-            f'knowledge base "{dataset.name}" is searched by research{"" if one else "es"} '
-            f"{named}, which {'has' if one else 'have'} not ended: cancel {them} or let {them} "
-            "end, then delete the knowledge base."
+            _in_use(
+                dataset,
+                resumable[:4],
+                "been stopped and can still be resumed",
+                "resume {them} and let {them} end, or delete {them}",
+            )
         )
     dataset.delete()
+
+
+def _in_use(dataset: Dataset, run_ids: list[int], standing: str, remedy: str) -> str:
+    """'knowledge base "Estuaries" is searched by research 12, which has not ended: cancel
+    it or let it end, then delete the knowledge base.'"""
+    one = len(run_ids) == 1
+    named = ", ".join(map(str, run_ids[:3])) + (" and more" if len(run_ids) > 3 else "")
+    them = "it" if one else "them"
+    return (
+        f'knowledge base "{dataset.name}" is searched by research{"" if one else "es"} {named}, '
+        f"which {'has' if one else 'have'} {standing}: {remedy.format(them=them)}, then delete "
+        "the knowledge base."
+    )
 
 
 # --- Documents -------------------------------------------------------------------------------
@@ -158,7 +174,8 @@ def document_add(
     if not copies:
         _refuse_a_copy(dataset, sha256, filename)
     text, kind = extract_text(data=data, filename=filename, content_type=content_type)
-    given = (title or "").strip()
+    given = strip_controls(title or "").strip()
+    given = given if visible(given) else ""  # a title of zero-width spaces names nothing
     title = given or PurePath(filename or "").stem or "untitled"
     return _store(
         dataset_id=dataset.pk,

@@ -32,6 +32,7 @@ from research.services.launch import Launch
 from research.services.locks import claim_annotations, claim_queued
 from research.services.steps import state_record, step_inserts
 from research.sql import Insert, Update, inserts_deferred, one, row_lock
+from research.standing import said
 
 INTERRUPTED = endings.SERVER_STOPPED
 CANCELLED_BY_USER = endings.CANCELLED_BY_USER
@@ -309,11 +310,10 @@ def run_cancel_asked(*, run: Run) -> None:
     already ended, which a cancel would leave as it is. Its status is read under the tree's
     lock: a run that ends meanwhile is refused, not answered 202."""
     tree_lock(root_id=run.root_id)
-    status, error = Run.objects.filter(pk=run.pk).values_list("status", "error").get()
-    if status not in ACTIVE_STATUSES:
-        ending = endings.WORDS[endings.ending_of(status=status, error=error)]
+    run.refresh_from_db(fields=["status", "state", "error"])
+    if run.status not in ACTIVE_STATUSES:
         what = "research" if run.is_root else "sub-agent"
-        raise Conflict(f"{what} {run.pk} has already ended ({ending}): nothing to cancel.")
+        raise Conflict(f"{what} {run.pk} {said(run)}: nothing to cancel.")
     run_cancel(run=run)
 
 

@@ -149,7 +149,11 @@ def _root_update() -> Update:
 
 def _dataset_of(*, owner: AbstractBaseUser, dataset_id: int | None, model: str) -> Dataset | None:
     if dataset_id is not None:
-        dataset = Dataset.objects.filter(owner=owner, pk=dataset_id).first()
+        # Locked until the start commits: a delete of the dataset meanwhile waits, then
+        # finds this research (services.datasets.dataset_delete), or goes first, and this
+        # start then finds no dataset (a 400, not a foreign key's error at commit).
+        dataset = Dataset.objects.select_for_update(no_key=True).filter(owner=owner, pk=dataset_id)
+        dataset = dataset.first()
         if dataset is None:
             raise InvalidInput(f"no dataset with id {dataset_id}.", field="dataset")
         return dataset

@@ -71,7 +71,8 @@ const WORDS = readWords();
 
 function readWords() {
   const element = typeof document === "undefined" ? null : document.getElementById("canopy-words");
-  return element ? JSON.parse(element.textContent) : { endings: {}, tones: {}, stopped: [], needs: {}, waiting: "" };
+  const none = { endings: {}, tones: {}, stopped: [], needs: { answers: "", review: "" }, waiting: "" };
+  return element ? JSON.parse(element.textContent) : none;
 }
 
 /** Endings of agents that were stopped, not failed at their work (research/endings.py STOPPED). */

@@ -51,7 +51,11 @@ OPTION_OF_FIELD = {
     "run": "id",
     "status": "id",
 }
-EXIT_HELP = "Exit status: 0 when the research is done, 1 when it failed, 130 when interrupted."
+EXIT_HELP = (
+    "Exit status: 1 when the command is refused (with its reason on stderr), else 0; a command "
+    "that follows a research to its end (start --wait, tail) exits 0 when it is done, 1 when "
+    "it ended otherwise (cancelled, failed, out of time), 130 when interrupted."
+)
 
 
 class Command(BaseCommand):

@@ -17,12 +17,12 @@ from agents.llm.demo_followup import earlier_section, split_task
 from agents.llm.demo_verifier import CITED, verify_draft
 from agents.loop.calls import SPAWNS
 from research.fulltext import source_names
-from research.markdown import literal
+from research.markdown import ADDRESS, literal
 from research.services.clarify import ANSWERS_HEAD
 from research.text import STOP_WORDS
 
 _ids = count(1)
-URL = re.compile(r"(?:https?|kb)://[^\s)\]>\"']+")
+URL = ADDRESS  # an address in a text, as research.markdown.literal leaves it whole
 QUESTION_WORDS = re.compile(
     r"^(?:(?:how|what|why|when|where|which|who|do|does|did|is|are|can|should)\b\s*)+", re.I
 )
@@ -309,13 +309,9 @@ def report_title(task: str, limit: int = 200) -> str:
     for word in task.split():
         length += 1 + len(word)
         if kept and length > limit:
-            return as_markdown(" ".join(kept)) + " …"
+            return literal(" ".join(kept)) + " …"
         kept.append(word)
-    return as_markdown(" ".join(kept))
-
-
-# Plain text as Markdown that shows it as written ("__init__" stays itself), addresses whole.
-as_markdown = literal
+    return literal(" ".join(kept))
 
 
 def extractive_report(c: Conversation) -> str:
@@ -373,7 +369,7 @@ def _quote(result: str) -> str:
     for hit in HIT.finditer(result):  # the first three that say something in prose
         sentence = first_sentence(hit.group("text"))
         if sentence:
-            quote, title = as_markdown(sentence), as_markdown(hit.group("title"))
+            quote, title = literal(sentence), literal(hit.group("title"))
             quotes.append(f"> {quote}\n>\n> — [{title}]({hit.group('url')})")
         if len(quotes) == 3:
             break
@@ -383,4 +379,4 @@ def _quote(result: str) -> str:
     urls = _urls([result])
     if not sentence:
         return ""
-    return f"> {as_markdown(sentence)}" + (f" ([source]({urls[0]}))" if urls else "")
+    return f"> {literal(sentence)}" + (f" ([source]({urls[0]}))" if urls else "")

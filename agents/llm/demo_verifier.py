@@ -20,7 +20,7 @@ def verify_draft(task: str) -> str:
             if url in line:
                 claim = re.sub(r"\s*[—(]?\s*\[[^\]]*\]\([^)]*\)\)?", "", line)
                 claim = claim.strip(' >-*"').strip()
-                # As the report reads: its Markdown escapes (agents.llm.demo as_markdown) gone.
+                # As the report reads: its Markdown escapes (research.markdown.literal) gone.
                 claim = re.sub(r"\\(" + MARKUP.pattern + ")", r"\1", claim)
                 if claim:
                     claims.append(f'- "{claim[:200]}": it cites {url}, which no agent read.')

@@ -13,7 +13,6 @@ from django.utils import timezone
 from rich.table import Table
 from rich.text import Text
 
-from frontend.library import ENDING_LABELS
 from frontend.progress import elapsed_text
 from frontend.terminal.render import (
     STATUS_STYLE,
@@ -23,7 +22,7 @@ from frontend.terminal.render import (
     progress_words,
     terminal_text,
 )
-from research.endings import ending_of
+from research.endings import WORDS, ending_of
 from research.models import Run, Status
 
 
@@ -273,7 +272,7 @@ def _describe(payload: dict, tree: TreeModel) -> str:
         )
         # How it ended in the runs list's words ("cancelled", "out of time"), not "failed".
         ending = payload.get("ending") or ""
-        word = ENDING_LABELS[ending][0] if ending in ENDING_LABELS else payload.get("status", "")
+        word = WORDS.get(ending) or payload.get("status", "")
         return one_line(f"{word}{stats}{': ' + error if error else ''}")
     return ""
 

@@ -5,15 +5,14 @@ loads only the new ones. A file that cannot be read is reported and the others s
 the command then exits non-zero so a script notices.
 """
 
-import hashlib
 from pathlib import Path
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from research.clean import strip_controls
-from research.errors import ResearchError
-from research.models import Dataset, Document
+from research.errors import Conflict, ResearchError
+from research.models import Dataset
 from research.services.datasets import dataset_create, document_add, file_type
 
 
@@ -84,11 +83,6 @@ class Command(BaseCommand):
             data = path.read_bytes()
         except OSError as error:  # unreadable, or gone since the folder was listed
             return self._failed(relative, error.strerror or str(error))
-        if Document.objects.filter(
-            dataset=dataset, sha256=hashlib.sha256(data).hexdigest()
-        ).exists():
-            self.skipped += 1
-            return f"skipped {relative}: already in the dataset"
         try:
             document = document_add(
                 dataset=dataset,
@@ -98,6 +92,9 @@ class Command(BaseCommand):
                 source=relative,
                 title_given=False,  # the file's path: its text's heading names it
             )
+        except Conflict:  # the dataset holds this file already (document_add refuses a copy)
+            self.skipped += 1
+            return f"skipped {relative}: already in the dataset"
         except ResearchError as error:
             return self._failed(relative, error.message)
         self.loaded += 1

@@ -1,5 +1,6 @@
 """Group commit (research.services.writer): the records of many agents in one transaction,
-the same rows and events as one by one, and a bad record failing only its own agent."""
+the same rows and events as one by one, and a bad record failing only its own agent; an
+agent's spawn in the batch of the step that made it."""
 
 import threading
 from collections.abc import Callable
@@ -11,7 +12,7 @@ from agents.runtime import resilience
 from research import selectors, services
 from research.events import tree_lock
 from research.models import Event, LLMCall, Run, RunState, Step
-from research.services import NextState, step_writer
+from research.services import Launch, NextState, SpawnCall, step_writer
 from tests.conftest import statements_waiting_on_a_lock, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -456,3 +457,108 @@ def end_backend(pid: int) -> None:
         host=db["HOST"], port=db["PORT"], user=db["USER"], dbname=db["NAME"], autocommit=True
     ) as other:
         other.execute("SELECT pg_terminate_backend(%s)", [pid])
+
+
+# --- An agent's spawn in the batch (step_batch.Action) ----------------------------------------
+
+
+def _spawn(parent_id: int, root_id: int, name: str) -> list:
+    call = SpawnCall([Launch(name=name, reason="one facet", task=f"the {name} facet")], batch=False)
+    return services.subagents_spawn_each(parent_id=parent_id, calls=[call], root_id=root_id)
+
+
+def _in_thread(call) -> tuple[threading.Thread, dict]:
+    """Run `call` in a thread of its own, as an agent does; what it returned or raised."""
+    outcome: dict = {}
+
+    def run() -> None:
+        try:
+            outcome["returned"] = call()
+        except BaseException as error:
+            outcome["raised"] = error
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    return thread, outcome
+
+
+def test_a_spawn_commits_in_the_batch_of_the_step_that_made_it(writer, agents):
+    root = agents[0]
+    release = held(writer)
+    batches, records = writer.batches, writer.records
+    step = _model_call(root, wait=False)
+    thread, outcome = _in_thread(lambda: _spawn(root.run_id, root.root_id, "facet"))
+    wait_for(lambda: writer.queued() == 2, message="the step and the spawn never queued")
+    release()
+    thread.join(20)
+    step.wait()
+
+    assert (writer.batches - batches, writer.records - records) == (1, 2), "not one commit"
+    ((child,),) = outcome["returned"]
+    assert Run.objects.get(pk=child.pk).parent_id == root.run_id
+    events = list(Event.objects.filter(root_id=root.root_id).order_by("seq"))
+    assert [event.seq for event in events] == list(range(1, len(events) + 1))
+    types = [(event.type, event.payload["run"]) for event in events][-2:]
+    assert types == [("run.usage", root.run_id), ("run.created", child.pk)]
+
+
+def test_a_spawn_that_raises_in_a_batch_leaves_the_records_written(writer, agents):
+    """Its parent is gone: the batch rolls back, its records are written alone, and the spawn,
+    alone too, raises what it raised before group commit."""
+    root = agents[0]
+    release = held(writer)
+    retried = writer.retried
+    step = _model_call(root, wait=False)
+    thread, outcome = _in_thread(lambda: _spawn(10**9, root.root_id, "orphan"))
+    wait_for(lambda: writer.queued() == 2, message="the step and the spawn never queued")
+    release()
+    thread.join(20)
+    step.wait()
+
+    assert isinstance(outcome.get("raised"), Run.DoesNotExist), outcome
+    assert writer.retried == retried + 1
+    assert LLMCall.objects.filter(run_id=root.run_id).count() == 1
+    assert not Run.objects.filter(name="orphan").exists()
+
+
+@pytest.mark.skipif("connection.vendor != 'postgresql'")
+def test_a_spawns_tree_is_locked_with_the_batchs_rows_in_their_order(writer, agents):
+    """A batch with a record of tree A and a spawn in tree B locks both roots in its UPDATE,
+    in id order, before the spawn locks B again: waiting for B, it holds no lock it took out
+    of that order (a writer of another process takes them in the same order)."""
+    root_a, child_a, _, root_b, _, _ = agents
+    holding, let_go = threading.Event(), threading.Event()
+
+    def hold_tree_b() -> None:
+        try:
+            with transaction.atomic():
+                tree_lock(root_id=root_b.run_id)
+                holding.set()
+                let_go.wait(20)
+        finally:
+            connection.close()
+
+    holder = threading.Thread(target=hold_tree_b)
+    holder.start()
+    try:
+        assert holding.wait(20)
+        release = held(writer)
+        step = _model_call(child_a, wait=False)
+        spawner, outcome = _in_thread(lambda: _spawn(root_b.run_id, root_b.root_id, "late"))
+        wait_for(lambda: writer.queued() == 2, message="the step and the spawn never queued")
+        release()
+        wait_for(
+            lambda: statements_waiting_on_a_lock("WITH locked AS") == 1,
+            message="the batch's UPDATE never waited for tree B",
+        )
+        assert _locked_elsewhere([root_a.run_id]), "tree A's lock comes first"
+    finally:
+        let_go.set()
+        holder.join(20)
+    spawner.join(20)
+    step.wait()
+    ((child,),) = outcome["returned"]
+    assert Run.objects.get(pk=child.pk).root_id == root_b.root_id
+    assert Run.objects.get(pk=child_a.run_id).steps == 1

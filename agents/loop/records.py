@@ -5,9 +5,10 @@ A model call's record is committed while the agent's tools run, and a tool call'
 next model call is out, and so is the state it shows before a model call: the agent does not
 wait for a commit on every step. It waits (`written`) before reading the tree's cost for its
 cap, and its end goes behind its last records, in their batch (`end`). A tool that acts (a
-spawn, a message, a plan) runs inside `writes_after`: its reads go at once, and its first write
-waits for the records, so its rows and events follow theirs; one that only reads and refuses (a
-name that is no sub-agent) never waits.
+message, a plan) runs inside `writes_after`: its reads go at once, and its first write waits for
+the records, so its rows and events follow theirs; one that only reads and refuses (a name that
+is no sub-agent) never waits. A spawn writes nothing itself: it is handed to the writer behind
+the records and goes in their batch (research.services.subagents).
 A record lost with its connection is written again there, so it lands after the records
 handed over behind it (its transcript row and events come later); a record is one
 transaction, so nothing is ever half written.

@@ -93,12 +93,37 @@ class Part:
     tool_steps_before: int = 0
 
 
+@dataclass
+class Action:
+    """A write that is no step record, handed over behind its agent's records (a spawn,
+    research.services.subagents): `act` runs its statements in the batch's transaction
+    after every record's, so that the records and it take one commit, not one each with a
+    wait between them. Its tree's root is locked with the batch's other rows, in their
+    order (`_update`), before `act` locks it again. What `act` raises rolls the batch back,
+    and each record is then written alone, `act` in a transaction of its own."""
+
+    root_id: int
+    act: Callable[[], Any]
+
+
 class RunEnded(Exception):
     """A run of the batch ended meanwhile: the records go one by one."""
 
 
-def write_parts(parts: Sequence[Part]) -> list[Any]:
-    """Write the records of a batch, in the writer's transaction; what each returns."""
+def write_parts(batch: Sequence[Part | Action]) -> list[Any]:
+    """Write the records of a batch, in the writer's transaction, then run its actions;
+    what each returns."""
+    parts = [part for part in batch if isinstance(part, Part)]
+    actions = [action for action in batch if isinstance(action, Action)]
+    if parts:
+        _write_records(parts, roots=[action.root_id for action in actions])
+    done = {id(action): action.act() for action in actions}
+    return [done[id(item)] if isinstance(item, Action) else item.result for item in batch]
+
+
+def _write_records(parts: Sequence[Part], roots: list[int]) -> None:
+    """The records' counters, states, rows and events; the `roots` of the batch's actions
+    locked with their rows."""
     _ends_last(parts)
     carrier_of = _carriers(parts)
     counts = [0 if id(part) in carrier_of else part.event_count for part in parts]
@@ -110,6 +135,8 @@ def write_parts(parts: Sequence[Part]) -> list[Any]:
                 row[index] += value
             if change[8] is not None:
                 row[8] = change[8]
+    for root_id in roots:
+        deltas.setdefault(root_id, [0, 0, 0, Decimal(0), 0, 0, Decimal(0), 0, None])
     after = _update(sorted(deltas), deltas)
     for part in parts:
         if (
@@ -153,7 +180,6 @@ def write_parts(parts: Sequence[Part]) -> list[Any]:
     for root_id, (first, events) in trees.items():
         expect(root_id, first, len(events))
         publish_all(root_id=root_id, events=events, first_seq=first)
-    return [part.result for part in parts]
 
 
 def _carriers(parts: Sequence[Part]) -> dict[int, Part]:

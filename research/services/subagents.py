@@ -6,9 +6,10 @@ calls of one model turn are recorded together (subagents_spawn_each): each is ch
 made after the ones before it, and all of them go in one transaction, under one tree lock.
 """
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
+from typing import TypeVar
 
 from django.conf import settings
 from django.db import transaction
@@ -26,7 +27,9 @@ from research.services.runs import (
     validate_max_steps,
     validate_topic,
 )
+from research.services.step_batch import Action
 from research.services.steps import NextState, state_moved
+from research.services.writer import step_writer
 from research.sql import inserts_deferred
 from research.text import content_words
 
@@ -56,18 +59,19 @@ def subagents_spawn(*, parent_id: int, launches: Sequence[Launch], batch: bool =
     return outcome
 
 
+T = TypeVar("T")
+
 # A run checked but not yet written: its id is unknown (never shown; see subagents_spawn_each).
 UNWRITTEN = 0
 
 
-@transaction.atomic
-@inserts_deferred()
 def subagents_spawn_each(
     *,
     parent_id: int,
     calls: Sequence[SpawnCall],
     seat: int = 0,
     worker_id: int | None = None,
+    root_id: int | None = None,
 ) -> list[list[Run] | ResearchError]:
     """Record the spawn calls of one turn: for each, its runs, or the refusal that recorded
     none of them. Each call is checked as if made after the ones before it (their names are
@@ -79,7 +83,34 @@ def subagents_spawn_each(
     working, as if claimed in the same transaction; the others queued.
 
     Holds the root's row lock, so that agents of one tree spawning at once cannot pass the
-    tree limit together."""
+    tree limit together. With `root_id` (an agent spawning: its tree's root), the
+    transaction is the writer's batch behind the records its agent handed over (_recorded)."""
+    return _recorded(
+        root_id,
+        lambda: _spawn_each(parent_id=parent_id, calls=calls, seat=seat, worker_id=worker_id),
+    )
+
+
+def _recorded(root_id: int | None, write: Callable[[], T]) -> T:
+    """`write`'s statements in one transaction. An agent's spawn (`root_id` given) hands them
+    to the process's writer behind the records its agent handed over, as one more part of
+    their batch (step_batch.Action): one commit for the step that spawned and its spawn, where
+    the spawn waited for that step's commit, then committed again (issue 25). Without a
+    writer running, or inside a transaction, it is written here, as before."""
+
+    def alone() -> T:
+        with transaction.atomic(), inserts_deferred():
+            return write()
+
+    if root_id is None:
+        return alone()
+    return step_writer.write(Action(root_id, write), alone)
+
+
+def _spawn_each(
+    *, parent_id: int, calls: Sequence[SpawnCall], seat: int, worker_id: int | None
+) -> list[list[Run] | ResearchError]:
+    """subagents_spawn_each's statements, in the caller's transaction."""
     parent = parent_for_spawn(parent_id)  # read, its tree locked, once for the whole turn
     children, in_tree = team_reads.children_and_tree_size(run_id=parent_id, root_id=parent.root_id)
     taken: dict[str, int | None] = {child.name: child.pk for child, _ in children}
@@ -230,8 +261,6 @@ def _check(launch: Launch, parent: Run, taken: dict[str, int | None], in_tree: i
     return replace(launch, task=task, max_steps=max_steps)
 
 
-@transaction.atomic
-@inserts_deferred()
 def verifier_spawn(
     *,
     parent_id: int,
@@ -239,13 +268,38 @@ def verifier_spawn(
     seated: bool = False,
     worker_id: int | None = None,
     parent_state: NextState | None = None,
+    root_id: int | None = None,
     **fields,
 ) -> Run:
     """Record the verifier the runtime starts on a root's draft (issue 14). The runtime, not
     the model, asks for it: seed 000's limits and the task's length do not apply, and the
     name gets a number if the model already used it. `seated`: claimed for `worker_id` with
     its spawn (subagents_announce). The root goes on to `parent_state` (waiting for it) in
-    the same transaction, its event before the verifier's: one commit, not two in a row."""
+    the same transaction, its event before the verifier's: one commit, not two in a row.
+    With `root_id`, in the writer's batch behind the root's records (_recorded)."""
+    return _recorded(
+        root_id,
+        lambda: _verifier(
+            parent_id=parent_id,
+            name=name,
+            seated=seated,
+            worker_id=worker_id,
+            parent_state=parent_state,
+            **fields,
+        ),
+    )
+
+
+def _verifier(
+    *,
+    parent_id: int,
+    name: str,
+    seated: bool,
+    worker_id: int | None,
+    parent_state: NextState | None,
+    **fields,
+) -> Run:
+    """verifier_spawn's statements, in the caller's transaction."""
     parent = parent_for_spawn(parent_id)
     moved = None if parent_state is None else state_moved(run_id=parent_id, next_state=parent_state)
     taken = {child.name for child in team_reads.children_named(run_id=parent_id)}

@@ -190,11 +190,16 @@ def _record(
     ctx: AgentContext, calls: list[services.SpawnCall], deadline: float | None
 ) -> list[list[Run] | ResearchError]:
     """subagents_spawn_each, with each child the pool can seat now claimed in the same
-    transaction (tree.seats): its thread then starts on its first step."""
+    transaction (tree.seats): its thread then starts on its first step. The spawn goes in
+    the writer's batch behind the records of the step that made it (one commit for both)."""
     ctx.spawning()
     with seats(ctx, sum(len(call.launches) for call in calls), deadline) as taken:
         recorded = services.subagents_spawn_each(
-            parent_id=ctx.run_id, calls=calls, seat=taken.count, worker_id=ctx.pool.worker_id
+            parent_id=ctx.run_id,
+            calls=calls,
+            seat=taken.count,
+            worker_id=ctx.pool.worker_id,
+            root_id=ctx.root_id,
         )
         children = [run for runs in recorded if isinstance(runs, list) for run in runs]
         taken.used = sum(map(is_seated, children))

@@ -562,3 +562,49 @@ def test_a_spawns_tree_is_locked_with_the_batchs_rows_in_their_order(writer, age
     ((child,),) = outcome["returned"]
     assert Run.objects.get(pk=child.pk).root_id == root_b.root_id
     assert Run.objects.get(pk=child_a.run_id).steps == 1
+
+
+@pytest.mark.skipif("connection.vendor != 'postgresql'")
+def test_a_spawn_whose_batch_lost_its_commit_is_never_written_again(writer, agents):
+    """The connection dies under the COMMIT of a batch holding a step and a spawn: the commit
+    may have gone through, so the spawn fails with the error (its parent then reads the
+    children it may have), where the step's record is written again."""
+    import psycopg
+    from django.db import connections
+
+    from research.services.step_batch import Action
+
+    root = agents[0]
+    ran = []
+
+    def act() -> str:  # in the writer's thread: `connection` is the batch's
+        ran.append(True)
+        db = connections["default"]  # the writer thread's, not the proxy
+        pid = db.connection.info.backend_pid
+
+        def commit_after_the_backend_ends() -> None:
+            del db._commit  # once
+            settings = db.settings_dict
+            with psycopg.connect(
+                host=settings["HOST"],
+                port=settings["PORT"],
+                user=settings["USER"],
+                dbname=settings["NAME"],
+                autocommit=True,
+            ) as other:
+                other.execute("SELECT pg_terminate_backend(%s)", [pid])
+            type(db)._commit(db)
+
+        db._commit = commit_after_the_backend_ends
+        return "spawned"
+
+    release = held(writer)
+    step = _model_call(root, wait=False)
+    spawn = writer.hand_over(Action(root.root_id, act), act)
+    release()
+
+    with pytest.raises(OperationalError):
+        spawn.wait()
+    step.wait()
+    assert ran == [True], "the spawn ran again after a commit that may have gone through"
+    assert LLMCall.objects.filter(run_id=root.run_id).count() == 1

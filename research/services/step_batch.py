@@ -27,7 +27,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from decimal import Decimal
 from functools import cache
-from typing import Any
+from typing import Any, ClassVar
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections
 from django.utils import timezone
@@ -100,10 +100,14 @@ class Action:
     after every record's, so that the records and it take one commit, not one each with a
     wait between them. Its tree's root is locked with the batch's other rows, in their
     order (`_update`), before `act` locks it again. What `act` raises rolls the batch back,
-    and each record is then written alone, `act` in a transaction of its own."""
+    and each record is then written alone, `act` in a transaction of its own. An action is
+    written at most once: when the connection died under the batch's COMMIT (it may have
+    gone through), it fails with that error instead (research.services.writer), as the
+    spawn failed before group commit; its agent's parent reads the children it may have."""
 
     root_id: int
     act: Callable[[], Any]
+    at_most_once: ClassVar[bool] = True
 
 
 class RunEnded(Exception):

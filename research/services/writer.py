@@ -284,7 +284,7 @@ class Writer:
 
     def _together(self, batch: list[Pending]) -> bool:
         """The batch in one transaction; False when it was rolled back."""
-        committed = []
+        committed, committing = [], False
         try:
             with transaction.atomic():
                 # The first after-commit callback: the events' pushes follow it in order.
@@ -292,13 +292,21 @@ class Writer:
                 # Every record's rows at the end, one INSERT per table for the whole batch.
                 with inserts_deferred():
                     results = self._write_together([record.part for record in batch])
-        except Exception:
+                committing = True
+        except Exception as error:
             if committed:  # a push failed after the commit: the records are written
                 log.exception("pushing a batch's events failed")
                 return True
             log.debug("a batch of %d records failed; writing them one by one", len(batch))
             self.retried += 1
             drop_broken_connection()
+            if committing and connection.connection is None:
+                # The connection died under the COMMIT: whether it went through is unknown.
+                # A part written at most once (a spawn) fails with the error; records, whose
+                # agents write them again anyway, are written again.
+                for record in batch:
+                    if getattr(record.part, "at_most_once", False):
+                        record.error = error
             return False
         for record, result in zip(batch, results, strict=True):
             record.result = result
@@ -306,7 +314,8 @@ class Writer:
 
     def _one_by_one(self, batch: list[Pending]) -> None:
         for record in batch:
-            record.error = record.failed_before()  # those it follows come first in the queue
+            if record.error is None:  # those it follows come first in the queue
+                record.error = record.failed_before()
             if record.error is None:
                 try:
                     record.result = record.alone()

@@ -81,13 +81,9 @@ class Agent:
         try:
             report = self._rounds()
             if self.ctx.is_root:
-                # Its review's writes come after its records, and its verifier's spawn in
-                # their batch (one commit for the draft's records and the spawn). A cost cap
-                # is read with the draft's cost counted.
-                if settings.RESEARCH_TREE_COST_CAP_USD:
-                    self.records.written()
-                with self.records.writes_after():
-                    report = self._reviewed(report)
+                # Its review and its verifier come after its records, as they did.
+                self.records.written()
+                report = self._reviewed(report)
             reported = True
             return report
         finally:

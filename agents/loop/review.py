@@ -146,7 +146,6 @@ def verify(ctx: AgentContext, draft: str) -> Verdict:
             worker_id=ctx.pool.worker_id,
             # The lead waits for it from its spawn on: its state goes in the same commit.
             parent_state=NextState(State.WAITING, "verifier checks the draft"),
-            root_id=ctx.root_id,  # in the writer's batch, behind the root's records
         )
         seat.used = int(tree.is_seated(child))
     ctx.spawned_known([child.pk])

@@ -39,7 +39,7 @@ DATABASE = "canopy_bench_served"
 DATABASE_URL = f"postgres://postgres@127.0.0.1:5432/{DATABASE}"
 REDIS_URL = "redis://127.0.0.1:6379/14"
 SECRET_KEY = "bench-only-secret-key-not-for-anything-else-0123456789"
-CHILDREN = 5
+CHILDREN = int(os.environ.get("BENCH_CHILDREN", "5"))  # 1 to 5 (bench/tree_timeline.py)
 CRITICAL_PATH_CALLS = 9
 
 

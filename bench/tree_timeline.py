@@ -3,6 +3,7 @@
     .venv/bin/python bench/tree_timeline.py                 # 5 trees at 50 ms a call
     .venv/bin/python bench/tree_timeline.py --delay 0 --trees 10
     .venv/bin/python bench/tree_timeline.py --together 20 --delay 0.2   # 20 trees at once
+    BENCH_CHILDREN=1 .venv/bin/python bench/tree_timeline.py   # a root and one child
 
 The tree of bench/served.py (a root spawns 5 children in one turn, waits and answers; each
 child makes 6 cheap tool calls and answers; the verifier checks the draft) runs in daphne
@@ -25,10 +26,12 @@ over the trees, after one that warms the process up:
   its run finished;
 - root end: the verifier finished to the root's run finished (the coverage, the finish).
 
-With `--together N`, N trees start at once, as bench/gil.py's load does (20 trees are 120
-agents), and the segments are each tree's, the medians over the N trees of one load: where
-a tree's time goes when its starts, spawns and ends fall in the same instants as the
-others'.
+With BENCH_CHILDREN=1 (bench/served.py) the root spawns one child instead of five: the same
+chain of hand-overs, without five children's Python on one GIL in the same instants, which
+tells one cost from the other. With `--together N`, N trees start at once, as bench/gil.py's
+load does (20 trees are 120 agents), and the segments are each tree's, the medians over the N
+trees of one load: where a tree's time goes when its starts, spawns and ends fall in the same
+instants as the others'.
 """
 
 import argparse

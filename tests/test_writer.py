@@ -608,3 +608,75 @@ def test_a_spawn_whose_batch_lost_its_commit_is_never_written_again(writer, agen
     step.wait()
     assert ran == [True], "the spawn ran again after a commit that may have gone through"
     assert LLMCall.objects.filter(run_id=root.run_id).count() == 1
+
+
+@pytest.mark.skipif("connection.vendor != 'postgresql'")
+def test_a_batch_of_spawns_alone_locks_their_roots_in_id_order(writer, agents):
+    """Two spawns whose steps went in an earlier batch, handed over the later tree first: the
+    batch takes their roots in id order, as another process's writer holding tree A and
+    about to take tree B does, so neither waits for the other (no deadlock, no retry)."""
+    root_a, _, _, root_b, _, _ = agents
+    assert root_a.root_id < root_b.root_id
+    release = held(writer)
+    later, later_outcome = _in_thread(lambda: _spawn(root_b.run_id, root_b.root_id, "bee"))
+    wait_for(lambda: writer.queued() == 1, message="the first spawn never queued")
+    earlier, earlier_outcome = _in_thread(lambda: _spawn(root_a.run_id, root_a.root_id, "ay"))
+    wait_for(lambda: writer.queued() == 2, message="the second spawn never queued")
+    holding_a, take_b, other = threading.Event(), threading.Event(), {}
+
+    def other_writer() -> None:
+        try:
+            with transaction.atomic():
+                tree_lock(root_id=root_a.root_id)
+                holding_a.set()
+                take_b.wait(20)
+                tree_lock(root_id=root_b.root_id)
+        except BaseException as error:
+            other["raised"] = error
+        finally:
+            connection.close()
+
+    holder = threading.Thread(target=other_writer)
+    holder.start()
+    assert holding_a.wait(20)
+    retried = writer.retried
+    release()
+    wait_for(lambda: statements_waiting_on_a_lock() == 1, message="the batch never waited")
+    take_b.set()  # with tree B taken first by the batch, this would deadlock
+    for thread in (holder, later, earlier):
+        thread.join(30)
+
+    assert other == {} and writer.retried == retried, other
+    ((bee,),), ((ay,),) = later_outcome["returned"], earlier_outcome["returned"]
+    assert (bee.root_id, ay.root_id) == (root_b.root_id, root_a.root_id)
+
+
+@pytest.mark.skipif("connection.vendor != 'postgresql'")
+def test_a_spawn_in_a_batch_whose_commit_refused_a_key_is_written_again_alone(writer, agents):
+    """Another part of its batch breaks a key checked at the COMMIT: the connection is sound
+    and the batch surely rolled back, so the spawn is written again alone, and succeeds."""
+    from research.models import RunState
+    from research.services.step_batch import Action
+
+    root, _, _, other_root, _, _ = agents
+
+    def breaks_a_key() -> None:  # a state of no run: refused at the COMMIT (deferred key)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"INSERT INTO {RunState._meta.db_table} (run_id, state, detail, at) "
+                "VALUES (%s, 'thinking', '', now())",
+                [10**9],
+            )
+
+    release = held(writer)
+    retried = writer.retried
+    spawn, outcome = _in_thread(lambda: _spawn(root.run_id, root.root_id, "innocent"))
+    wait_for(lambda: writer.queued() == 1, message="the spawn never queued")
+    bad = writer.hand_over(Action(other_root.root_id, breaks_a_key), lambda: None)
+    release()
+    spawn.join(20)
+    bad.wait()
+
+    assert writer.retried == retried + 1
+    ((child,),) = outcome["returned"]
+    assert Run.objects.filter(pk=child.pk, name="innocent").exists()

@@ -103,7 +103,8 @@ class Action:
     and each record is then written alone, `act` in a transaction of its own. An action is
     written at most once: when the connection died under the batch's COMMIT (it may have
     gone through), it fails with that error instead (research.services.writer), as the
-    spawn failed before group commit; its agent's parent reads the children it may have."""
+    spawn failed before group commit; its agent then reads the children it may have as it
+    ends (agents.runtime.tree.end_subagents)."""
 
     root_id: int
     act: Callable[[], Any]
@@ -121,8 +122,14 @@ def write_parts(batch: Sequence[Part | Action]) -> list[Any]:
     actions = [action for action in batch if isinstance(action, Action)]
     if parts:
         _write_records(parts, roots=[action.root_id for action in actions])
-    done = {id(action): action.act() for action in actions}
+    # In their roots' order: a batch of actions alone locks its roots one act after another,
+    # in the order every writer takes them (stable: one tree's acts keep theirs).
+    done = {id(action): action.act() for action in sorted(actions, key=_root_of)}
     return [done[id(item)] if isinstance(item, Action) else item.result for item in batch]
+
+
+def _root_of(action: Action) -> int:
+    return action.root_id
 
 
 def _write_records(parts: Sequence[Part], roots: list[int]) -> None:

@@ -39,7 +39,7 @@ from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import InterfaceError, OperationalError, connection, transaction
 
 from research.services.step_batch import write_parts
 from research.sql import drop_broken_connection, give_back_connection, inserts_deferred
@@ -300,10 +300,11 @@ class Writer:
             log.debug("a batch of %d records failed; writing them one by one", len(batch))
             self.retried += 1
             drop_broken_connection()
-            if committing and connection.connection is None:
-                # The connection died under the COMMIT: whether it went through is unknown.
-                # A part written at most once (a spawn) fails with the error; records, whose
-                # agents write them again anyway, are written again.
+            if committing and isinstance(error, OperationalError | InterfaceError):
+                # The connection failed under the COMMIT: whether it went through is unknown.
+                # A part written at most once (a spawn) fails with the error; records are
+                # written again, as always. A COMMIT refused otherwise (a key checked at its
+                # end) surely rolled back: the spawn is written again too.
                 for record in batch:
                     if getattr(record.part, "at_most_once", False):
                         record.error = error

@@ -7,8 +7,8 @@ wait for a commit on every step. It waits (`written`) before reading the tree's 
 cap, and its end goes behind its last records, in their batch (`end`). A tool that acts (a
 message, a plan) runs inside `writes_after`: its reads go at once, and its first write waits for
 the records, so its rows and events follow theirs; one that only reads and refuses (a name that
-is no sub-agent) never waits. A spawn writes nothing itself: it is handed to the writer behind
-the records and goes in their batch (research.services.subagents).
+is no sub-agent) never waits. A spawn's own statements do not wait either: they are handed to
+the writer behind the records and go in their batch (research.services.subagents).
 A record lost with its connection is written again there, so it lands after the records
 handed over behind it (its transcript row and events come later); a record is one
 transaction, so nothing is ever half written.

@@ -1,19 +1,20 @@
 """Group commit: one writer thread per process writes the step records of all its agents.
 
 An agent hands its record over (`hand_over`: a model call, a tool call, the state it shows) and
-goes on: its next model call or its tools run while the record is written. It waits on its records
-(Pending.wait) only where it must see them committed: before the first write of a tool that acts (a
-message, a plan) and before reading the tree's cost for its cap (agents.loop.records). A spawn is
-handed over too, behind the records (step_batch.Action), and goes in their batch: one commit for
-the step and its spawn. Its end is handed over behind its last records (`after` them): it goes in
-their batch when it can, and is never written when one of them failed. `write` hands over and
-waits, for callers with no such point. The writer lets a batch fill for RESEARCH_WRITER_LINGER_MS
-from its oldest record (up to BATCH_MAX records), then writes the whole batch in one transaction,
-so a batch costs one commit instead of one per record: a model call's record and its tools'
-records, and other agents' records, commit together. The batch goes at once when an agent waits on
-a record (Pending.wait: nobody waits out a linger), when it is full, or when the writer is asked to
-stop. Each record's events are stored in that transaction and pushed after it commits, in the order
-their numbers were given (research.events.store), and only then are the waiters woken.
+goes on: its next model call or its tools run while the record is written. It waits on its
+records (Pending.wait) only where it must see them committed: before the first write of a tool
+that acts (a message, a plan) and before reading the tree's cost for its cap
+(agents.loop.records). A spawn is handed over too, behind the records (step_batch.Action), and
+goes in their batch: one commit for the step and its spawn. Its end is handed over behind its
+last records (`after` them): it goes in their batch when it can, and is never written when one
+of them failed. `write` hands over and waits, for callers with no such point. The writer lets a
+batch fill for RESEARCH_WRITER_LINGER_MS from its oldest record (up to BATCH_MAX records), then
+writes the whole batch in one transaction, so a batch costs one commit instead of one per
+record: a model call's record and its tools' records, and other agents' records, commit
+together. The batch goes at once when an agent waits on a record (Pending.wait: nobody waits
+out a linger), when it is full, or when the writer is asked to stop. Each record's events are
+stored in that transaction and pushed after it commits, in the order their numbers were given
+(research.events.store), and only then are the waiters woken.
 
 A batch that fails is rolled back and its records are written again one by one, each in its
 own transaction as before group commit (`alone`): a record whose run ended meanwhile

@@ -125,6 +125,24 @@ TERMINATOR = "canopy-test-terminator"
 
 def terminate_backends(*, sparing: int) -> int:
     """pg_terminate_backend every connection of this database but `sparing` (the test's)."""
+    # Two trees' answers may terminate at once: neither ends the other's connection.
+    return len(
+        _as_terminator(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> %s AND application_name <> %s",
+            [sparing, TERMINATOR],
+        )
+    )
+
+
+def terminate_backend(pid: int) -> None:
+    """pg_terminate_backend one connection of this database's server."""
+    _as_terminator("SELECT pg_terminate_backend(%s)", [pid])
+
+
+def _as_terminator(sql: str, params: list) -> list:
+    """A statement's rows, through a connection of its own (not the pool's, not a thread's
+    Django connection), named so that terminations spare it."""
     db = connection.settings_dict
     with psycopg.connect(
         host=db["HOST"],
@@ -134,13 +152,7 @@ def terminate_backends(*, sparing: int) -> int:
         autocommit=True,
         application_name=TERMINATOR,
     ) as other:
-        # Two trees' answers may terminate at once: neither ends the other's connection.
-        rows = other.execute(
-            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-            "WHERE datname = current_database() AND pid <> %s AND application_name <> %s",
-            [sparing, TERMINATOR],
-        ).fetchall()
-    return len(rows)
+        return other.execute(sql, params).fetchall()
 
 
 def test_agents_whose_connections_are_terminated_go_on_and_end_done(scripted_llm, alice, settings):

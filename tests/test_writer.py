@@ -3,7 +3,8 @@ the same rows and events as one by one, and a bad record failing only its own ag
 agent's spawn in the batch of the step that made it."""
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import pytest
 from django.db import OperationalError, connection, transaction
@@ -313,21 +314,7 @@ def test_a_batch_locks_every_trees_root_before_any_sub_agents_row(writer, agents
     so a service holding that lock and then writing a sub-agent (a cancel) never deadlocks
     with it. The batch then writes every record."""
     root_a, child_a, _, root_b, child_b, _ = agents
-    holding, let_go = threading.Event(), threading.Event()
-
-    def hold_tree_b() -> None:
-        try:
-            with transaction.atomic():
-                tree_lock(root_id=root_b.run_id)
-                holding.set()
-                let_go.wait(20)
-        finally:
-            connection.close()
-
-    holder = threading.Thread(target=hold_tree_b)
-    holder.start()
-    try:
-        assert holding.wait(20)
+    with tree_held(root_b.root_id):
         release = held(writer)
         records = [_model_call(facts, wait=False) for facts in (child_a, child_b)]
         release()  # both go in the next batch, which waits for tree B's lock
@@ -338,14 +325,35 @@ def test_a_batch_locks_every_trees_root_before_any_sub_agents_row(writer, agents
 
         assert _locked_elsewhere([root_a.run_id]), "tree A's lock comes first"
         assert not _locked_elsewhere([child_a.run_id, child_b.run_id])
-    finally:
-        let_go.set()
-        holder.join(20)
     for record in records:
         record.wait()
     for facts in (child_a, child_b):
         assert Run.objects.get(pk=facts.run_id).steps == 1
         assert Run.objects.get(pk=facts.root_id).tree_input_tokens == 100
+
+
+@contextmanager
+def tree_held(root_id: int, *, then: int | None = None) -> Iterator[dict]:
+    """Another transaction holds tree `root_id`'s lock for the block; with `then`, it takes
+    that tree's lock too as the block ends, before it commits. Yields its outcome (_in_thread),
+    complete once the block is over."""
+    holding, let_go = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with transaction.atomic():
+            tree_lock(root_id=root_id)
+            holding.set()
+            let_go.wait(20)
+            if then is not None:
+                tree_lock(root_id=then)
+
+    holder, outcome = _in_thread(hold)
+    try:
+        assert holding.wait(20), outcome
+        yield outcome
+    finally:
+        let_go.set()
+        holder.join(30)
 
 
 def _locked_elsewhere(run_ids: list[int]) -> bool:
@@ -529,21 +537,7 @@ def test_a_spawns_tree_is_locked_with_the_batchs_rows_in_their_order(writer, age
     in id order, before the spawn locks B again: waiting for B, it holds no lock it took out
     of that order (a writer of another process takes them in the same order)."""
     root_a, child_a, _, root_b, _, _ = agents
-    holding, let_go = threading.Event(), threading.Event()
-
-    def hold_tree_b() -> None:
-        try:
-            with transaction.atomic():
-                tree_lock(root_id=root_b.run_id)
-                holding.set()
-                let_go.wait(20)
-        finally:
-            connection.close()
-
-    holder = threading.Thread(target=hold_tree_b)
-    holder.start()
-    try:
-        assert holding.wait(20)
+    with tree_held(root_b.root_id):
         release = held(writer)
         step = _model_call(child_a, wait=False)
         spawner, outcome = _in_thread(lambda: _spawn(root_b.run_id, root_b.root_id, "late"))
@@ -554,9 +548,6 @@ def test_a_spawns_tree_is_locked_with_the_batchs_rows_in_their_order(writer, age
             message="the batch's UPDATE never waited for tree B",
         )
         assert _locked_elsewhere([root_a.run_id]), "tree A's lock comes first"
-    finally:
-        let_go.set()
-        holder.join(20)
     spawner.join(20)
     step.wait()
     ((child,),) = outcome["returned"]
@@ -569,10 +560,10 @@ def test_a_spawn_whose_batch_lost_its_commit_is_never_written_again(writer, agen
     """The connection dies under the COMMIT of a batch holding a step and a spawn: the commit
     may have gone through, so the spawn fails with the error (its parent then reads the
     children it may have), where the step's record is written again."""
-    import psycopg
     from django.db import connections
 
     from research.services.step_batch import Action
+    from tests.test_resilience import terminate_backend
 
     root = agents[0]
     ran = []
@@ -584,15 +575,7 @@ def test_a_spawn_whose_batch_lost_its_commit_is_never_written_again(writer, agen
 
         def commit_after_the_backend_ends() -> None:
             del db._commit  # once
-            settings = db.settings_dict
-            with psycopg.connect(
-                host=settings["HOST"],
-                port=settings["PORT"],
-                user=settings["USER"],
-                dbname=settings["NAME"],
-                autocommit=True,
-            ) as other:
-                other.execute("SELECT pg_terminate_backend(%s)", [pid])
+            terminate_backend(pid)
             type(db)._commit(db)
 
         db._commit = commit_after_the_backend_ends
@@ -622,31 +605,16 @@ def test_a_batch_of_spawns_alone_locks_their_roots_in_id_order(writer, agents):
     wait_for(lambda: writer.queued() == 1, message="the first spawn never queued")
     earlier, earlier_outcome = _in_thread(lambda: _spawn(root_a.run_id, root_a.root_id, "ay"))
     wait_for(lambda: writer.queued() == 2, message="the second spawn never queued")
-    holding_a, take_b, other = threading.Event(), threading.Event(), {}
-
-    def other_writer() -> None:
-        try:
-            with transaction.atomic():
-                tree_lock(root_id=root_a.root_id)
-                holding_a.set()
-                take_b.wait(20)
-                tree_lock(root_id=root_b.root_id)
-        except BaseException as error:
-            other["raised"] = error
-        finally:
-            connection.close()
-
-    holder = threading.Thread(target=other_writer)
-    holder.start()
-    assert holding_a.wait(20)
     retried = writer.retried
-    release()
-    wait_for(lambda: statements_waiting_on_a_lock() == 1, message="the batch never waited")
-    take_b.set()  # with tree B taken first by the batch, this would deadlock
-    for thread in (holder, later, earlier):
+    # Another process's writer: it holds tree A, then takes tree B before it commits.
+    with tree_held(root_a.root_id, then=root_b.root_id) as other:
+        release()
+        wait_for(lambda: statements_waiting_on_a_lock() == 1, message="the batch never waited")
+    # With tree B taken first by the batch, the other's taking it would have deadlocked.
+    for thread in (later, earlier):
         thread.join(30)
 
-    assert other == {} and writer.retried == retried, other
+    assert "raised" not in other and writer.retried == retried, other
     ((bee,),), ((ay,),) = later_outcome["returned"], earlier_outcome["returned"]
     assert (bee.root_id, ay.root_id) == (root_b.root_id, root_a.root_id)
 

@@ -249,6 +249,20 @@ def wait_finished(run: Run, *, timeout: float = 20) -> Run:
     return run
 
 
+def demo_on_starter(owner: User, topic: str) -> Run:
+    """A research started on the offline demo model over `owner`'s "Python reference" (the
+    starter dataset, loaded here as `make run` loads it); not waited for."""
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    from research.models import Dataset
+
+    call_command("load_starter_dataset", user=owner.username, stdout=StringIO())
+    python = Dataset.objects.get(owner=owner, name="Python reference")
+    return services.run_start(owner=owner, topic=topic, model="demo", dataset_id=python.pk)
+
+
 # --- Real server processes -----------------------------------------------------------------
 
 import os  # noqa: E402

@@ -11,18 +11,15 @@ and the green "Live" and the plan's ✓ at 3.27:1. Words need 4.5:1 (WCAG AA); t
 Screenshots go to SCREENSHOTS (default /tmp/canopy-round32-dark) to be looked at.
 """
 
-from io import StringIO
-
 import pytest
-from django.core.management import call_command
 from playwright.sync_api import Browser, Page, expect
 
 from agents.llm.scripted import call, reply
 from research import services
-from research.models import Dataset, Run
+from research.models import Run
 from tests import browsing
 from tests.browsing import SIZES, no_sideways_scroll, sized_page
-from tests.conftest import wait_finished, wait_for
+from tests.conftest import demo_on_starter, wait_finished, wait_for
 from tests.test_browser import browser, log_in, server  # noqa: F401  (fixtures)
 
 # ruff: noqa: F811  (pytest fixtures imported from tests.test_browser)
@@ -109,13 +106,8 @@ def show_the_list(page: Page) -> None:
 def test_dark_mode_words_and_marks_stand_out_from_their_backgrounds(
     page, server, scripted_llm, alice
 ):
-    call_command("load_starter_dataset", user="alice", stdout=StringIO())
-    python = Dataset.objects.get(owner=alice, name="Python reference")
-    done = services.run_start(
-        owner=alice,
-        topic=f"How do Python's context managers and exceptions interact? ({page.size_name})",
-        model="demo",
-        dataset_id=python.pk,
+    done = demo_on_starter(
+        alice, f"How do Python's context managers and exceptions interact? ({page.size_name})"
     )
     waiting_topic = f"Dippers ({page.size_name}): how do they feed underwater?"
     scripted_llm.script(
@@ -182,7 +174,7 @@ def test_dark_mode_words_and_marks_stand_out_from_their_backgrounds(
     shot(page, "7-agent-list")
 
     # A knowledge base's page: Start a research on it.
-    page.goto(f"{server.url}/kb/{python.pk}/")
+    page.goto(f"{server.url}/kb/{done.dataset_id}/")
     start = page.get_by_role("link", name="Start a research on it")
     expect(start).to_be_visible()
     contrast(page, ".kb-head a.button-primary")

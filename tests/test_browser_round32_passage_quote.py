@@ -10,18 +10,14 @@ reduced motion. A page with nothing marked does not move.
 Screenshots go to SCREENSHOTS (default /tmp/canopy-round32-passage) to be looked at.
 """
 
-from io import StringIO
-
 import pytest
-from django.core.management import call_command
 from playwright.sync_api import Browser, Page, expect
 
-from research import services
-from research.models import Chunk, Dataset
+from research.models import Chunk
 from research.services.datasets import dataset_create, document_add
 from tests import browsing
 from tests.browsing import SIZES, no_sideways_scroll, sized_page
-from tests.conftest import wait_finished
+from tests.conftest import demo_on_starter, wait_finished
 from tests.test_browser import browser, log_in, server  # noqa: F401  (fixtures)
 
 # ruff: noqa: F811  (pytest fixtures imported from tests.test_browser)
@@ -124,14 +120,7 @@ def test_with_reduced_motion_the_quote_is_in_view_at_once(page, server, alice):
 
 def test_a_citation_of_a_demo_report_opens_on_its_quote(page, server, alice):
     """The analyst's own path: a done report's citation of the Python reference."""
-    call_command("load_starter_dataset", user="alice", stdout=StringIO())
-    python = Dataset.objects.get(owner=alice, name="Python reference")
-    done = services.run_start(
-        owner=alice,
-        topic="How do Python's context managers and exceptions interact?",
-        model="demo",
-        dataset_id=python.pk,
-    )
+    done = demo_on_starter(alice, "How do Python's context managers and exceptions interact?")
     assert wait_finished(done, timeout=40).status == "done"
     log_in(page, server, "alice")
     page.goto(f"{server.url}/runs/{done.pk}/")

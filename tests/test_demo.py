@@ -1,16 +1,14 @@
 """The offline demo model: the whole product working with no API key, on real documents."""
 
 import json
-from io import StringIO
 
 import pytest
-from django.core.management import call_command
 
 from research import services
 from research.models import Citation, Dataset, Message, Run
 from research.selectors import plans as plan_reads
 from research.services.datasets import dataset_create, document_add
-from tests.conftest import wait_finished, wait_for
+from tests.conftest import demo_on_starter, wait_finished, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -168,14 +166,7 @@ def test_a_long_address_in_the_topic_is_one_source_never_a_cut_copy(agent_pool, 
 
 
 def test_demo_answers_the_python_question_from_the_starter_dataset(agent_pool, alice):
-    call_command("load_starter_dataset", user="alice", stdout=StringIO())
-    dataset = Dataset.objects.get(owner=alice, name="Python reference")
-    root = services.run_start(
-        owner=alice,
-        topic="How do Python's context managers and exceptions interact?",
-        model="demo",
-        dataset_id=dataset.pk,
-    )
+    root = demo_on_starter(alice, "How do Python's context managers and exceptions interact?")
     root = wait_finished(root, timeout=30)
     assert root.status == "done", root.error
     names = sorted(Run.objects.filter(parent=root).values_list("name", flat=True))

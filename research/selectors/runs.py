@@ -121,7 +121,9 @@ def undotted_question(text: str) -> str:
 
 def text_vector() -> SearchVector:
     """The runs' searchable text, topic then report: the expression of the GIN index
-    run_text_search (migration 0017 builds the index from this very expression)."""
+    run_text_search. Migration 0017 keeps a frozen copy of it (a migration must not change
+    with the code); tests/test_library.py holds the planner to using the index, which it
+    stops doing the day the two differ."""
     joined = Concat(
         Coalesce("topic", Value(""), output_field=TextField()),
         Value(" "),

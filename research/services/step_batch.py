@@ -27,6 +27,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from decimal import Decimal
 from functools import cache
+from operator import attrgetter
 from typing import Any, ClassVar
 
 from django.db import DEFAULT_DB_ALIAS, connection, connections
@@ -124,12 +125,8 @@ def write_parts(batch: Sequence[Part | Action]) -> list[Any]:
         _write_records(parts, roots=[action.root_id for action in actions])
     # In their roots' order: a batch of actions alone locks its roots one act after another,
     # in the order every writer takes them (stable: one tree's acts keep theirs).
-    done = {id(action): action.act() for action in sorted(actions, key=_root_of)}
+    done = {id(action): action.act() for action in sorted(actions, key=attrgetter("root_id"))}
     return [done[id(item)] if isinstance(item, Action) else item.result for item in batch]
-
-
-def _root_of(action: Action) -> int:
-    return action.root_id
 
 
 def _write_records(parts: Sequence[Part], roots: list[int]) -> None:

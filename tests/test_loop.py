@@ -130,7 +130,9 @@ def test_cancel_mid_run_ends_it_within_a_second(agent_pool, scripted_llm, alice)
 def test_cancel_reaches_an_agent_waiting_on_a_slow_model_at_its_next_round(
     agent_pool, scripted_llm, alice
 ):
-    scripted_llm.script("slowish", slow(0.3, call("web_search", query="x")), reply("never"))
+    # The call lasts long enough for the cancel to come while it is out, on a loaded machine
+    # too (at 0.3 s, CI once saw the research end done before the cancel was read).
+    scripted_llm.script("slowish", slow(1.5, call("web_search", query="x")), reply("never"))
     run = start(alice, "A slowish research")
     wait_for(lambda: Run.objects.get(pk=run.pk).status == "working")
     services.run_cancel(run=run)

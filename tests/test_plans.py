@@ -6,9 +6,11 @@ import json
 import threading
 import time
 from datetime import timedelta
+from decimal import Decimal
 
 import httpx
 import pytest
+from django.db import connection
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -18,7 +20,7 @@ from agents.llm.scripted import call, calls, fail, reply
 from agents.loop.review import COVERAGE_HEADING, Verdict, coverage_section, parse_verdict
 from frontend.rendering import render_report
 from research import services
-from research.models import Event, Message, Plan, Run, RunState
+from research.models import Event, Message, Plan, Run, RunState, Step
 from tests.conftest import start_daphne, wait_finished, wait_for
 from tests.helpers import results, start
 
@@ -316,6 +318,56 @@ def test_the_verifier_flags_a_claim_whose_source_no_agent_read_and_the_report_li
     )
     assert waiting["at"] == events[created]["at"]
     assert RunState.objects.filter(run=root, state="waiting", detail=waiting["detail"]).count() == 1
+
+
+def transaction_of(model, pk: int) -> str:
+    """The PostgreSQL transaction that wrote the row (its xmin): rows written in one
+    commit share it."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT xmin::text FROM {model._meta.db_table} WHERE id = %s", [pk])
+        return cursor.fetchone()[0]
+
+
+@pytest.mark.parametrize("cap", [None, Decimal("50")])
+def test_the_leads_own_reading_reaches_its_review_and_its_draft_commits_with_the_verifier(
+    agent_pool, scripted_llm, web, alice, settings, cap
+):
+    """The lead reads a page for its one plan item and drafts at once (the scripted model
+    answers in no time: the read's records may still be queued for the writer). The verifier
+    is told what the lead read and the item counts as covered. The draft's model call and
+    the verifier's spawn are one commit (issue 25); under a cost cap the spawn reads the
+    tree's cost with the draft's counted, so it commits after it."""
+    if connection.vendor != "postgresql":
+        pytest.skip("a row's transaction is PostgreSQL's xmin")
+    settings.RESEARCH_VERIFY_REPORTS = True
+    settings.RESEARCH_TREE_COST_CAP_USD = cap
+    topic = f"Where otters sleep, read by the lead {cap}"
+    url = f"{web.url}/notes.txt"
+    draft = f"# Otters\n\nThey sleep in holts ([the notes]({url}))."
+    verifier_tasks = []
+
+    def verifier_turn(messages):
+        verifier_tasks.append(messages[1]["content"])
+        return reply("## Unsupported claims\nNone.\n\n## Gaps\nNone.")
+
+    scripted_llm.script(
+        topic,
+        call("write_plan", items=["Where otters sleep"]),
+        call("read_page", url=url),
+        reply(draft),
+        reply(draft),  # the revision after the findings
+    )
+    scripted_llm.script("Check this draft report", verifier_turn)
+    root = wait_finished(start(alice, topic))
+
+    assert root.status == "done", root.error
+    (task,) = verifier_tasks
+    assert f"- {url}: page seen by the lead: " in task
+    assert "Every item of the plan (1) was covered." in root.report
+    drafted = Step.objects.filter(run=root, kind="model", output=draft).order_by("id").first()
+    waiting = RunState.objects.get(run=root, state="waiting", detail="verifier checks the draft")
+    together = transaction_of(Step, drafted.pk) == transaction_of(RunState, waiting.pk)
+    assert together is (cap is None)
 
 
 @pytest.mark.parametrize(

@@ -267,3 +267,42 @@ def test_an_agent_whose_run_is_deleted_meanwhile_ends_without_an_error(
     assert ("INFO", f"run {child.pk} was deleted while its agent worked") in lines
     assert not [line for line in lines if line[0] == "ERROR"]
     assert not Run.objects.filter(pk=child.pk).exists()
+
+
+def test_a_held_record_waits_for_its_release_or_the_agents_next_move(run_factory):
+    """A root's draft is held back so that its verifier's spawn goes right behind it
+    (agents.loop.review.verify): nothing is written until it is released, the wait for the
+    records before the round leaves it held, and any other move hands it over first, so the
+    records keep their order. Without a writer, each record is written as it is handed."""
+    run = run_factory(topic="held records")
+    services.run_claim(run_id=run.pk)
+    facts = selectors.run_facts(run=Run.objects.get(pk=run.pk))
+    records = Records(nullcontext)
+
+    def hand(detail: str, *, held: bool = False) -> None:
+        state = partial(services.state_record, facts=facts, state="thinking", detail=detail)
+        records.hand_over(f"recording {detail}", state, held=held)
+
+    def shown() -> list[str]:
+        rows = RunState.objects.filter(run_id=run.pk, state="thinking").order_by("id")
+        return [detail for detail in rows.values_list("detail", flat=True) if detail]
+
+    hand("before the round")
+    records.round_begins()
+    hand("the draft", held=True)
+    records.written(before_round=True)
+    assert shown() == ["before the round"]
+    records.release()
+    assert shown() == ["before the round", "the draft"]
+
+    hand("held again", held=True)
+    hand("the next one")
+    hand("held at the end", held=True)
+    records.written()
+    assert shown() == [
+        "before the round",
+        "the draft",
+        "held again",
+        "the next one",
+        "held at the end",
+    ]

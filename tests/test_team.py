@@ -586,7 +586,7 @@ def test_a_root_that_saw_its_children_end_reads_none_at_its_answer_review_and_en
     reads = [(name, caller) for name, run_id, caller in asked if run_id == root.pk]
     assert reads == [
         ("children_named", "_named_children"),
-        ("children_named", "verifier_spawn"),
+        ("children_named", "_verifier"),  # verifier_spawn's statements
     ], reads
 
 

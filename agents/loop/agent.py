@@ -73,6 +73,8 @@ class Agent:
         self._sent_schemas: tuple[tuple[int, ...], list[dict[str, Any]]] = ((), [])
         # Its step records, committed by the process's writer while it goes on.
         self.records = Records(self.blocking)
+        # A root's answer is held back for its verifier's spawn (Records.hand_over, review).
+        self._drafts_with_verifier = ctx.is_root and review.spawn_with_draft(ctx)
 
     def run(self) -> str:
         """The report. Its last records are not waited for when it returns one: its end goes
@@ -81,8 +83,9 @@ class Agent:
         try:
             report = self._rounds()
             if self.ctx.is_root:
-                # Its review and its verifier come after its records, as they did.
-                self.records.written()
+                # Its review reads what the rounds before its draft stored (their tools'
+                # steps); the draft's own records go in one batch with its verifier's spawn.
+                self.records.written(before_round=self._drafts_with_verifier)
                 report = self._reviewed(report)
             reported = True
             return report
@@ -119,7 +122,7 @@ class Agent:
     def _verdict(self, draft: str) -> "review.Verdict":
         """The verifier's findings on the draft, and the draft revised once after them."""
         try:
-            verdict = review.verify(self.ctx, draft)
+            verdict = review.verify(self.ctx, draft, hand_over_draft=self.records.release)
             if verdict.report and not verdict.error:
                 findings = review.REVISE_NOTE.format(findings=verdict.report)
                 self.messages.append({"role": "user", "content": findings})
@@ -251,6 +254,7 @@ class Agent:
     def _call_model(
         self, *, tools: list[Tool], state: str = State.THINKING, detail: str = ""
     ) -> tuple[ChatResponse, list[PlannedCall]]:
+        self.records.round_begins()
         self._show(NextState(state, detail))
         started = time.monotonic()
         with self.blocking():
@@ -289,6 +293,7 @@ class Agent:
                 next_state=next_state,
                 checkpoint=checkpoint,
             ),
+            held=not response.tool_calls and self._drafts_with_verifier,
         )
         self.shown = next_state or self.shown
         self.messages.append(message)

@@ -9,6 +9,10 @@ message, a plan) runs inside `writes_after`: its reads go at once, and its first
 the records, so its rows and events follow theirs; one that only reads and refuses (a name that
 is no sub-agent) never waits. A spawn's own statements do not wait either: they are handed to
 the writer behind the records and go in their batch (research.services.subagents).
+A root's review waits only for the records from before its draft's model round
+(`round_begins`, `written(before_round=True)`): what it reads before its verifier's spawn was
+stored by then. The draft's record is held back (`held`) and handed over with the spawn
+right behind it: one batch, one commit for both (agents.loop.review.verify).
 A record lost with its connection is written again there, so it lands after the records
 handed over behind it (its transcript row and events come later); a record is one
 transaction, so nothing is ever half written.
@@ -28,16 +32,33 @@ class Records:
         self._blocking = blocking  # other agents run Python while this one waits
         # What each record is, its Pending, and how to write it again.
         self._unwritten: list[tuple[str, Pending, Callable[[], object]]] = []
+        # Those handed over before the agent's current model round (round_begins); None
+        # before its first round in this life.
+        self._before_round: set[Pending] | None = None
+        self._held: tuple[str, Callable[..., object]] | None = None
 
-    def hand_over(self, what: str, write: Callable[..., object]) -> None:
+    def hand_over(self, what: str, write: Callable[..., object], *, held: bool = False) -> None:
         """Give a record to the writer and go on at once. `write(wait=...)` is the service
-        call; a record written inline (no writer runs) fails here, as it always did."""
+        call; a record written inline (no writer runs) fails here, as it always did. A record
+        `held` is kept back until `release`, or until the agent next hands over, waits or
+        ends: a root's draft, so that its verifier's spawn, queued right behind it, takes
+        its batch rather than the next one (agents.loop.review.verify)."""
+        self.release()
+        if held:
+            self._held = (what, write)
+            return
         pending = resilience.retrying(what, lambda: write(wait=False))
         # Those committed already are let go (a long run of reading steps never waits).
         self._unwritten = [
             entry for entry in self._unwritten if not entry[1].done.is_set() or entry[1].error
         ]
         self._unwritten.append((what, pending, lambda: write(wait=True)))
+
+    def release(self) -> None:
+        """Hand over the record held back, if one is."""
+        if self._held is not None:
+            held, self._held = self._held, None
+            self.hand_over(*held)
 
     def end(self, write: Callable[..., Pending]) -> Pending:
         """Hand over the agent's end behind its last records and wait for those: the writer
@@ -47,6 +68,7 @@ class Records:
         A record that failed is raised here, as `written` raises it: the end was then not
         written. One lost with its connection is written again here, and the end, which
         failed with it, is the caller's to write again."""
+        self.release()
         after = tuple(
             pending
             for _, pending, _ in self._unwritten
@@ -63,11 +85,24 @@ class Records:
         self.written()
         return ending
 
-    def written(self) -> None:
-        """Wait until every record handed over is committed. A record lost with its
-        connection is written again on a fresh one (resilience); any other failure is
-        raised, as it was where the record was written before."""
+    def round_begins(self) -> None:
+        """The agent begins a model round: the records handed over until now are those
+        `written(before_round=True)` waits for."""
+        self.release()
+        self._before_round = {pending for _, pending, _ in self._unwritten}
+
+    def written(self, *, before_round: bool = False) -> None:
+        """Wait until every record handed over is committed; with `before_round`, those
+        handed over before the agent's current model round (all of them before its first
+        round), the others left to wait for later. A record lost with its connection is
+        written again on a fresh one (resilience); any other failure is raised, as it was
+        where the record was written before."""
+        if not before_round:
+            self.release()
         unwritten, self._unwritten = self._unwritten, []
+        if before_round and self._before_round is not None:
+            self._unwritten = [entry for entry in unwritten if entry[1] not in self._before_round]
+            unwritten = [entry for entry in unwritten if entry[1] in self._before_round]
         if any(not pending.done.is_set() for _, pending, _ in unwritten):
             with self._blocking():
                 for _, pending, _ in unwritten:
@@ -86,6 +121,7 @@ class Records:
         or locks (anything in a transaction, anything but a SELECT) waits until every record
         handed over is committed. A record that failed is raised after the tool, where
         `written` raises it; a tool that wrote nothing leaves it to the agent's next wait."""
+        self.release()
         waited = False
 
         def first_write_waits(execute, sql, params, many, context):

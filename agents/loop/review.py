@@ -11,6 +11,7 @@ knowledge-base passage, the search snippet) or that no agent read it.
 import logging
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from django.conf import settings
@@ -82,6 +83,15 @@ def verifying(ctx: AgentContext) -> bool:
     return settings.RESEARCH_VERIFY_REPORTS and ctx.pool is not None
 
 
+def spawn_with_draft(ctx: AgentContext) -> bool:
+    """Whether the verifier's spawn goes in the writer's batch of the draft's own records
+    (one commit for both, not one after the other): when it is verified and no cost cap asks
+    for the draft's cost first. What the review reads before the spawn (the sources the
+    draft cites, the children it ends) no record of the draft's round stores; the coverage,
+    after the verifier, reads the lead's steps once they are committed."""
+    return verifying(ctx) and not settings.RESEARCH_TREE_COST_CAP_USD
+
+
 def coverage(ctx: AgentContext, verdict: Verdict | None) -> str:
     """The report's Coverage and gaps section, from the plan as it ends and the verdict (whose
     flagged claims the page marks); "" when there was neither."""
@@ -116,8 +126,12 @@ def out_of_time(ctx: AgentContext) -> bool:
     return deadline is not None and time.monotonic() >= deadline
 
 
-def verify(ctx: AgentContext, draft: str) -> Verdict:
-    """Start the verifier on the draft and wait for it (the root's slot given back)."""
+def verify(
+    ctx: AgentContext, draft: str, *, hand_over_draft: Callable[[], None] = lambda: None
+) -> Verdict:
+    """Start the verifier on the draft and wait for it (the root's slot given back).
+    `hand_over_draft` hands the draft's record to the writer (agents.loop.records), right
+    before the spawn goes behind it (spawn_with_draft)."""
     cap = settings.RESEARCH_TREE_COST_CAP_USD
     if cap and resilience.retrying("reading the tree's cost", lambda: tree.tree_cost(ctx)) >= cap:
         return Verdict(error=f"the research reached its cost cap of ${cap} before verification")
@@ -132,6 +146,7 @@ def verify(ctx: AgentContext, draft: str) -> Verdict:
     deadline, reason = tree.child_deadline(ctx, share=0.5)
     ctx.spawning()
     with tree.seats(ctx, 1, deadline) as seat:  # seated, it is claimed with its spawn
+        hand_over_draft()
         child = services.verifier_spawn(
             parent_id=ctx.run_id,
             name=VERIFIER_NAME,
@@ -146,6 +161,7 @@ def verify(ctx: AgentContext, draft: str) -> Verdict:
             worker_id=ctx.pool.worker_id,
             # The lead waits for it from its spawn on: its state goes in the same commit.
             parent_state=NextState(State.WAITING, "verifier checks the draft"),
+            root_id=ctx.root_id if spawn_with_draft(ctx) else None,
         )
         seat.used = int(tree.is_seated(child))
     ctx.spawned_known([child.pk])

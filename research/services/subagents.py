@@ -261,8 +261,6 @@ def _check(launch: Launch, parent: Run, taken: dict[str, int | None], in_tree: i
     return replace(launch, task=task, max_steps=max_steps)
 
 
-@transaction.atomic
-@inserts_deferred()
 def verifier_spawn(
     *,
     parent_id: int,
@@ -270,6 +268,7 @@ def verifier_spawn(
     seated: bool = False,
     worker_id: int | None = None,
     parent_state: NextState | None = None,
+    root_id: int | None = None,
     **fields,
 ) -> Run:
     """Record the verifier the runtime starts on a root's draft (issue 14). The runtime, not
@@ -277,8 +276,31 @@ def verifier_spawn(
     name gets a number if the model already used it. `seated`: claimed for `worker_id` with
     its spawn (subagents_announce). The root goes on to `parent_state` (waiting for it) in
     the same transaction, its event before the verifier's: one commit, not two in a row.
-    Written here, not in the writer's batch: the root waited for its records before its
-    review (what the verifier is told it cited includes what those records stored)."""
+    With `root_id` (agents.loop.review.spawn_with_draft), in the writer's batch behind the
+    root's records, the draft's among them (_recorded)."""
+    return _recorded(
+        root_id,
+        lambda: _verifier(
+            parent_id=parent_id,
+            name=name,
+            seated=seated,
+            worker_id=worker_id,
+            parent_state=parent_state,
+            **fields,
+        ),
+    )
+
+
+def _verifier(
+    *,
+    parent_id: int,
+    name: str,
+    seated: bool,
+    worker_id: int | None,
+    parent_state: NextState | None,
+    **fields,
+) -> Run:
+    """verifier_spawn's statements, in the caller's transaction."""
     parent = parent_for_spawn(parent_id)
     moved = None if parent_state is None else state_moved(run_id=parent_id, next_state=parent_state)
     taken = {child.name for child in team_reads.children_named(run_id=parent_id)}

@@ -30,7 +30,7 @@ from agents.runtime.context import CancelToken
 from agents.runtime.gate import CpuGate
 from agents.runtime.orphans import OrphanSweep
 from agents.runtime.worker import WorkerLoops
-from research import endings, events, services
+from research import endings, services
 from research.models import Run
 from research.sql import give_back_connection
 
@@ -89,45 +89,6 @@ class AgentPool(WorkerLoops):
         self._orphans = OrphanSweep()
 
     # --- lifecycle ---------------------------------------------------------------------------
-
-    def start(self) -> "AgentPool":
-        """Register this process, fail what dead processes left, and start claiming roots."""
-        self.worker_id = services.worker_register(claims_roots=self.claim_roots).pk
-        failed = services.workers_sweep(dead_after_seconds=settings.RESEARCH_WORKER_DEAD_SECONDS)
-        if failed:
-            log.warning("marked %d runs of a stopped process failed", failed)
-        services.step_writer.start(self)  # its agents' step records: services.writer
-        self._start_loops()
-        return self
-
-    def shutdown(self, *, reason: str = endings.SERVER_STOPPED, timeout: float = 10.0) -> None:
-        """Interrupt every agent, wait for them to end, fail whatever is still working."""
-        if self._stopping.is_set():
-            return
-        self._stop_reason = reason
-        self._stopping.set()
-        self._unsubscribe()
-        self._wake.set()
-        self._agent_came.set()  # the cancel watch, whatever it sleeps on
-        self._flagged.set()
-        # A claim in flight finishes first, so its agent is among those interrupted below
-        # rather than started after them.
-        with self._claim_lock:
-            pass
-        with self._lock:
-            agents = list(self._agents.values())
-        for agent in agents:
-            agent.token.cancel(reason)
-        deadline = time.monotonic() + timeout
-        for agent in agents:
-            agent.thread.join(max(0.0, deadline - time.monotonic()))
-        services.step_writer.stop(self)  # what its agents handed over is written
-        if self.worker_id is not None:
-            try:
-                services.worker_stop(worker_id=self.worker_id, error=reason)
-                events.flush()
-            finally:
-                resilience.cleanup("giving connections back", connections.close_all)
 
     # --- agents ------------------------------------------------------------------------------
 

@@ -1,6 +1,7 @@
-"""The pool's background loops, as a worker process runs them: claiming queued roots while a
-slot is free, heartbeating (and sweeping the runs of dead processes and orphaned runs), and
-reading the cancel flags of every agent in one query.
+"""The pool's life in its process and its background loops, as a worker process runs them:
+its start (registered, the dead processes' runs failed) and its shutdown, claiming queued
+roots while a slot is free, heartbeating (and sweeping the runs of dead processes and
+orphaned runs), and reading the cancel flags of every agent in one query.
 
 A part of AgentPool (agents.runtime.pool), kept apart so that what a worker does in the
 background reads on its own; it uses the pool's slots, locks and agents.
@@ -8,12 +9,14 @@ background reads on its own; it uses the pool's slots, locks and agents.
 
 import logging
 import threading
+import time
+from typing import Self
 
 from django.conf import settings
 from django.db import close_old_connections, connections
 
 from agents.runtime import resilience
-from research import endings, services
+from research import endings, events, services
 from research.ops import wakeups
 from research.selectors import team as team_reads
 
@@ -24,6 +27,45 @@ class WorkerLoops:
     # The claim loop found a slot free and is claiming a root: no seat until it has submitted
     # it (seat_root), or a root started now could take the slot of an older one it claims.
     _claiming = False
+
+    def start(self) -> Self:
+        """Register this process, fail what dead processes left, and start claiming roots."""
+        self.worker_id = services.worker_register(claims_roots=self.claim_roots).pk
+        failed = services.workers_sweep(dead_after_seconds=settings.RESEARCH_WORKER_DEAD_SECONDS)
+        if failed:
+            log.warning("marked %d runs of a stopped process failed", failed)
+        services.step_writer.start(self)  # its agents' step records: services.writer
+        self._start_loops()
+        return self
+
+    def shutdown(self, *, reason: str = endings.SERVER_STOPPED, timeout: float = 10.0) -> None:
+        """Interrupt every agent, wait for them to end, fail whatever is still working."""
+        if self._stopping.is_set():
+            return
+        self._stop_reason = reason
+        self._stopping.set()
+        self._unsubscribe()
+        self._wake.set()
+        self._agent_came.set()  # the cancel watch, whatever it sleeps on
+        self._flagged.set()
+        # A claim in flight finishes first, so its agent is among those interrupted below
+        # rather than started after them.
+        with self._claim_lock:
+            pass
+        with self._lock:
+            agents = list(self._agents.values())
+        for agent in agents:
+            agent.token.cancel(reason)
+        deadline = time.monotonic() + timeout
+        for agent in agents:
+            agent.thread.join(max(0.0, deadline - time.monotonic()))
+        services.step_writer.stop(self)  # what its agents handed over is written
+        if self.worker_id is not None:
+            try:
+                services.worker_stop(worker_id=self.worker_id, error=reason)
+                events.flush()
+            finally:
+                resilience.cleanup("giving connections back", connections.close_all)
 
     def _start_loops(self) -> None:
         """Start claiming, heartbeating and watching cancels, each in a thread; what is

@@ -576,6 +576,14 @@ def test_a_root_that_saw_its_children_end_reads_none_at_its_answer_review_and_en
             return read(run_id=run_id, **more)
 
         monkeypatch.setattr(team_reads, name, counted)
+    rows_read: list[list[int]] = []
+    read_rows = team_reads.runs_by_ids
+
+    def rows_counted(*, run_ids):
+        rows_read.append(run_ids)
+        return read_rows(run_ids=run_ids)
+
+    monkeypatch.setattr(team_reads, "runs_by_ids", rows_counted)
     root = wait_finished(start(alice, "seen research"))
 
     assert root.status == "done", root.error
@@ -588,6 +596,15 @@ def test_a_root_that_saw_its_children_end_reads_none_at_its_answer_review_and_en
         ("children_named", "_named_children"),
         ("children_named", "_verifier"),  # verifier_spawn's statements
     ], reads
+    # The wait and the verifier's findings come from the rows the children's ends left in
+    # the pool (AgentPool.ended), not from reading them again.
+    assert rows_read == []
+    (waited,) = results(scripted_llm, "seen research", "wait_subagents")
+    one, two = Run.objects.filter(parent=root, kind="researcher").order_by("id")
+    assert waited == (
+        f"## one (run {one.pk}): done\n\none's report\n\n"
+        f"## two (run {two.pk}): done\n\ntwo's report"
+    )
 
 
 def test_list_api_filters_a_runs_subagents(agent_pool, scripted_llm, alice, api):

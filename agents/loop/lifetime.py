@@ -65,11 +65,12 @@ def run_agent(*, run_id: int, token: CancelToken, pool, run: Run | None = None) 
     # writer writes it, the agent's slot and connection serve others, as while it waits on
     # its records.
     with nullcontext() if agent is None else agent.blocking():
-        _record_end(ctx, report=report, error=error, citations=citations, agent=agent)
+        _record_end(ctx, run, report=report, error=error, citations=citations, agent=agent)
 
 
 def _record_end(
     ctx: AgentContext,
+    run: Run,
     *,
     report: str,
     error: str,
@@ -94,8 +95,13 @@ def _record_end(
             ending.update(report="", error=error)
             citations = []
     try:
-        if ended is None or not _written(ended):
+        written = None if ended is None else _written(ended)
+        if written is None:
             resilience.record_end(run_id=ctx.run_id, citations=citations, **ending)
+        elif written and ctx.pool is not None:
+            # It ended the run: its parent, waiting, reads its row from here (pool.ended).
+            ended_as = {"report": ending["report"], "error": ending["error"]}
+            ctx.pool.ended(services.run_as_ended(run, **ended_as))
     except DatabaseError as failure:
         if not citations or resilience.lost_connection(failure):
             raise
@@ -114,17 +120,17 @@ def _failure(run_id: int, failure: Exception) -> str | None:
     return endings.internal_error(failure)
 
 
-def _written(ended: Pending) -> bool:
-    """Whether the end handed over was written; False when it was lost with its connection,
-    to be written again on a fresh one."""
+def _written(ended: Pending) -> bool | None:
+    """Whether the end handed over ended the run (False: it had ended already, as
+    services.run_finish says); None when it was lost with its connection, to be written again
+    on a fresh one."""
     try:
-        ended.wait()
+        return bool(ended.wait())
     except DatabaseError as failure:
         if not resilience.lost_connection(failure):
             raise
         log.warning("the end, or a record before it, was lost with its connection: %s", failure)
-        return False
-    return True
+        return None
 
 
 def _checked(ctx: AgentContext, report: str) -> list[Citation]:

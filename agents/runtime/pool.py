@@ -58,6 +58,7 @@ class AgentPool(WorkerLoops):
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         self._agents: dict[int, _Agent] = {}
+        self._ended: dict[int, Run] = {}  # sub-agents' rows as their ends left them (ended)
         # Set when an agent comes: the cancel watch sleeps on it while the pool has none.
         self._agent_came = threading.Event()
         # Set when a run's flags changed (a cancel, a note): the cancel watch looks at once.
@@ -208,6 +209,21 @@ class AgentPool(WorkerLoops):
         with self._lock:
             return run_id in self._agents
 
+    def ended(self, run: Run) -> None:
+        """A sub-agent's end is committed, and `run` is its row as the end left it: its
+        parent, waiting, wakes now rather than when the thread leaves the pool, and reads it
+        here (ended_row) rather than read the row again (issue 25: a parent's wake). Kept
+        until the parent's own thread leaves (one whose parent runs elsewhere is not kept)."""
+        with self._changed:
+            if run.parent_id in self._agents:
+                self._ended[run.pk] = run
+            self._changed.notify_all()
+
+    def ended_row(self, run_id: int) -> Run | None:
+        """The row `ended` was given for a sub-agent whose parent runs here; None otherwise."""
+        with self._lock:
+            return self._ended.get(run_id)
+
     def wait_changed(self, timeout: float) -> bool:
         """Block until some agent of this pool ends (True), or the timeout passes (False)."""
         give_back_connection()
@@ -351,8 +367,10 @@ class AgentPool(WorkerLoops):
                     if self._agents.get(run_id) is agent:
                         self._agents.pop(run_id)
                         # Its children have all ended before it (end_subagents): their
-                        # places go too.
-                        self._families.pop(run_id, None)
+                        # places and their ended rows go too.
+                        if self._families.pop(run_id, None) is not None:
+                            for child in [r for r in self._ended.values() if r.parent_id == run_id]:
+                                self._ended.pop(child.pk)
                     self._changed.notify_all()
                 resilience.cleanup(
                     f"logging the end of run {run_id}", lambda: self._log_end(run_id)

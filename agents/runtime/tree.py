@@ -244,14 +244,22 @@ def yielded(ctx: AgentContext) -> AbstractContextManager[None]:
 
 def working_among(ctx: AgentContext, run_ids: list[int]) -> tuple[list[int], list[Run] | None]:
     """Which of the agent's children `run_ids` still work, and their rows when they were read.
-    One that this pool runs works until its thread leaves the pool, after its end is
-    written: while any does, nothing is read. When none does, their rows are read and say
-    (a child never started here, or one whose end could not be written, is read, not
-    assumed ended)."""
+    One that this pool runs works until its end is committed (AgentPool.ended): while any
+    does, nothing is read. When every one ended here, their rows are those their ends left;
+    otherwise their rows are read and say (a child never started here, or one whose end
+    could not be written, is read, not assumed ended)."""
     if ctx.pool is not None:
-        running = [run_id for run_id in run_ids if ctx.pool.is_running(run_id)]
+        ended = [ctx.pool.ended_row(run_id) for run_id in run_ids]
+        running = [
+            run_id
+            for run_id, row in zip(run_ids, ended, strict=True)
+            if row is None and ctx.pool.is_running(run_id)
+        ]
         if running:
             return running, None
+        if None not in ended:
+            ctx.saw(ended)
+            return [], sorted(ended, key=lambda run: run.pk)  # as runs_by_ids: oldest first
     runs = team_reads.runs_by_ids(run_ids=run_ids)
     ctx.saw(runs)
     return [run.pk for run in runs if run.status in ACTIVE_STATUSES], runs
@@ -276,9 +284,12 @@ def wait_for_change(
     Without a pool, one quarter second."""
     deadline = time.monotonic() + seconds
     pool = ctx.pool
-    # Only those running here can wake the wait; one already gone ends it at once (its end
-    # may have been notified before this wait began).
-    watched = None if run_ids is None or pool is None else list(filter(pool.is_running, run_ids))
+    watched = None
+    if run_ids is not None and pool is not None:
+        if any(pool.ended_row(run_id) is not None for run_id in run_ids):
+            return  # one ended since the caller's read (its end notified before this wait)
+        # Only those running here can wake the wait.
+        watched = list(filter(pool.is_running, run_ids))
     if watched is not None and len(watched) < len(run_ids):
         # One of them is not running here: it ended between the caller's read and now (a
         # quarter second is enough for its row), or it never runs here (read it again soon).
@@ -291,7 +302,12 @@ def wait_for_change(
         if pool is None:
             time.sleep(min(left, 0.25))
             return
-        if watched is not None and not all(map(pool.is_running, watched)):
+        if watched is not None and not all(_works(pool, run_id) for run_id in watched):
             return
         if pool.wait_changed(min(left, 0.25)) and watched is None:
             return
+
+
+def _works(pool, run_id: int) -> bool:
+    """Whether an agent runs in `pool` and its end is not yet committed (AgentPool.ended)."""
+    return pool.is_running(run_id) and pool.ended_row(run_id) is None

@@ -15,7 +15,7 @@ from research.services.datasets import (
     fact_remember,
     file_size_check,
 )
-from research.services.finish import run_end_record, run_finish
+from research.services.finish import run_as_ended, run_end_record, run_finish
 from research.services.launch import Launch
 from research.services.library import run_star
 from research.services.messages import (
@@ -122,6 +122,7 @@ __all__ = [
     "run_claim",
     "run_delete",
     "run_star",
+    "run_as_ended",
     "run_end_record",
     "run_finish",
     "run_set_state",

@@ -2,6 +2,7 @@
 citations and its events, in one transaction (`run_finish`), or, for an agent at its end, in
 the process's writer's batch (`run_end_record`)."""
 
+import copy
 from collections.abc import Sequence
 from datetime import datetime
 from functools import cache
@@ -52,8 +53,7 @@ def run_finish(
     together. Without `citations` (None) the run's citations are left as they are. Its rows
     (its last state, its citations, its events) go in one round trip at the end
     (inserts_deferred)."""
-    report = capped_report(report)
-    error = strip_controls(error)  # it may quote an endpoint's or a model's words
+    status, report, error = ended_as(report, error)
     count = 2 if report else 1  # the report's event, and the finish's
     # The tree lock and the events' numbers in one statement; then the run's row ended and
     # read back, with its tool steps counted, in one more: an agent ending holds the tree's
@@ -62,7 +62,6 @@ def run_finish(
     if reserved is None:
         return False
     now = timezone.now()
-    status = Status.FAILED if error else Status.DONE
     run = run_ended(run_id, status=status, state=State.ENDED, report=report, error=error, now=now)
     if run is None:  # paused, ended or gone: read first, as it decides
         run = run_for_finish(run_id)
@@ -110,8 +109,7 @@ def run_end_record(
     record by record: this end then goes through run_finish, which decides. Returns what
     run_finish would (True when it ended the run), or with `wait=False` at once the record's
     Pending, whose wait() returns it."""
-    report, error = capped_report(report), strip_controls(error)
-    status = Status.FAILED if error else Status.DONE
+    status, report, error = ended_as(report, error)
     ended: list[tuple[int, Payload]] = []
 
     def alone() -> bool:
@@ -170,6 +168,24 @@ def _ended_rows(
     )
     events.append((run.pk, finished))
     return events
+
+
+def ended_as(report: str, error: str) -> tuple[str, str, str]:
+    """What an end with `report` or `error` stores: its status, its report and its error
+    (which may quote an endpoint's or a model's words), cleaned."""
+    report, error = capped_report(report), strip_controls(error)
+    return (Status.FAILED if error else Status.DONE), report, error
+
+
+def run_as_ended(run: Run, *, report: str, error: str) -> Run:
+    """A copy of `run` as the end that ended it (run_finish or run_end_record returning True)
+    left its row: its status, state, report and error as stored, the rest as `run` had them
+    (its finish time is not known here: it stays unset). What its parent reads of it in the
+    same process, without reading the row again (agents.runtime.pool.AgentPool.ended)."""
+    ended = copy.copy(run)  # a model instance's copy has its own state (Model.__reduce__)
+    ended.status, ended.report, ended.error = ended_as(report, error)
+    ended.state = State.ENDED
+    return ended
 
 
 def capped_report(report: str) -> str:

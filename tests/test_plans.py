@@ -16,7 +16,7 @@ from django.urls import reverse
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 
-from agents.llm.scripted import call, calls, fail, reply
+from agents.llm.scripted import call, calls, fail, reply, slow
 from agents.loop.review import COVERAGE_HEADING, Verdict, coverage_section, parse_verdict
 from frontend.rendering import render_report
 from research import services
@@ -368,6 +368,39 @@ def test_the_leads_own_reading_reaches_its_review_and_its_draft_commits_with_the
     waiting = RunState.objects.get(run=root, state="waiting", detail="verifier checks the draft")
     together = transaction_of(Step, drafted.pk) == transaction_of(RunState, waiting.pk)
     assert together is (cap is None)
+
+
+def test_a_draft_is_written_before_its_lead_waits_for_the_sub_agents_it_cancels(
+    agent_pool, scripted_llm, alice, settings
+):
+    """The lead answers twice while its sub-agent is still in a slow model call: its draft
+    ends it (cancelled), and the draft's record, held back for the verifier's spawn, is
+    written before the lead waits for that sub-agent to stop, not after."""
+    settings.RESEARCH_VERIFY_REPORTS = True
+    topic = "A lead that ends while its sub-agent works"
+    scripted_llm.script(
+        topic,
+        spawn("slowpoke", "a slow facet of the lead's topic"),
+        reply("an early answer"),
+        reply("the draft, written early"),
+        reply("the draft, revised"),
+    )
+    scripted_llm.script("a slow facet", slow(5, reply("too late")))
+    scripted_llm.script("Check this draft report", reply("## Unsupported claims\nNone."))
+    root = start(alice, topic)
+    wait_for(lambda: Run.objects.filter(parent=root, name="slowpoke").exists(), timeout=10)
+
+    def drafted() -> bool:
+        return Step.objects.filter(run=root, output="the draft, written early").exists()
+
+    wait_for(drafted, timeout=3, message="the draft was not written while the lead waited")
+    child = Run.objects.get(parent=root, name="slowpoke")
+    assert child.status == "working"  # still in its model call: the lead waits for it
+    assert not Run.objects.filter(parent=root, kind="verifier").exists()
+    root = wait_finished(root)
+    assert root.status == "done", root.error
+    child = Run.objects.get(pk=child.pk)
+    assert child.finished_at <= root.finished_at  # the lead waited for it to stop
 
 
 @pytest.mark.parametrize(

@@ -269,40 +269,80 @@ def test_an_agent_whose_run_is_deleted_meanwhile_ends_without_an_error(
     assert not Run.objects.filter(pk=child.pk).exists()
 
 
+def _thinking(facts, records: Records, detail: str, *, held: bool = False) -> None:
+    """Hand over a state record ("thinking", `detail`), as Agent._show does."""
+    state = partial(services.state_record, facts=facts, state="thinking", detail=detail)
+    records.hand_over(f"recording {detail}", state, held=held)
+
+
+def _shown(run_id: int) -> list[str]:
+    """The details of the run's "thinking" states, in the order they were written."""
+    rows = RunState.objects.filter(run_id=run_id, state="thinking").order_by("id")
+    return [detail for detail in rows.values_list("detail", flat=True) if detail]
+
+
 def test_a_held_record_waits_for_its_release_or_the_agents_next_move(run_factory):
     """A root's draft is held back so that its verifier's spawn goes right behind it
     (agents.loop.review.verify): nothing is written until it is released, the wait for the
-    records before the round leaves it held, and any other move hands it over first, so the
-    records keep their order. Without a writer, each record is written as it is handed."""
+    records before the round leaves it held, and any other move (a hand-over, a wait, a
+    tool that acts, a round, the end) hands it over first, so the records keep their order.
+    Without a writer, each record is written as it is handed."""
     run = run_factory(topic="held records")
     services.run_claim(run_id=run.pk)
     facts = selectors.run_facts(run=Run.objects.get(pk=run.pk))
     records = Records(nullcontext)
 
-    def hand(detail: str, *, held: bool = False) -> None:
-        state = partial(services.state_record, facts=facts, state="thinking", detail=detail)
-        records.hand_over(f"recording {detail}", state, held=held)
-
-    def shown() -> list[str]:
-        rows = RunState.objects.filter(run_id=run.pk, state="thinking").order_by("id")
-        return [detail for detail in rows.values_list("detail", flat=True) if detail]
-
-    hand("before the round")
+    _thinking(facts, records, "before the round")
     records.round_begins()
-    hand("the draft", held=True)
+    _thinking(facts, records, "the draft", held=True)
     records.written(before_round=True)
-    assert shown() == ["before the round"]
-    records.release()
-    assert shown() == ["before the round", "the draft"]
+    assert _shown(run.pk) == ["before the round"]
+    assert records.release() is not None and records.release() is None
+    assert _shown(run.pk) == ["before the round", "the draft"]
 
-    hand("held again", held=True)
-    hand("the next one")
-    hand("held at the end", held=True)
-    records.written()
-    assert shown() == [
-        "before the round",
-        "the draft",
-        "held again",
-        "the next one",
-        "held at the end",
-    ]
+    def a_tool_that_acts() -> None:
+        with records.writes_after():
+            pass
+
+    for move in (
+        lambda: _thinking(facts, records, "the next one"),
+        records.written,
+        records.round_begins,
+        a_tool_that_acts,
+    ):
+        _thinking(facts, records, "held", held=True)
+        before = len(_shown(run.pk))
+        move()
+        assert _shown(run.pk)[before] == "held"
+    _thinking(facts, records, "held at the end", held=True)
+    ended = records.end(partial(services.run_end_record, facts=facts, report="The report."))
+    assert ended.wait() is True
+    assert _shown(run.pk)[-1] == "held at the end"
+    timeline = RunState.objects.filter(run_id=run.pk).order_by("id")
+    assert list(timeline.values_list("state", flat=True))[-2:] == ["thinking", "ended"]
+
+
+def test_the_wait_for_the_records_before_a_round_leaves_the_rounds_own(held_writer, run_factory):
+    """With the writer busy, a root's wait before its review waits for the records of the
+    rounds before its draft, and returns once they are written, its held draft still not
+    handed over: it goes with the verifier's spawn."""
+    run = run_factory(topic="records before the round")
+    services.run_claim(run_id=run.pk)
+    facts = selectors.run_facts(run=Run.objects.get(pk=run.pk))
+    records = Records(nullcontext)
+    _thinking(facts, records, "before the round")  # queued behind the busy writer
+    records.round_begins()
+    _thinking(facts, records, "the draft", held=True)
+
+    waiting = threading.Thread(target=records.written, kwargs={"before_round": True})
+    waiting.start()
+    waiting.join(0.3)
+    assert waiting.is_alive(), "it did not wait for the record before the round"
+    held_writer()  # the writer goes on
+    waiting.join(5)
+    assert not waiting.is_alive()
+    assert _shown(run.pk) == ["before the round"]
+    assert step_writer.queued() == 0  # the draft never reached the writer
+
+    records.release().wait()
+    assert _shown(run.pk) == ["before the round", "the draft"]

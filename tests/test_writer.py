@@ -531,6 +531,37 @@ def test_a_spawn_that_raises_in_a_batch_leaves_the_records_written(writer, agent
     assert not Run.objects.filter(name="orphan").exists()
 
 
+def test_a_verifier_behind_a_draft_that_failed_is_not_spawned(writer, agents):
+    """A root's verifier goes in the batch of its draft's record, `after` it: when that
+    record fails (here a value no column takes), the batch is written record by record, the
+    draft's record fails alone and the verifier is not written at all; its spawn raises the
+    draft's error, which the review reports (the draft is kept, unverified)."""
+    root = agents[0]
+    release = held(writer)
+    draft = _tool_call(root, wait=False, query=object())  # a record that raises
+
+    def spawn() -> Run:
+        return services.verifier_spawn(
+            parent_id=root.run_id,
+            name="verifier",
+            reason="checks the draft",
+            task="check the draft",
+            kind="verifier",
+            root_id=root.root_id,
+            after=(draft,),
+        )
+
+    thread, outcome = _in_thread(spawn)
+    wait_for(lambda: writer.queued() == 2, message="the draft and the spawn never queued")
+    release()
+    thread.join(20)
+
+    with pytest.raises(TypeError):
+        draft.wait()
+    assert isinstance(outcome.get("raised"), TypeError), outcome
+    assert not Run.objects.filter(parent_id=root.run_id, name="verifier").exists()
+
+
 @pytest.mark.skipif("connection.vendor != 'postgresql'")
 def test_a_spawns_tree_is_locked_with_the_batchs_rows_in_their_order(writer, agents):
     """A batch with a record of tree A and a spawn in tree B locks both roots in its UPDATE,

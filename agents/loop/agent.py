@@ -86,6 +86,7 @@ class Agent:
                 # Its review reads what the rounds before its draft stored (their tools'
                 # steps); the draft's own records go in one batch with its verifier's spawn.
                 self.records.written(before_round=self._drafts_with_verifier)
+                self._drafts_with_verifier = False  # its revision goes as any record
                 report = self._reviewed(report)
             reported = True
             return report
@@ -105,8 +106,10 @@ class Agent:
         try:
             # Sub-agents still working when the lead answers end now: the draft is what it
             # has, and the verifier must not wait behind them for a place. The first read
-            # after the draft's model call: the connection may have died meanwhile.
-            resilience.retrying("ending sub-agents", lambda: tree.end_subagents(self.ctx))
+            # after the draft's model call: the connection may have died meanwhile. A draft
+            # held for its verifier's spawn goes before any wait for them.
+            ending = partial(tree.end_subagents, self.ctx, before_waiting=self.records.release)
+            resilience.retrying("ending sub-agents", ending)
             verdict = self._verdict(draft) if review.verifying(self.ctx) else None
             if verdict is not None and verdict.revised:
                 draft = verdict.revised

@@ -54,11 +54,14 @@ class Records:
         ]
         self._unwritten.append((what, pending, lambda: write(wait=True)))
 
-    def release(self) -> None:
-        """Hand over the record held back, if one is."""
-        if self._held is not None:
-            held, self._held = self._held, None
-            self.hand_over(*held)
+    def release(self) -> Pending | None:
+        """Hand over the record held back, if one is: its Pending (what goes behind it may
+        be written `after` it)."""
+        if self._held is None:
+            return None
+        held, self._held = self._held, None
+        self.hand_over(*held)
+        return self._unwritten[-1][1]
 
     def end(self, write: Callable[..., Pending]) -> Pending:
         """Hand over the agent's end behind its last records and wait for those: the writer

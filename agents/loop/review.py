@@ -28,6 +28,7 @@ from research.selectors import plans as plan_reads
 from research.selectors import team as team_reads
 from research.services import NextState
 from research.services.citations import CitedUrl
+from research.services.writer import Pending
 
 log = logging.getLogger(__name__)
 
@@ -127,11 +128,15 @@ def out_of_time(ctx: AgentContext) -> bool:
 
 
 def verify(
-    ctx: AgentContext, draft: str, *, hand_over_draft: Callable[[], None] = lambda: None
+    ctx: AgentContext,
+    draft: str,
+    *,
+    hand_over_draft: Callable[[], Pending | None] = lambda: None,
 ) -> Verdict:
     """Start the verifier on the draft and wait for it (the root's slot given back).
-    `hand_over_draft` hands the draft's record to the writer (agents.loop.records), right
-    before the spawn goes behind it (spawn_with_draft)."""
+    `hand_over_draft` hands the draft's record to the writer if it was held back
+    (agents.loop.records), right before the spawn goes behind it (spawn_with_draft), which
+    is then not written when the draft's record failed."""
     cap = settings.RESEARCH_TREE_COST_CAP_USD
     if cap and resilience.retrying("reading the tree's cost", lambda: tree.tree_cost(ctx)) >= cap:
         return Verdict(error=f"the research reached its cost cap of ${cap} before verification")
@@ -146,7 +151,7 @@ def verify(
     deadline, reason = tree.child_deadline(ctx, share=0.5)
     ctx.spawning()
     with tree.seats(ctx, 1, deadline) as seat:  # seated, it is claimed with its spawn
-        hand_over_draft()
+        drafted = hand_over_draft()
         child = services.verifier_spawn(
             parent_id=ctx.run_id,
             name=VERIFIER_NAME,
@@ -162,6 +167,7 @@ def verify(
             # The lead waits for it from its spawn on: its state goes in the same commit.
             parent_state=NextState(State.WAITING, "verifier checks the draft"),
             root_id=ctx.root_id if spawn_with_draft(ctx) else None,
+            after=() if drafted is None else (drafted,),
         )
         seat.used = int(tree.is_seated(child))
     ctx.spawned_known([child.pk])

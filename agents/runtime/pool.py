@@ -133,6 +133,7 @@ class AgentPool(WorkerLoops):
                 run_id, token, thread, family, in_family=seated is not None and family is not None
             )
             self._agents[run_id] = agent
+            self._ended.pop(run_id, None)  # a run started again (a resume) works again
             self._agent_came.set()
             if seated is None:
                 self._starting += 1

@@ -5,7 +5,7 @@ The pool is reached only through the `Runtime` protocol of agents.runtime.contex
 """
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from decimal import Decimal
@@ -33,8 +33,14 @@ def close_inbox(ctx: AgentContext) -> None:
         get_messenger().close(ctx.run_id)
 
 
-def end_subagents(ctx: AgentContext, *, reason: str = PARENT_ENDED) -> None:
-    """Cancel the sub-agents still working and wait until they have finished. Read for an
+def end_subagents(
+    ctx: AgentContext,
+    *,
+    reason: str = PARENT_ENDED,
+    before_waiting: Callable[[], object] = lambda: None,
+) -> None:
+    """Cancel the sub-agents still working and wait until they have finished, after calling
+    `before_waiting` when there are some (a root hands over its held draft). Read for an
     agent that spawned none too, unless it knows all its sub-agents and has seen each end
     (ctx.all_children_known; none, for most agents of a tree): a spawn whose commit went
     through but whose answer was lost leaves a child that ctx.spawned does not know (that
@@ -44,10 +50,11 @@ def end_subagents(ctx: AgentContext, *, reason: str = PARENT_ENDED) -> None:
     if ctx.all_children_known and ctx.spawned <= ctx.ended_children:
         return
     working = team_reads.working_children_ids(run_id=ctx.run_id)
-    for run_id in working:
-        cancel_child(ctx, run_id, reason)
     if not working:
         return
+    before_waiting()
+    for run_id in working:
+        cancel_child(ctx, run_id, reason)
     with yielded(ctx):
         while still := team_reads.working_children_ids(run_id=ctx.run_id, among=working):
             # A child no thread of this process runs (it never started) cannot end by

@@ -29,7 +29,7 @@ from research.services.runs import (
 )
 from research.services.step_batch import Action
 from research.services.steps import NextState, state_moved
-from research.services.writer import step_writer
+from research.services.writer import Pending, step_writer
 from research.sql import inserts_deferred
 from research.text import content_words
 
@@ -91,12 +91,13 @@ def subagents_spawn_each(
     )
 
 
-def _recorded(root_id: int | None, write: Callable[[], T]) -> T:
+def _recorded(root_id: int | None, write: Callable[[], T], after: tuple[Pending, ...] = ()) -> T:
     """`write`'s statements in one transaction. An agent's spawn (`root_id` given) hands them
     to the process's writer behind the records its agent handed over, as one more part of
     their batch (step_batch.Action): one commit for the step that spawned and its spawn, where
-    the spawn waited for that step's commit, then committed again (issue 25). Without a
-    writer running, or inside a transaction, it is written here, as before."""
+    the spawn waited for that step's commit, then committed again (issue 25); `after` those
+    records, it is not written when one of them failed (Writer.hand_over). Without a writer
+    running, or inside a transaction, it is written here, as before."""
 
     def alone() -> T:
         with transaction.atomic(), inserts_deferred():
@@ -104,7 +105,7 @@ def _recorded(root_id: int | None, write: Callable[[], T]) -> T:
 
     if root_id is None:
         return alone()
-    return step_writer.write(Action(root_id, write), alone)
+    return step_writer.write(Action(root_id, write), alone, after=after)
 
 
 def _spawn_each(
@@ -269,6 +270,7 @@ def verifier_spawn(
     worker_id: int | None = None,
     parent_state: NextState | None = None,
     root_id: int | None = None,
+    after: tuple[Pending, ...] = (),
     **fields,
 ) -> Run:
     """Record the verifier the runtime starts on a root's draft (issue 14). The runtime, not
@@ -277,10 +279,12 @@ def verifier_spawn(
     its spawn (subagents_announce). The root goes on to `parent_state` (waiting for it) in
     the same transaction, its event before the verifier's: one commit, not two in a row.
     With `root_id` (agents.loop.review.spawn_with_draft), in the writer's batch behind the
-    root's records, the draft's among them (_recorded)."""
+    root's records, the draft's among them, and not written when those `after` failed
+    (_recorded)."""
     return _recorded(
         root_id,
-        lambda: _verifier(
+        after=after,
+        write=lambda: _verifier(
             parent_id=parent_id,
             name=name,
             seated=seated,

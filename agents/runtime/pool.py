@@ -372,7 +372,8 @@ class AgentPool(WorkerLoops):
                         if self._families.pop(run_id, None) is not None:
                             for child in [r for r in self._ended.values() if r.parent_id == run_id]:
                                 self._ended.pop(child.pk)
-                    self._changed.notify_all()
+                    if run_id not in self._ended:  # else its waiters woke at its end (ended)
+                        self._changed.notify_all()
                 resilience.cleanup(
                     f"logging the end of run {run_id}", lambda: self._log_end(run_id)
                 )

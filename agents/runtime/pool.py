@@ -89,9 +89,7 @@ class AgentPool(WorkerLoops):
         self._unsubscribe: Callable[[], None] = lambda: None
         self._orphans = OrphanSweep()
 
-    # --- lifecycle ---------------------------------------------------------------------------
-
-    # --- agents ------------------------------------------------------------------------------
+    # --- agents (the pool's start and shutdown: agents.runtime.worker) ---------------------------
 
     def submit(
         self,

@@ -333,10 +333,11 @@ def test_the_leads_own_reading_reaches_its_review_and_its_draft_commits_with_the
     agent_pool, scripted_llm, web, alice, settings, cap
 ):
     """The lead reads a page for its one plan item and drafts at once (the scripted model
-    answers in no time: the read's records may still be queued for the writer). The verifier
-    is told what the lead read and the item counts as covered. The draft's model call and
-    the verifier's spawn are one commit (issue 25); under a cost cap the spawn reads the
-    tree's cost with the draft's counted, so it commits after it."""
+    answers in no time). With the draft's record and the verifier's spawn in one batch, the
+    verifier is still told what the lead read and the item still counts as covered (the
+    coverage reads the lead's tool steps). The draft's model call and the verifier's spawn
+    are one commit (issue 25); under a cost cap the spawn reads the tree's cost with the
+    draft's counted, so it commits after it."""
     if connection.vendor != "postgresql":
         pytest.skip("a row's transaction is PostgreSQL's xmin")
     settings.RESEARCH_VERIFY_REPORTS = True

@@ -128,10 +128,7 @@ def out_of_time(ctx: AgentContext) -> bool:
 
 
 def verify(
-    ctx: AgentContext,
-    draft: str,
-    *,
-    hand_over_draft: Callable[[], Pending | None] = lambda: None,
+    ctx: AgentContext, draft: str, *, hand_over_draft: Callable[[], Pending | None]
 ) -> Verdict:
     """Start the verifier on the draft and wait for it (the root's slot given back).
     `hand_over_draft` hands the draft's record to the writer if it was held back

@@ -218,6 +218,11 @@ class AgentPool(WorkerLoops):
                 self._ended[run.pk] = run
             self._changed.notify_all()
 
+    def works(self, run_id: int) -> bool:
+        """Whether the agent runs here and its end is not yet committed (`ended`)."""
+        with self._lock:
+            return run_id in self._agents and run_id not in self._ended
+
     def ended_row(self, run_id: int) -> Run | None:
         """The row `ended` was given for a sub-agent whose parent runs here; None otherwise."""
         with self._lock:

@@ -256,14 +256,10 @@ def working_among(ctx: AgentContext, run_ids: list[int]) -> tuple[list[int], lis
     otherwise their rows are read and say (a child never started here, or one whose end
     could not be written, is read, not assumed ended)."""
     if ctx.pool is not None:
-        ended = [ctx.pool.ended_row(run_id) for run_id in run_ids]
-        running = [
-            run_id
-            for run_id, row in zip(run_ids, ended, strict=True)
-            if row is None and ctx.pool.is_running(run_id)
-        ]
+        running = [run_id for run_id in run_ids if ctx.pool.works(run_id)]
         if running:
             return running, None
+        ended = [ctx.pool.ended_row(run_id) for run_id in run_ids]
         if None not in ended:
             ctx.saw(ended)
             return [], sorted(ended, key=lambda run: run.pk)  # as runs_by_ids: oldest first
@@ -295,8 +291,8 @@ def wait_for_change(
     if run_ids is not None and pool is not None:
         if any(pool.ended_row(run_id) is not None for run_id in run_ids):
             return  # one ended since the caller's read (its end notified before this wait)
-        # Only those running here can wake the wait.
-        watched = list(filter(pool.is_running, run_ids))
+        # Only those working here can wake the wait.
+        watched = list(filter(pool.works, run_ids))
     if watched is not None and len(watched) < len(run_ids):
         # One of them is not running here: it ended between the caller's read and now (a
         # quarter second is enough for its row), or it never runs here (read it again soon).
@@ -309,12 +305,7 @@ def wait_for_change(
         if pool is None:
             time.sleep(min(left, 0.25))
             return
-        if watched is not None and not all(_works(pool, run_id) for run_id in watched):
+        if watched is not None and not all(map(pool.works, watched)):
             return
         if pool.wait_changed(min(left, 0.25)) and watched is None:
             return
-
-
-def _works(pool, run_id: int) -> bool:
-    """Whether an agent runs in `pool` and its end is not yet committed (AgentPool.ended)."""
-    return pool.is_running(run_id) and pool.ended_row(run_id) is None

@@ -103,6 +103,38 @@ def test_opening_twice_keeps_the_messages_already_sent(messenger):
     assert texts(messenger.receive(INBOX)) == ["sent before the agent started"]
 
 
+def test_a_spawn_opens_all_its_childrens_inboxes_at_once(messenger):
+    children = [INBOX + 1, INBOX + 2, INBOX + 3]
+    messenger.open(*children)
+    for child in children:
+        messenger.send(message(f"to {child}", to_id=child))
+
+    assert [texts(messenger.receive(child)) for child in children] == [
+        [f"to {child}"] for child in children
+    ]
+
+
+def test_an_inbox_closed_then_opened_again_takes_messages(messenger):
+    """The Redis messenger skips opening an inbox it opened moments ago; one it closed since
+    is opened for real."""
+    messenger.open(INBOX)
+    messenger.close(INBOX)
+    messenger.open(INBOX)
+    messenger.send(message("after the reopen"))
+
+    assert texts(messenger.receive(INBOX)) == ["after the reopen"]
+
+
+def test_an_inbox_whose_keys_expired_is_opened_again(redis_client, prefix):
+    messenger = RedisMessenger(redis_client, size=SIZE, prefix=prefix, ttl_seconds=1)
+    messenger.open(INBOX)
+    time.sleep(1.2)
+    messenger.open(INBOX)
+    messenger.send(message("after the keys expired"))
+
+    assert texts(messenger.receive(INBOX)) == ["after the keys expired"]
+
+
 def test_sixty_fifth_message_is_refused_at_once_with_inbox_full(messenger):
     messenger.open(INBOX)
     for i in range(SIZE):

@@ -33,7 +33,10 @@ class InboxMessage:
 
 
 class Messenger(Protocol):
-    def open(self, run_id: int) -> None: ...
+    def open(self, *run_ids: int) -> None:
+        """Open these inboxes, or keep them open: what was sent to one since its first open
+        stays. A spawn opens all its children's at once."""
+        ...
 
     def close(self, run_id: int) -> None: ...
 

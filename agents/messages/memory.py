@@ -19,9 +19,10 @@ class MemoryMessenger:
     _inboxes: dict[int, queue.Queue] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def open(self, run_id: int) -> None:
+    def open(self, *run_ids: int) -> None:
         with self._lock:
-            self._inboxes.setdefault(run_id, queue.Queue(maxsize=self.size))
+            for run_id in run_ids:
+                self._inboxes.setdefault(run_id, queue.Queue(maxsize=self.size))
 
     def close(self, run_id: int) -> None:
         # Forget the queue without draining it: a late sender gets NoInbox, never an error.

@@ -12,6 +12,8 @@ live inbox.
 """
 
 import json
+import math
+import threading
 import time
 from collections.abc import Callable
 from datetime import datetime
@@ -29,6 +31,8 @@ if ARGV[3] ~= '0' then redis.call('EXPIRE', KEYS[2], ARGV[3]) end
 return length
 """
 KEEP_AFTER_TIMEOUT_SECONDS = 3600
+# An inbox this process opened this recently is not opened again (RedisMessenger.open).
+REOPEN_AFTER_SECONDS = 60
 
 
 class RedisMessenger:
@@ -46,6 +50,9 @@ class RedisMessenger:
         # None: keys never expire.
         self.ttl_seconds = (ttl_seconds if ttl_seconds is not None else _default_ttl()) or None
         self._push = client.register_script(_PUSH)
+        # The inboxes this process opened and has not closed, by when (monotonic).
+        self._opened: dict[int, float] = {}
+        self._lock = threading.Lock()
 
     @classmethod
     def from_url(cls, url: str, **kwargs) -> "RedisMessenger":
@@ -54,11 +61,29 @@ class RedisMessenger:
     def _keys(self, run_id: int) -> tuple[str, str]:
         return f"{self.prefix}:{run_id}:open", f"{self.prefix}:{run_id}"
 
-    def open(self, run_id: int) -> None:
-        """Open the inbox, or keep it open: what was sent since the first open stays."""
-        self.client.set(self._keys(run_id)[0], 1, ex=self.ttl_seconds)
+    def open(self, *run_ids: int) -> None:
+        """Open the inboxes in one round trip, or keep them open: what was sent since the
+        first open stays. A sub-agent reopens its inbox as it starts, in case Redis was down
+        at its spawn or its start came long after; an inbox this process opened in the last
+        REOPEN_AFTER_SECONDS is not opened again, which keeps that round trip off the way to
+        the sub-agent's first model call."""
+        # Recently: within REOPEN_AFTER_SECONDS, or half the keys' time to live if shorter.
+        recently = min(REOPEN_AFTER_SECONDS, (self.ttl_seconds or math.inf) / 2)
+        now = time.monotonic()
+        with self._lock:
+            due = [run for run in run_ids if now - self._opened.get(run, -math.inf) > recently]
+        if not due:
+            return
+        with self.client.pipeline(transaction=False) as pipe:
+            for run_id in due:
+                pipe.set(self._keys(run_id)[0], 1, ex=self.ttl_seconds)
+            pipe.execute()
+        with self._lock:
+            self._opened.update(dict.fromkeys(due, now))
 
     def close(self, run_id: int) -> None:
+        with self._lock:
+            self._opened.pop(run_id, None)
         self.client.delete(*self._keys(run_id))
 
     def send(self, message: InboxMessage) -> None:

@@ -233,13 +233,13 @@ def _start(ctx: AgentContext, spawned: list[_Spawned], deadline: float | None, r
     children = [child for outcome in spawned for child in outcome.children]
     if not children:
         return
-    for child in children:
-        # Redis unreachable: the child still starts, and reopens its inbox when it does; it
-        # loses its messages meanwhile, not its work.
-        resilience.cleanup(
-            f"opening the inbox of run {child.pk}",
-            lambda child=child: get_messenger().open(child.pk),
-        )
+    # One round trip for them all. Redis unreachable: each child still starts, and reopens
+    # its inbox when it does; it loses its messages meanwhile, not its work.
+    ids = [child.pk for child in children]
+    resilience.cleanup(
+        f"opening the inboxes of runs {', '.join(map(str, ids))}",
+        lambda: get_messenger().open(*ids),
+    )
     for outcome in spawned:
         for child in outcome.children:
             try:

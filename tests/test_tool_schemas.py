@@ -191,3 +191,65 @@ def test_with_arguments_changes_a_copy():
     assert arguments(narrowed)["mode"]["enum"] == ["fast"]
     assert "note" not in arguments(narrowed)
     assert arguments(sample)["mode"]["enum"] == ["fast", "slow"]
+
+
+def sample_value(schema: dict[str, Any]) -> Any:
+    """A value the schema takes, as small as it allows."""
+    if "enum" in schema:
+        return schema["enum"][0]
+    kind = schema.get("type")
+    if kind == "object":
+        return {
+            name: sample_value(schema["properties"][name]) for name in schema.get("required", [])
+        }
+    if kind == "array":
+        return [sample_value(schema["items"])] * schema.get("minItems", 0)
+    if kind == "integer":
+        return schema.get("minimum", 1)
+    if kind == "boolean":
+        return True
+    return "a" * schema.get("minLength", 1)
+
+
+def variants(schema: dict[str, Any]) -> list[Any]:
+    """A call's arguments, right and wrong in every way the schema names: each argument of
+    another type, too long or short by one character (one outside the BMP, which counts as
+    one), too small or large by one, unknown or left out."""
+    base = sample_value(schema)
+    found = [base, {**base, "unknown": 1}]
+    for name, spec in schema["properties"].items():
+        found += [{**base, name: wrong} for wrong in (None, 1, 1.5, "x", [], {}, True)]
+        found.append({key: value for key, value in base.items() if key != name})
+        for bound in ("maxLength", "minLength"):
+            if bound in spec:
+                found += [{**base, name: "😀" * (spec[bound] + step)} for step in (-1, 0, 1)]
+        for bound in ("maximum", "minimum", "maxItems", "minItems"):
+            if bound in spec:
+                size = spec[bound]
+                found += [
+                    {**base, name: size + step if "Items" not in bound else [spec] * (size + step)}
+                    for step in (-1, 1)
+                    if size + step >= 0
+                ]
+        if spec.get("type") == "array" and spec["items"].get("type") == "object":
+            found += [{**base, name: [item]} for item in variants(spec["items"])]
+    return found
+
+
+@pytest.mark.django_db
+def test_the_fast_check_passes_exactly_the_calls_jsonschema_passes(run_factory, subagent_factory):
+    """Tool.accepts (jsonschema-rs) decides which calls run; jsonschema words the refusals.
+    On every built-in tool's schema they must agree, right arguments and wrong."""
+    root = run_factory()
+    every = [tools_of(root, dataset_id=1), tools_of(subagent_factory(root, "h"), dataset_id=1)]
+    tools = [tool for tools in every for tool in tools.values()]
+    verdicts = []
+
+    for tool_ in tools:
+        for candidate in variants(tool_.parameters):
+            verdict = tool_.validator.is_valid(candidate)
+            assert tool_.accepts(candidate) is verdict, (tool_.name, candidate)
+            verdicts.append(verdict)
+
+    # The lead's 11 tools and a sub-agent's 11; about 160 calls that pass and 400 that do not.
+    assert len(tools) == 22 and verdicts.count(True) > 100 and verdicts.count(False) > 300

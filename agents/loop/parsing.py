@@ -26,7 +26,8 @@ def parse_call(tools: dict[str, Tool], call: ToolCall) -> tuple[Tool, dict[str, 
         raise ToolError(f"the arguments of {call.name} must be a JSON object")
     if tool.accepts(arguments):
         return tool, arguments
-    # Why not, in jsonschema's words. (Where the two disagree, jsonschema decides.)
+    # Why not, in jsonschema's words; a call it finds no error in passes (the two checks
+    # read some patterns apart, Tool.fast_check).
     error = jsonschema.exceptions.best_match(tool.validator.iter_errors(arguments))
     if error is not None:
         where = _where(list(error.absolute_path), arguments)

@@ -210,6 +210,7 @@ def remote_tool(choice: Offered, entry: dict[str, Any]) -> Tool:
         state=State.QUERYING,
         handler=handler,
         detail=lambda args: f"{choice.server_name}: {choice.tool_name}",
+        fast_check=False,
     )
 
 

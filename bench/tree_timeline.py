@@ -177,12 +177,15 @@ def segments(root_id: int, arrivals: list[tuple[float, str]], delay: float) -> d
         "child's first call": own[0],
         "child's last call": own[-1],
         "child finished": last.finished_at.timestamp(),
-        "root's draft call": next(a for a in calls[root_id] if a > last.finished_at.timestamp()),
+        "root's draft call": next(a for a in calls[root_id] if a > own[-1]),
         "verifier created": verifier.created_at.timestamp(),
         "verifier's call": calls[verifier.pk][0],
         "verifier finished": verifier.finished_at.timestamp(),
         "root finished": root.finished_at.timestamp(),
     }
+    # The root may wake on its child's end before that end commits (agents.runtime.pool): the
+    # child's end on the critical path ends there, or at its commit if that came first.
+    woken = min(at["child finished"], at["root's draft call"])
     steps = [later - (earlier + delay) for earlier, later in zip(own, own[1:], strict=False)]
     ms = {
         "root start": at["root's first call"] - at["root created"],
@@ -191,8 +194,8 @@ def segments(root_id: int, arrivals: list[tuple[float, str]], delay: float) -> d
         "child start": at["child's first call"] - at["children created"],
         "  of which to the child's claim": at["child claimed"] - at["children created"],
         "child steps": sum(steps),
-        "child end": at["child finished"] - (at["child's last call"] + delay),
-        "root wake": at["root's draft call"] - at["child finished"],
+        "child end": woken - (at["child's last call"] + delay),
+        "root wake": at["root's draft call"] - woken,
         "verifier spawn": at["verifier created"] - (at["root's draft call"] + delay),
         "verifier start": at["verifier's call"] - at["verifier created"],
         "verifier end": at["verifier finished"] - at["verifier's call"],

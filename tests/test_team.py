@@ -10,7 +10,7 @@ from django.db import transaction
 from agents.llm.scripted import call, calls, reply, slow
 from agents.runtime.tree import CANCELLED_BY_PARENT, PARENT_ENDED
 from research import services
-from research.models import Message, Profile, Run
+from research.models import Event, Message, Profile, Run
 from research.selectors import team as team_reads
 from tests.conftest import wait_finished, wait_for
 from tests.helpers import results, start, tool_names
@@ -613,6 +613,71 @@ def test_a_root_that_saw_its_children_end_reads_none_at_its_answer_review_and_en
         f"## one (run {one.pk}): done\n\none's report\n\n"
         f"## two (run {two.pk}): done\n\ntwo's report"
     )
+
+
+def test_a_parent_goes_on_while_its_childs_end_waits_on_the_database(
+    agent_pool, scripted_llm, alice, settings
+):
+    """A child's end wakes its waiting parent as it goes to the writer, not when it commits
+    (agents.runtime.ends): here another transaction holds the child's row, so its last
+    records and its end cannot commit, and the parent still gets the report and makes its
+    next model call. What the parent does next commits after the child's end, and the
+    parent finishes after it."""
+    settings.RESEARCH_VERIFY_REPORTS = False
+    locked, release = threading.Event(), threading.Event()
+    seen: dict[str, str] = {}
+
+    def hold_the_row(run_id: int) -> None:
+        try:
+            with transaction.atomic():
+                Run.objects.select_for_update().get(pk=run_id)
+                locked.set()
+                release.wait(timeout=10)
+        finally:
+            from django.db import connection
+
+            connection.close()
+
+    def child_answers(messages):
+        child_id = Run.objects.get(name="held").pk
+        threading.Thread(target=hold_the_row, args=(child_id,), daemon=True).start()
+        assert locked.wait(timeout=10)
+        return reply("held's report")
+
+    def root_drafts(messages):
+        seen["child"] = Run.objects.get(name="held").status  # as committed
+        release.set()
+        return reply("the draft")
+
+    scripted_llm.script(
+        "handover research",
+        spawn("held", "handover task held"),
+        call("wait_subagents"),
+        root_drafts,
+    )
+    scripted_llm.script("handover task held", child_answers)
+    root = wait_finished(start(alice, "handover research"))
+
+    assert root.status == "done", root.error
+    # The root's draft call came while the child's end could not commit.
+    assert seen == {"child": "working"}
+    held = child(root, "held")
+    (waited,) = results(scripted_llm, "handover research", "wait_subagents")
+    assert waited == f"## held (run {held.pk}): done\n\nheld's report"
+    assert held.status == "done" and held.report == "held's report"
+    assert held.finished_at <= root.finished_at
+    # The tree's events are numbered in commit order: the child's end, then the root's step
+    # that read its report, then the root's end.
+    events = list(Event.objects.filter(root_id=root.pk).values_list("type", "payload"))
+    finished = [payload["run"] for kind, payload in events if kind == "run.finished"]
+    assert finished == [held.pk, root.pk], events
+    child_end = next(
+        at
+        for at, (kind, payload) in enumerate(events)
+        if kind == "run.finished" and payload["run"] == held.pk
+    )
+    roots_after = [kind for kind, payload in events[child_end:] if payload["run"] == root.pk]
+    assert "run.usage" in roots_after  # its draft's model call, written after the child's end
 
 
 def test_list_api_filters_a_runs_subagents(agent_pool, scripted_llm, alice, api):

@@ -80,34 +80,53 @@ def _record_end(
     facts = None if agent is None else agent.facts
     ending = {"report": report, "error": error, "replacing": not ctx.fresh, "facts": facts}
     ended: Pending | None = None
-    if agent is not None:
-        try:
-            # Behind its last records, in their batch when it can be (Records.end).
-            ended = agent.records.end(
-                partial(services.run_end_record, citations=citations, **ending)
-            )
-        except Exception as failure:
-            # A last record failed, and so has the agent, as when it waited for them before
-            # its end: the end, behind that record, was not written.
-            error = _failure(ctx.run_id, failure)
-            if error is None:
-                return
-            ending.update(report="", error=error)
-            citations = []
+    pool = ctx.pool
+    if pool is not None:
+        pool.ends_written(ctx.run_id)  # its sub-agents' ends commit before its own
+    ended_as = {"report": report, "error": error}
+    told, written = False, None
+
+    def handed(end: Pending) -> None:
+        # Its parent, waiting here, wakes now, not at the commit: whatever it does next is
+        # handed to the writer after this end (agents.runtime.ends).
+        nonlocal told
+        if pool is not None:
+            pool.ended(services.run_as_ended(run, **ended_as), end)
+            told = True
+
     try:
-        written = None if ended is None else _written(ended)
-        if written is None:
-            resilience.record_end(run_id=ctx.run_id, citations=citations, **ending)
-        elif written and ctx.pool is not None:
-            # It ended the run: its parent, waiting, reads its row from here (pool.ended).
-            ended_as = {"report": ending["report"], "error": ending["error"]}
-            ctx.pool.ended(services.run_as_ended(run, **ended_as))
-    except DatabaseError as failure:
-        if not citations or resilience.lost_connection(failure):
-            raise
-        # A report written is a report kept: without its citations, when they cannot be stored.
-        log.exception("the citations of run %s could not be stored; its report is kept", ctx.run_id)
-        resilience.record_end(run_id=ctx.run_id, citations=[], **ending)
+        if agent is not None:
+            try:
+                # Behind its last records, in their batch when it can be (Records.end).
+                ended = agent.records.end(
+                    partial(services.run_end_record, citations=citations, **ending), handed
+                )
+            except Exception as failure:
+                # A last record failed, and so has the agent, as when it waited for them
+                # before its end: the end, behind that record, was not written.
+                error = _failure(ctx.run_id, failure)
+                if error is None:
+                    return
+                ending.update(report="", error=error)
+                citations = []
+        try:
+            written = None if ended is None else _written(ended)
+            if written is None:
+                resilience.record_end(run_id=ctx.run_id, citations=citations, **ending)
+        except DatabaseError as failure:
+            if not citations or resilience.lost_connection(failure):
+                raise
+            # A report written is a report kept: without its citations, when they cannot be
+            # stored.
+            log.exception(
+                "the citations of run %s could not be stored; its report is kept", ctx.run_id
+            )
+            resilience.record_end(run_id=ctx.run_id, citations=[], **ending)
+    finally:
+        if told and not written:
+            # Not the end its parent was told of: it reads the run's row instead, once this
+            # thread has left the pool.
+            pool.not_ended(ctx.run_id)
 
 
 def _failure(run_id: int, failure: Exception) -> str | None:

@@ -63,11 +63,15 @@ class Records:
         self.hand_over(*held)
         return self._unwritten[-1][1]
 
-    def end(self, write: Callable[..., Pending]) -> Pending:
+    def end(
+        self, write: Callable[..., Pending], handed: Callable[[Pending], object] = lambda _: None
+    ) -> Pending:
         """Hand over the agent's end behind its last records and wait for those: the writer
         writes the end in their batch when it can (one commit, not two one after the other),
         and never when one of them failed. `write(wait=False, after=...)` is the end's
         service call (services.run_end_record); the caller waits on the Pending it returns.
+        `handed(end)` is called once the end is with the writer, before any wait: what is
+        handed over after it commits after it (its parent's records, agents.runtime.ends).
         A record that failed is raised here, as `written` raises it: the end was then not
         written. One lost with its connection is written again here, and the end, which
         failed with it, is the caller's to write again."""
@@ -85,6 +89,8 @@ class Records:
                 ending = write(wait=False, after=after)
             except Exception as error:  # written inline (no writer runs): its wait raises it
                 ending = Pending.failed(error)
+            else:
+                handed(ending)
         self.written()
         return ending
 

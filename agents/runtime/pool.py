@@ -27,11 +27,13 @@ from django.db import close_old_connections, connections
 from agents.messages import get_messenger
 from agents.runtime import resilience
 from agents.runtime.context import CancelToken
+from agents.runtime.ends import HandedEnds
 from agents.runtime.gate import CpuGate
 from agents.runtime.orphans import OrphanSweep
 from agents.runtime.worker import WorkerLoops
 from research import endings, services
 from research.models import Run
+from research.services.writer import Pending
 from research.sql import give_back_connection
 
 log = logging.getLogger(__name__)
@@ -58,7 +60,7 @@ class AgentPool(WorkerLoops):
         self._lock = threading.Lock()
         self._changed = threading.Condition(self._lock)
         self._agents: dict[int, _Agent] = {}
-        self._ended: dict[int, Run] = {}  # sub-agents' rows as their ends left them (ended)
+        self._ended = HandedEnds()  # sub-agents' ends on their way to the database (ended)
         # Set when an agent comes: the cancel watch sleeps on it while the pool has none.
         self._agent_came = threading.Event()
         # Set when a run's flags changed (a cancel, a note): the cancel watch looks at once.
@@ -131,7 +133,7 @@ class AgentPool(WorkerLoops):
                 run_id, token, thread, family, in_family=seated is not None and family is not None
             )
             self._agents[run_id] = agent
-            self._ended.pop(run_id, None)  # a run started again (a resume) works again
+            self._ended.drop(run_id)  # a run started again (a resume) works again
             self._agent_came.set()
             if seated is None:
                 self._starting += 1
@@ -208,25 +210,40 @@ class AgentPool(WorkerLoops):
         with self._lock:
             return run_id in self._agents
 
-    def ended(self, run: Run) -> None:
-        """A sub-agent's end is committed, and `run` is its row as the end left it: its
-        parent, waiting, wakes now rather than when the thread leaves the pool, and reads it
-        here (ended_row) rather than read the row again (issue 25: a parent's wake). Kept
-        until the parent's own thread leaves (one whose parent runs elsewhere is not kept)."""
+    def ended(self, run: Run, end: Pending) -> None:
+        """A sub-agent handed its `end` over, `run` its row as it leaves it: a parent that runs
+        here wakes and reads it (ended_row) until it leaves (agents.runtime.ends)."""
         with self._changed:
             if run.parent_id in self._agents:
-                self._ended[run.pk] = run
+                self._ended.add(run, end)
             self._changed.notify_all()
 
+    def not_ended(self, run_id: int) -> None:
+        """The end handed over failed, or found the run ended: its row is read instead."""
+        with self._lock:
+            self._ended.drop(run_id)
+
     def works(self, run_id: int) -> bool:
-        """Whether the agent runs here and its end is not yet committed (`ended`)."""
+        """Whether the agent runs here and has not handed its end over (`ended`)."""
         with self._lock:
             return run_id in self._agents and run_id not in self._ended
 
     def ended_row(self, run_id: int) -> Run | None:
         """The row `ended` was given for a sub-agent whose parent runs here; None otherwise."""
         with self._lock:
-            return self._ended.get(run_id)
+            return self._ended.row(run_id)
+
+    def ends_written(self, parent_id: int) -> None:
+        """Wait for the ends `parent_id`'s sub-agents handed over to commit, or, failed, for
+        their threads, which write them again: a parent never finishes before them."""
+        with self._lock:
+            ends = self._ended.of_parent(parent_id)
+        for _, end in ends:
+            end.settle()
+        again = [run_id for run_id, end in ends if end.error is not None or not end.result]
+        with self._changed:
+            while any(run_id in self._agents for run_id in again):
+                self._changed.wait(0.25)
 
     def wait_changed(self, timeout: float) -> bool:
         """Block until some agent of this pool ends (True), or the timeout passes (False)."""
@@ -373,8 +390,7 @@ class AgentPool(WorkerLoops):
                         # Its children have all ended before it (end_subagents): their
                         # places and their ended rows go too.
                         if self._families.pop(run_id, None) is not None:
-                            for child in [r for r in self._ended.values() if r.parent_id == run_id]:
-                                self._ended.pop(child.pk)
+                            self._ended.drop_children(run_id)
                     if run_id not in self._ended:  # else its waiters woke at its end (ended)
                         self._changed.notify_all()
                 resilience.cleanup(

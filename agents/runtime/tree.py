@@ -251,8 +251,8 @@ def yielded(ctx: AgentContext) -> AbstractContextManager[None]:
 
 def working_among(ctx: AgentContext, run_ids: list[int]) -> tuple[list[int], list[Run] | None]:
     """Which of the agent's children `run_ids` still work, and their rows when they were read.
-    One that this pool runs works until its end is committed (AgentPool.ended): while any
-    does, nothing is read. When every one ended here, their rows are those their ends left;
+    One that this pool runs works until it hands its end over (AgentPool.ended): while any
+    does, nothing is read. When every one ended here, their rows are those their ends leave;
     otherwise their rows are read and say (a child never started here, or one whose end
     could not be written, is read, not assumed ended)."""
     if ctx.pool is not None:

@@ -1,0 +1,46 @@
+"""Sub-agents' ends as their pool knows them before they commit (agents.runtime.pool).
+
+An agent hands its end to the process's writer (research.services.writer), then tells its
+pool: the row as that end will leave it, and the end's Pending. Its parent, waiting in the
+same process, wakes then and reads the row from here, instead of waiting for the commit and
+reading the row again. The parent's own records go to the writer after the child's end, so
+they commit after it or with it: what the parent does with the report is never written before
+the report is. The parent waits on those ends only where it must, before its own end
+(AgentPool.ends_written): a parent never finishes before its sub-agents.
+"""
+
+from research.models import Run
+from research.services.writer import Pending
+
+
+class HandedEnds:
+    """The rows and ends handed over, by run id. Not locked: the pool holds its lock around
+    every use."""
+
+    def __init__(self) -> None:
+        self._rows: dict[int, Run] = {}
+        self._ends: dict[int, Pending] = {}
+
+    def __contains__(self, run_id: int) -> bool:
+        return run_id in self._rows
+
+    def add(self, run: Run, end: Pending) -> None:
+        self._rows[run.pk] = run
+        self._ends[run.pk] = end
+
+    def drop(self, run_id: int) -> None:
+        self._rows.pop(run_id, None)
+        self._ends.pop(run_id, None)
+
+    def row(self, run_id: int) -> Run | None:
+        return self._rows.get(run_id)
+
+    def of_parent(self, parent_id: int) -> list[tuple[int, Pending]]:
+        """The ends `parent_id`'s sub-agents handed over, with their run ids."""
+        return [
+            (pk, self._ends[pk]) for pk, run in self._rows.items() if run.parent_id == parent_id
+        ]
+
+    def drop_children(self, parent_id: int) -> None:
+        for run_id, _ in self.of_parent(parent_id):
+            self.drop(run_id)

@@ -7,11 +7,14 @@ same two cores as Canopy, so its CPU is taken from the load they measure.
 The kept-alive server (agents.llm.scripted_loop, what every benchmark uses) runs in this
 process; the clients in another, each on a kept connection, sending a child's conversation
 as it grows (a system prompt, eight tools' schemas, up to six tool rounds). It prints this
-process's CPU per call (user and system) and its context switches per call.
+process's CPU per call (user and system) and its context switches per call, and how long the
+clients waited beyond the delay (the model answering late, and the exchange itself).
 """
 
 import argparse
+import json
 import resource
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -22,7 +25,7 @@ sys.path.insert(0, str(PROJECT))
 from agents.llm.scripted import ScriptedLLM, call, slow  # noqa: E402
 
 CLIENT = r"""
-import http.client, json, sys, threading
+import http.client, json, sys, threading, time
 port, connections, calls = (int(value) for value in sys.argv[1:4])
 tools = [
     {"type": "function", "function": {"name": f"tool{n}", "description": "d" * 300,
@@ -39,17 +42,23 @@ def body(task, rounds):
         messages.append({"role": "tool", "tool_call_id": f"c{n}", "content": "error: none"})
     return json.dumps({"model": "scripted", "messages": messages, "tools": tools}).encode()
 
+walls = []
+
 def agent(number):
     connection = http.client.HTTPConnection("127.0.0.1", port)
     for n in range(calls):
-        connection.request("POST", "/v1/chat/completions", body(f"task {number}.", n % 7))
+        sent = body(f"task {number}.", n % 7)
+        began = time.perf_counter()
+        connection.request("POST", "/v1/chat/completions", sent)
         connection.getresponse().read()
+        walls.append(time.perf_counter() - began)
 
 threads = [threading.Thread(target=agent, args=(n,)) for n in range(connections)]
 for thread in threads:
     thread.start()
 for thread in threads:
     thread.join()
+print(json.dumps(walls))
 """
 
 
@@ -66,7 +75,9 @@ def main() -> None:
         port = llm.base_url.split(":")[2].split("/")[0]
         before = resource.getrusage(resource.RUSAGE_SELF)
         arguments = [port, str(options.connections), str(options.calls)]
-        subprocess.run([sys.executable, "-c", CLIENT, *arguments], check=True)
+        client = subprocess.run(
+            [sys.executable, "-c", CLIENT, *arguments], check=True, capture_output=True, text=True
+        )
         after = resource.getrusage(resource.RUSAGE_SELF)
         calls = len(llm.requests)
     user, system = after.ru_utime - before.ru_utime, after.ru_stime - before.ru_stime
@@ -75,6 +86,12 @@ def main() -> None:
         f"{options.connections} connections, {calls} calls at {options.delay * 1000:.0f} ms: "
         f"{(user + system) * 1000 / calls:.3f} ms of CPU a call (user {user * 1000 / calls:.3f},"
         f" system {system * 1000 / calls:.3f}), {switches / calls:.1f} context switches a call"
+    )
+    # What a client waited beyond the delay: the model's lateness and the exchange's own time.
+    over = sorted((wall - options.delay) * 1000 for wall in json.loads(client.stdout))
+    print(
+        f"a call's wall beyond its {options.delay * 1000:.0f} ms, as the clients saw it: median "
+        f"{statistics.median(over):.3f} ms, p90 {over[int(len(over) * 0.9)]:.3f} ms"
     )
 
 

@@ -23,7 +23,8 @@ from cryptography.x509.oid import NameOID
 from agents.llm import LLMError
 from agents.llm.encoding import EncodedRequests
 from agents.llm.openai_client import OpenAIChat
-from agents.llm.scripted import ScriptedLLM, call, reply
+from agents.llm.scripted import ScriptedLLM, call, reply, slow
+from tests.conftest import wait_for
 from tests.test_llm import TOOLS, ask, chat_client, host_of
 
 
@@ -39,6 +40,33 @@ def test_an_agents_calls_share_one_kept_connection():
         assert answers[-1].content == "ok"
         assert len(llm.requests) == 3
         assert llm.connections == 1
+
+
+def test_the_kept_alive_server_answers_slow_turns_as_they_fall_due_not_as_they_came():
+    """The benchmarks' fake model of fixed latency (agents.llm.scripted_loop, on a select(2)
+    loop for its timers' precision): a long delay asked first does not hold back a shorter
+    one asked after it, and no answer leaves before its delay."""
+    with ScriptedLLM(keep_alive=True) as llm:
+        llm.script("long task", slow(0.6, reply("long")))
+        llm.script("short task", slow(0.1, reply("short")))
+        client = chat_client(llm.base_url)
+        answered: list[tuple[str, float]] = []
+
+        def agent(task: str) -> None:
+            began = time.perf_counter()
+            answer = ask(client, task).content
+            answered.append((answer, time.perf_counter() - began))
+
+        long = threading.Thread(target=agent, args=("long task",))
+        long.start()
+        wait_for(lambda: len(llm.requests) == 1, message="the long task's request did not come")
+        agent("short task")
+        long.join(10)
+
+    assert [answer for answer, _ in answered] == ["short", "long"]
+    took = dict(answered)
+    assert 0.1 <= took["short"] < 0.5, took
+    assert took["long"] >= 0.6, took
 
 
 def test_calls_at_the_same_time_each_have_a_connection_and_later_agents_reuse_them():

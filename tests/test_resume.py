@@ -292,6 +292,33 @@ def test_a_research_whose_endpoint_failed_for_a_while_resumes_when_it_is_back(
     assert step_of(requests[-1]) == 2 and step_of(requests[-2]) == 2
 
 
+def test_a_resumed_root_whose_verifier_flags_nothing_clears_the_flags_of_its_last_life(
+    agent_pool, scripted_llm, alice, api, settings
+):
+    """A root that flagged claims in a life that never ended (its worker died between its
+    verification and its end) and whose verifier now flags none ends with no flags: only a
+    root's first life has nothing to clear (agents.loop.review.coverage)."""
+    settings.LLM_MAX_RETRIES = 0
+    settings.RESEARCH_VERIFY_REPORTS = True
+    topic = "Stale flags: a check then a report"
+    scripted_llm.script(
+        topic, call("list_siblings"), fail(500, times=1), reply("The report, checked again.")
+    )
+    run = wait_finished(services.run_start(owner=alice, topic=topic, max_steps=5), timeout=20)
+    assert run.status == "failed", run.error
+    stale = [{"claim": "an old claim", "why": "its last life's verifier"}]
+    services.report_flags_set(run_id=run.pk, claims=stale)
+
+    response = api.post(f"/v1/gb/research/{run.pk}/resume")
+    assert response.status_code == 202, response.text
+    run = wait_finished(run, timeout=20)
+
+    assert run.status == "done", run.error
+    assert run.report.startswith("The report, checked again.")
+    assert Run.objects.filter(parent=run, kind="verifier", status="done").exists()
+    assert run.flagged_claims == []
+
+
 def test_a_failed_sub_agent_whose_error_its_parent_read_is_not_run_again(
     agent_pool, scripted_llm, alice, api, settings
 ):

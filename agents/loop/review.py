@@ -25,7 +25,6 @@ from research import services
 from research.clean import cut
 from research.models import Plan, Run, Source, State, Status
 from research.selectors import plans as plan_reads
-from research.selectors import team as team_reads
 from research.services import NextState
 from research.services.citations import CitedUrl
 from research.services.writer import Pending
@@ -98,14 +97,14 @@ def coverage(ctx: AgentContext, verdict: Verdict | None) -> str:
     flagged claims the page marks); "" when there was neither."""
 
     def plan_as_it_ends() -> list[dict] | None:
-        root = team_reads.run_by_id(run_id=ctx.run_id)
-        return plan_reads.plan_items(root=root, ending=True)
+        return plan_reads.plan_items_at_end(root_id=ctx.run_id)
 
     # Through a fresh connection if need be: the reads follow the revision's model call, and
     # a restart may end the connection between them as well (the write sets a value: again
     # is the same).
     items = resilience.retrying("reading the plan", plan_as_it_ends)
-    if verdict is not None:
+    # A first life's root has none to clear: nothing to write when the verifier flagged none.
+    if verdict is not None and (verdict.claims or not ctx.fresh):
         resilience.retrying(
             "flagging the report's claims",
             lambda: services.report_flags_set(run_id=ctx.run_id, claims=verdict.claims),

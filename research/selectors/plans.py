@@ -42,21 +42,28 @@ def item_status(agents: list[Run], *, reported: bool) -> str:
 
 def plan_items(*, root: Run, ending: bool = False) -> list[dict[str, Any]] | None:
     """The latest plan's items with their status and agents; None when there is no plan.
-    `ending`: the root is writing its report, so what is not covered now is a gap. Every
-    root reads it as it ends, and the page and the API with the plan: its statements are
-    built once."""
-    plan = _latest().first(_latest_sql(), [root.pk])
+    `ending`: the root is writing its report, so what is not covered now is a gap. The page
+    and the API read it with the plan: its statements are built once."""
+    return _plan_items(root.pk, reported=ending or root.status == Status.DONE)
+
+
+def plan_items_at_end(*, root_id: int) -> list[dict[str, Any]] | None:
+    """plan_items as a root reads them while it ends: from its id, without its row."""
+    return _plan_items(root_id, reported=True)
+
+
+def _plan_items(root_id: int, *, reported: bool) -> list[dict[str, Any]] | None:
+    plan = _latest().first(_latest_sql(), [root_id])
     if plan is None:
         return None
     agents: dict[str, list[Run]] = {item: [] for item in plan.items}
     # The tree's agents that name an item, oldest first (an older version's words left out).
-    for agent in _covering().all(_covering_sql(), [root.pk]):
+    for agent in _covering().all(_covering_sql(), [root_id]):
         if agent.plan_item in agents:
             agents[agent.plan_item].append(agent)
-    reported = ending or root.status == Status.DONE
-    lead_covers = reported and _lead_researched(root)
+    lead_covers = reported and _lead_researched(root_id)
     return [
-        _item(number, item, agents[item], reported=reported, lead=root if lead_covers else None)
+        _item(number, item, agents[item], reported=reported, lead=root_id if lead_covers else None)
         for number, item in enumerate(plan.items, start=1)
     ]
 
@@ -65,8 +72,8 @@ def plan_items(*, root: Run, ending: bool = False) -> list[dict[str, Any]] | Non
 RESEARCH_TOOLS = ("web_search", "read_page", "query")
 
 
-def _lead_researched(root: Run) -> bool:
-    return one(_researched_sql(), [root.pk, Step.Kind.TOOL, *RESEARCH_TOOLS, False]) is not None
+def _lead_researched(root_id: int) -> bool:
+    return one(_researched_sql(), [root_id, Step.Kind.TOOL, *RESEARCH_TOOLS, False]) is not None
 
 
 @cache
@@ -118,14 +125,14 @@ def _researched_sql() -> str:
     )
 
 
-def _item(number: int, text: str, agents: list[Run], *, reported: bool, lead: Run | None) -> dict:
+def _item(number: int, text: str, agents: list[Run], *, reported: bool, lead: int | None) -> dict:
     if not agents and lead is not None:  # the lead's own item, researched by the lead
         return {
             "number": number,
             "text": text,
             "status": COVERED,
             # Named as the tree names the root agent (static/page/format.js agentName).
-            "agents": [{"id": lead.pk, "name": "root", "status": Status.DONE}],
+            "agents": [{"id": lead, "name": "root", "status": Status.DONE}],
         }
     return {
         "number": number,

@@ -73,6 +73,25 @@ def test_a_word_joined_to_another_by_a_dot_is_found_alone(api, run_factory):
     assert _ids(api.get(URL, {"q": '"functools.wraps keep"'})) == {decorators.pk}
 
 
+def test_a_long_task_is_searched_by_its_start_and_its_report(api, run_factory, subagent_factory):
+    """A sub-agent's task past SEARCHED_TASK_CHARS (a verifier's: the draft and its sources)
+    is searched by its first characters, as a topic is, and by its report; the rest of it is
+    left out of the search, whose index PostgreSQL computes at every insert."""
+    from research.selectors.runs import SEARCHED_TASK_CHARS
+
+    root = run_factory(topic="Badgers")
+    long_task = "Check the draft about badgers. " + "filler " * (SEARCHED_TASK_CHARS // 7)
+    long_task += " wombats appear only past the start"
+    verifier = subagent_factory(root, "verifier", topic=long_task)
+    assert len(verifier.topic) > SEARCHED_TASK_CHARS
+    verifier = _ended(verifier, report="Findings: the claim about setts holds.")
+
+    assert _ids(api.get(URL, {"q": "check draft"})) == {verifier.pk}
+    assert _ids(api.get(URL, {"q": "setts"})) == {verifier.pk}
+    assert _ids(api.get(URL, {"q": "wombats"})) == set()
+    assert _ids(api.get(URL, {"q": "badgers"})) == {root.pk, verifier.pk}
+
+
 def test_the_search_reads_its_index_on_postgresql(run_factory):
     """The index is built from the selector's expression (migration 0017): a search that
     drifted from it would read every run (28 s at 100,000)."""

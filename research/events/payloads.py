@@ -176,11 +176,6 @@ class RunCreated(Payload):
     def of(cls, run: Run) -> "RunCreated":
         return cls(data=run_fields(run, whole_topic=False))
 
-    def fields(self) -> dict[str, Any]:
-        # Its dict is made for it (of) and shared with no caller: not copied, as a list a
-        # caller holds is (every spawn's children come through here).
-        return {"data": self.data}
-
 
 @dataclass(frozen=True)
 class RunStateChanged(Payload):

@@ -615,6 +615,31 @@ def test_a_root_that_saw_its_children_end_reads_none_at_its_answer_review_and_en
     )
 
 
+class RowHeld:
+    """Another transaction holds the row of the run named `name` (FOR UPDATE) from hold()
+    until `release` is set or 10 s pass: that run's records and its end cannot commit."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.locked, self.release = threading.Event(), threading.Event()
+
+    def hold(self) -> None:
+        run_id = Run.objects.get(name=self.name).pk
+        threading.Thread(target=self._hold, args=(run_id,), daemon=True).start()
+        assert self.locked.wait(timeout=10)
+
+    def _hold(self, run_id: int) -> None:
+        try:
+            with transaction.atomic():
+                Run.objects.select_for_update().get(pk=run_id)
+                self.locked.set()
+                self.release.wait(timeout=10)
+        finally:
+            from django.db import connection
+
+            connection.close()
+
+
 def test_a_parent_goes_on_while_its_childs_end_waits_on_the_database(
     agent_pool, scripted_llm, alice, settings
 ):
@@ -624,29 +649,16 @@ def test_a_parent_goes_on_while_its_childs_end_waits_on_the_database(
     next model call. What the parent does next commits after the child's end, and the
     parent finishes after it."""
     settings.RESEARCH_VERIFY_REPORTS = False
-    locked, release = threading.Event(), threading.Event()
+    held = RowHeld("held")
     seen: dict[str, str] = {}
 
-    def hold_the_row(run_id: int) -> None:
-        try:
-            with transaction.atomic():
-                Run.objects.select_for_update().get(pk=run_id)
-                locked.set()
-                release.wait(timeout=10)
-        finally:
-            from django.db import connection
-
-            connection.close()
-
     def child_answers(messages):
-        child_id = Run.objects.get(name="held").pk
-        threading.Thread(target=hold_the_row, args=(child_id,), daemon=True).start()
-        assert locked.wait(timeout=10)
+        held.hold()
         return reply("held's report")
 
     def root_drafts(messages):
         seen["child"] = Run.objects.get(name="held").status  # as committed
-        release.set()
+        held.release.set()
         return reply("the draft")
 
     scripted_llm.script(
@@ -678,6 +690,58 @@ def test_a_parent_goes_on_while_its_childs_end_waits_on_the_database(
     )
     roots_after = [kind for kind, payload in events[child_end:] if payload["run"] == root.pk]
     assert "run.usage" in roots_after  # its draft's model call, written after the child's end
+
+
+def test_a_wait_that_reads_the_rows_takes_a_handed_over_end_as_ended(
+    agent_pool, scripted_llm, alice, settings
+):
+    """A wait for a child this pool never ran reads the children's rows from the database,
+    where a sibling whose end is on its way to the writer still shows working: that
+    sibling's end, handed over here, counts as ended there too, so the wait returns
+    rather than read the rows again and again until the commit."""
+    settings.RESEARCH_VERIFY_REPORTS = False
+    held = RowHeld("kept")
+    seen: dict[str, str] = {}
+
+    def root_spawns(messages):
+        # A sub-agent no thread of this pool runs: it ended elsewhere (another worker).
+        root = Run.objects.get(topic="read rows research")
+        Run.objects.create(
+            owner=root.owner,
+            parent=root,
+            root=root,
+            depth=1,
+            name="elsewhere",
+            reason="it ran elsewhere",
+            topic="read rows task elsewhere",
+            model=root.model,
+            status="done",
+            report="elsewhere's report",
+        )
+        return spawn("kept", "read rows task kept")
+
+    def child_answers(messages):
+        held.hold()
+        return reply("kept's report")
+
+    def root_drafts(messages):
+        seen["kept"] = Run.objects.get(name="kept").status  # as committed
+        held.release.set()
+        return reply("the draft")
+
+    scripted_llm.script("read rows research", root_spawns, call("wait_subagents"), root_drafts)
+    scripted_llm.script("read rows task kept", child_answers)
+    root = wait_finished(start(alice, "read rows research"))
+
+    assert root.status == "done", root.error
+    assert seen == {"kept": "working"}  # the wait returned before the commit
+    (waited,) = results(scripted_llm, "read rows research", "wait_subagents")
+    kept, elsewhere = child(root, "kept"), child(root, "elsewhere")
+    assert waited == (
+        f"## elsewhere (run {elsewhere.pk}): done\n\nelsewhere's report\n\n"
+        f"## kept (run {kept.pk}): done\n\nkept's report"
+    )
+    assert kept.status == "done" and kept.finished_at <= root.finished_at
 
 
 def test_list_api_filters_a_runs_subagents(agent_pool, scripted_llm, alice, api):

@@ -49,7 +49,13 @@ def end_subagents(
     them)."""
     if ctx.all_children_known and ctx.spawned <= ctx.ended_children:
         return
-    working = team_reads.working_children_ids(run_id=ctx.run_id)
+    # One whose end is on its way to the database has ended: not cancelled, not waited for
+    # (its parent's own end waits for that commit, AgentPool.ends_written).
+    working = [
+        run_id
+        for run_id in team_reads.working_children_ids(run_id=ctx.run_id)
+        if ctx.pool is None or ctx.pool.ended_row(run_id) is None
+    ]
     if not working:
         return
     before_waiting()
@@ -264,8 +270,17 @@ def working_among(ctx: AgentContext, run_ids: list[int]) -> tuple[list[int], lis
             ctx.saw(ended)
             return [], sorted(ended, key=lambda run: run.pk)  # as runs_by_ids: oldest first
     runs = team_reads.runs_by_ids(run_ids=run_ids)
+    if ctx.pool is not None:
+        # An end handed over here and not yet committed: the row as it leaves it, as above.
+        runs = [_handed(ctx.pool, run) for run in runs]
     ctx.saw(runs)
     return [run.pk for run in runs if run.status in ACTIVE_STATUSES], runs
+
+
+def _handed(pool, run: Run) -> Run:
+    """`run` as read, or as the end its agent handed over here, when that has not committed."""
+    handed = pool.ended_row(run.pk)
+    return handed if handed is not None and run.status in ACTIVE_STATUSES else run
 
 
 # How often a waiting agent reads its children's rows when no agent of its pool has ended:

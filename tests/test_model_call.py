@@ -69,6 +69,30 @@ def test_the_kept_alive_server_answers_slow_turns_as_they_fall_due_not_as_they_c
     assert took["long"] >= 0.6, took
 
 
+def test_the_kept_alive_servers_select_loop_refuses_a_descriptor_past_1024_by_name():
+    """select(2) cannot watch a descriptor from 1024 up: the scripted model's loop refuses
+    one when it is registered, naming it, instead of failing at its next wait."""
+    import os
+    import selectors
+
+    from agents.llm.scripted_loop import _Select
+
+    read_end, write_end = os.pipe()
+    high = os.dup2(read_end, 1500)
+    selector = _Select()
+    try:
+        with pytest.raises(ValueError, match="cannot watch descriptor 1500"):
+            selector.register(high, selectors.EVENT_READ)
+        selector.register(read_end, selectors.EVENT_READ)  # under 1024: watched
+        os.write(write_end, b"x")
+        assert [key.fd for key, _ in selector.select(timeout=1)] == [read_end]
+        assert high not in selector.get_map()
+    finally:
+        selector.close()
+        for fd in (read_end, write_end, high):
+            os.close(fd)
+
+
 def test_calls_at_the_same_time_each_have_a_connection_and_later_agents_reuse_them():
     with ScriptedLLM(keep_alive=True) as llm:
         # The server holds the first two answers until both requests are in: both in flight.

@@ -11,7 +11,8 @@ The loop waits in select(2), not epoll: epoll's timeout counts whole millisecond
 of 50 ms left 0.7 ms late on average on this machine, and a tree of nine calls on its critical
 path counted about 6 ms of the fake model's lateness as Canopy's (issue 25, round thirty-six).
 select's timeout counts microseconds: 0.3 ms late. Its limit, descriptors under 1024, holds
-the benchmarks' 200 connections.
+the benchmarks' 200 connections; a connection given a descriptor past it is refused, with
+that said in the log, rather than the loop ending (`_Select`).
 
 The scripted turns are the same (ScriptedLLM._take, _resolve, _completion). A turn that is a
 function runs on a thread of its own: a test's function may block (a barrier that waits for a
@@ -46,13 +47,29 @@ class Scripted(Protocol):
     def _answered(self, taken: Any) -> tuple[Turn, dict[str, Any]]: ...
 
 
+class _Select(selectors.SelectSelector):
+    """select(2), which cannot watch a descriptor from FD_SETSIZE (1024) up: registering one
+    fails at once, naming it (the loop logs it and goes on), where select() would fail at
+    the loop's next wait and end the loop."""
+
+    def register(self, fileobj: Any, events: int, data: Any = None) -> selectors.SelectorKey:
+        key = super().register(fileobj, events, data)
+        if key.fd >= 1024:
+            super().unregister(fileobj)
+            raise ValueError(
+                f"the scripted model's loop cannot watch descriptor {key.fd}: select() "
+                "stops at 1024; this process holds too many open files"
+            )
+        return key
+
+
 class LoopServer:
     """Serves `scripted` on 127.0.0.1, kept-alive HTTP/1.1, until stop()."""
 
     def __init__(self, scripted: Scripted) -> None:
         self.scripted = scripted
         # Timers to a few tenths of a millisecond, not to the next whole one (see above).
-        self.loop = asyncio.SelectorEventLoop(selectors.SelectSelector())
+        self.loop = asyncio.SelectorEventLoop(_Select())
         self.port = 0
         self._handlers: set[asyncio.Task] = set()
         self._started = threading.Event()

@@ -431,6 +431,8 @@ except (ValueError, TypeError, IndexError, ArithmeticError) as error:
 # --- Research runs and agents ---------------------------------------------------------------
 
 RESEARCH_MAX_WORKING_ROOTS = envint("RESEARCH_MAX_WORKING_ROOTS", 3)
+# The library's search reads a topic's first 4,000 characters (selectors.runs.SEARCHED_TASK_CHARS):
+# past that, a longer topic is found by its start and its report.
 RESEARCH_TOPIC_MAX_CHARS = envint("RESEARCH_TOPIC_MAX_CHARS", 2000)
 RESEARCH_DEFAULT_MAX_STEPS = envint("RESEARCH_DEFAULT_MAX_STEPS", 10)
 RESEARCH_MAX_STEPS_LIMIT = envint("RESEARCH_MAX_STEPS_LIMIT", 40)

@@ -203,26 +203,27 @@ def test_agents_whose_connections_are_terminated_go_on_and_end_done(scripted_llm
 def test_the_reports_coverage_is_read_again_when_its_connection_ends_between_its_reads(
     alice, monkeypatch
 ):
-    """The Coverage and gaps section reads the root, then its plan. A connection the server
-    ends between the two (a restart does not wait for a model call; in the test above another
-    tree's agent ended it) costs a second try on a fresh connection, not the section: the
-    report once ended "could not be verified: ... terminating connection"."""
+    """The Coverage and gaps section reads the plan, its items' agents, then whether the lead
+    researched itself. A connection the server ends between those reads (a restart does not
+    wait for a model call; in the test above another tree's agent ended it) costs a second
+    try on a fresh connection, not the section: the report once ended "could not be
+    verified: ... terminating connection"."""
     from agents.loop import review
     from agents.runtime.context import AgentContext, CancelToken
+    from research.selectors import plans
 
     root = services.run_start(owner=alice, topic="the tides and the moon", throttle=False)
     services.plan_write(root_id=root.pk, items=["Tides", "The moon"])
     ctx = AgentContext.of(Run.objects.get(pk=root.pk), CancelToken(root.pk))
-    read_root = review.team_reads.run_by_id
+    read_lead = plans._lead_researched
     ended = []
 
-    def read_then_lose_the_connection(**kwargs):
-        run = read_root(**kwargs)
+    def lose_the_connection_then_read(root_id):
         if not ended:  # every backend of the database, this thread's among them
             ended.append(terminate_backends(sparing=-1))
-        return run
+        return read_lead(root_id)
 
-    monkeypatch.setattr(review.team_reads, "run_by_id", read_then_lose_the_connection)
+    monkeypatch.setattr(plans, "_lead_researched", lose_the_connection_then_read)
 
     section = review.coverage(ctx, None)
 

@@ -3,10 +3,15 @@
 An agent hands its end to the process's writer (research.services.writer), then tells its
 pool: the row as that end will leave it, and the end's Pending. Its parent, waiting in the
 same process, wakes then and reads the row from here, instead of waiting for the commit and
-reading the row again. The parent's own records go to the writer after the child's end, so
-they commit after it or with it: what the parent does with the report is never written before
-the report is. The parent waits on those ends only where it must, before its own end
-(AgentPool.ends_written): a parent never finishes before its sub-agents.
+reading the row again. The parent's own records go to the writer after the child's end, and
+the writer writes in order, so they commit after it or with it. The parent waits on those
+ends only where it must, before its own end (AgentPool.ends_written): a parent never
+finishes before its sub-agents.
+
+What this gives up (docs/performance.md, round thirty-six): an end that then does not
+commit (one of the child's last records failed, or its run was ended meanwhile) is taken
+back from the pool, but a parent may have read its report already; and an end lost with
+its connection is written again by the child's thread, outside the writer's order.
 """
 
 from research.models import Run

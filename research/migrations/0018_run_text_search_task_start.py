@@ -1,9 +1,9 @@
 """The runs' search reads the first 4,000 characters of a run's task, not all of it
 (research.selectors.runs.text_vector, SEARCHED_TASK_CHARS): PostgreSQL computes the index's
 expression at every insert and every change of a topic or a report, and a verifier's task
-(the draft and what its sources say, up to about 31 KB) cost 8 ms more of the step writer's
-batch, which every agent of the process waits on. An analyst's topic is at most 2,000
-characters by default. Its GIN index is built again on that expression, written here as the
+(the draft and what its sources say, up to about 31 KB) cost 4 to 5 ms more of the step
+writer's batch, which every agent of the process waits on. An analyst's topic is at most
+2,000 characters by default. Its GIN index is built again on that expression, written here as the
 selector writes it, CONCURRENTLY, as 0017 built it. PostgreSQL only.
 """
 

@@ -122,8 +122,9 @@ def undotted_question(text: str) -> str:
 # The first characters of a run's task that its search reads: twice the topic an analyst may
 # write by default (RESEARCH_TOPIC_MAX_CHARS). Only a verifier's task runs longer (the draft
 # and what its sources say, up to about 31 KB), and PostgreSQL computes the index's
-# expression at every insert: the whole of such a task took 8 ms more of the writer's batch
-# than without the index (issue 25, round thirty-six), and the root's report has the draft.
+# expression at every insert: the whole of such a task took 4 to 5 ms more of the writer's
+# batch than without the index (issue 25, round thirty-six), and the root's report has the
+# draft.
 SEARCHED_TASK_CHARS = 4000
 
 
@@ -151,9 +152,9 @@ def text_vector() -> SearchVector:
 
 def text_matching(runs: QuerySet[Run], text: str) -> QuerySet[Run]:
     """The runs whose topic (its first SEARCHED_TASK_CHARS) or report holds every word of
-    `text`. PostgreSQL reads it as a
-    web search (`websearch_to_tsquery`: stems, "quoted phrases", -excluded words); SQLite,
-    which has no such parser, looks for each word in either field."""
+    `text`. PostgreSQL reads it as a web search (`websearch_to_tsquery`: stems, "quoted
+    phrases", -excluded words); SQLite, which has no such parser, looks for each word in
+    either field."""
     words = question_words(text)
     if not words:
         return runs

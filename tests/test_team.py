@@ -628,6 +628,26 @@ class RowHeld:
         threading.Thread(target=self._hold, args=(run_id,), daemon=True).start()
         assert self.locked.wait(timeout=10)
 
+    def answering(self, report: str):
+        """The held run's last turn: its row held, then its report."""
+
+        def turn(messages):
+            self.hold()
+            return reply(report)
+
+        return turn
+
+    def releasing(self, seen: dict[str, str], key: str):
+        """The parent's next turn: the held run's status as committed noted in `seen[key]`,
+        its row let go, then the parent's draft."""
+
+        def turn(messages):
+            seen[key] = Run.objects.get(name=self.name).status
+            self.release.set()
+            return reply("the draft")
+
+        return turn
+
     def _hold(self, run_id: int) -> None:
         try:
             with transaction.atomic():
@@ -651,23 +671,13 @@ def test_a_parent_goes_on_while_its_childs_end_waits_on_the_database(
     settings.RESEARCH_VERIFY_REPORTS = False
     held = RowHeld("held")
     seen: dict[str, str] = {}
-
-    def child_answers(messages):
-        held.hold()
-        return reply("held's report")
-
-    def root_drafts(messages):
-        seen["child"] = Run.objects.get(name="held").status  # as committed
-        held.release.set()
-        return reply("the draft")
-
     scripted_llm.script(
         "handover research",
         spawn("held", "handover task held"),
         call("wait_subagents"),
-        root_drafts,
+        held.releasing(seen, "child"),
     )
-    scripted_llm.script("handover task held", child_answers)
+    scripted_llm.script("handover task held", held.answering("held's report"))
     root = wait_finished(start(alice, "handover research"))
 
     assert root.status == "done", root.error
@@ -720,17 +730,10 @@ def test_a_wait_that_reads_the_rows_takes_a_handed_over_end_as_ended(
         )
         return spawn("kept", "read rows task kept")
 
-    def child_answers(messages):
-        held.hold()
-        return reply("kept's report")
-
-    def root_drafts(messages):
-        seen["kept"] = Run.objects.get(name="kept").status  # as committed
-        held.release.set()
-        return reply("the draft")
-
-    scripted_llm.script("read rows research", root_spawns, call("wait_subagents"), root_drafts)
-    scripted_llm.script("read rows task kept", child_answers)
+    scripted_llm.script(
+        "read rows research", root_spawns, call("wait_subagents"), held.releasing(seen, "kept")
+    )
+    scripted_llm.script("read rows task kept", held.answering("kept's report"))
     root = wait_finished(start(alice, "read rows research"))
 
     assert root.status == "done", root.error

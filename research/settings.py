@@ -280,6 +280,8 @@ else:
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
 ]
+# Django's database sessions, read by a statement built once (research/auth.py).
+SESSION_ENGINE = "research.auth"
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "runs"
 LOGOUT_REDIRECT_URL = "login"
@@ -303,7 +305,7 @@ SERVESTATIC_USE_MANIFEST = True
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
         # Token first: an unauthenticated request then gets 401 with WWW-Authenticate.
-        "rest_framework.authentication.TokenAuthentication",
+        "research.auth.TokenAuthentication",  # DRF's, its query built once
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],

@@ -1,11 +1,11 @@
 """A model turn's tool calls: parsed before any runs, grouped, and run at once where they may.
 
 Consecutive calls of tools marked `parallel` (searches, page reads, knowledge queries) form a
-group that runs at once on the agent's own threads, at most RESEARCH_PARALLEL_TOOL_CALLS of
-them; their results go back in call order. Consecutive spawns (`spawn_subagent`,
-`spawn_subagents`) form a group recorded in one transaction, whose children start together
-once all of them exist, so each child's first list_siblings already shows its batch. Every
-other call runs alone, in order.
+group that runs at once, on the agent's thread and its own small pool, at most
+RESEARCH_PARALLEL_TOOL_CALLS of them; their results go back in call order. Consecutive spawns
+(`spawn_subagent`, `spawn_subagents`) form a group recorded in one transaction, whose children
+start together once all of them exist, so each child's first list_siblings already shows its
+batch. Every other call runs alone, in order.
 """
 
 import contextvars
@@ -74,24 +74,37 @@ def group_state(group: list[PlannedCall]) -> NextState | None:
 
 
 class ParallelCalls:
-    """The agent's own small pool for its parallel calls; each call's thread gives its
-    database connection back when the call ends (threads are reused)."""
+    """The agent's own small pool for its parallel calls. The agent's thread runs one of them
+    itself: a group of two page reads wakes one thread more, not two (about 300 fewer context
+    switches in a default research, issue 25, round thirty-seven). Each pool thread gives its
+    database connection back when its call ends (threads are reused)."""
 
     def __init__(self) -> None:
         self._executor: ThreadPoolExecutor | None = None
 
     def run(self, jobs: list[Callable[[], Any]]) -> list[Any]:
-        """Run the jobs at once; their results in order. A job's exception is raised here."""
+        """Run the jobs at once, at most RESEARCH_PARALLEL_TOOL_CALLS of them; their results
+        in order. A job's exception is raised here, and the jobs not yet started never run."""
+        at_once = settings.RESEARCH_PARALLEL_TOOL_CALLS
+        if at_once == 1 or len(jobs) == 1:
+            return [job() for job in jobs]
         if self._executor is None:
-            self._executor = ThreadPoolExecutor(
-                max_workers=settings.RESEARCH_PARALLEL_TOOL_CALLS, thread_name_prefix="tool"
-            )
+            self._executor = ThreadPoolExecutor(max_workers=at_once - 1, thread_name_prefix="tool")
         # Each job runs in a copy of the agent's context: its log lines name the agent's run.
         futures = [
             self._executor.submit(contextvars.copy_context().run, _with_connection_closed, job)
-            for job in jobs
+            for job in jobs[1:]
         ]
-        return [future.result() for future in futures]
+        try:
+            results = [jobs[0]()]
+            # A job no pool thread has taken yet is the agent's own next one.
+            for job, future in zip(jobs[1:], futures, strict=True):
+                results.append(job() if future.cancel() else future.result())
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
+        return results
 
     def close(self) -> None:
         if self._executor is not None:

@@ -128,6 +128,8 @@ class FakeWeb:
         self.posted: list[dict] = []
         # How many /slow requests were answered at once, at the most (parallel tool calls).
         self.most_in_flight = 0
+        # When each /slow request began and ended (time.monotonic), by its `page` parameter.
+        self.slow_spans: dict[str, tuple[float, float]] = {}
         self._in_flight = 0
         self._gauge = threading.Lock()
         self.pages: dict[str, Page] = {}
@@ -221,7 +223,7 @@ class _Handler(BaseHTTPRequestHandler):
             elif path == "/huge":
                 self._huge()
             elif path == "/slow":
-                self._slow(float(query.get("seconds", ["5"])[0]))
+                self._slow(float(query.get("seconds", ["5"])[0]), query.get("page", [""])[0])
             elif path.startswith("/status/"):
                 self._send(int(path.rsplit("/", 1)[1]), b"", "text/plain")
             elif path.startswith("/broken-search"):
@@ -231,7 +233,8 @@ class _Handler(BaseHTTPRequestHandler):
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client stopped reading (read_page's size cap): expected
 
-    def _slow(self, seconds: float) -> None:
+    def _slow(self, seconds: float, page: str) -> None:
+        began = time.monotonic()
         with self.web._gauge:
             self.web._in_flight += 1
             self.web.most_in_flight = max(self.web.most_in_flight, self.web._in_flight)
@@ -240,6 +243,7 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             with self.web._gauge:
                 self.web._in_flight -= 1
+                self.web.slow_spans[page] = (began, time.monotonic())
         self._send(200, b"<html><body><p>Finally.</p></body></html>", "text/html")
 
     def do_POST(self) -> None:  # noqa: N802 - stdlib's name

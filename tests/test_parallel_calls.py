@@ -12,8 +12,8 @@ from tests.fakeweb import FakeWeb
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def read(web: FakeWeb, number: int) -> object:
-    return call("read_page", url=f"{web.url}/slow?seconds=0.6&page={number}")
+def read(web: FakeWeb, number: int, seconds: float = 0.6) -> object:
+    return call("read_page", url=f"{web.url}/slow?seconds={seconds}&page={number}")
 
 
 def pages_in_results(llm, topic: str) -> list[str]:
@@ -47,6 +47,21 @@ def test_no_more_calls_run_at_once_than_the_setting_allows(
 
     assert web.most_in_flight == 2
     assert pages_in_results(scripted_llm, "four pages") == ["1", "2", "3", "4"]
+
+
+def test_a_read_waiting_for_a_place_takes_the_first_one_free(
+    agent_pool, scripted_llm, alice, web, settings
+):
+    settings.RESEARCH_PARALLEL_TOOL_CALLS = 2
+    pages = (read(web, 1, seconds=0.1), read(web, 2, seconds=1.5), read(web, 3, seconds=0.1))
+    scripted_llm.script("uneven pages", calls(*pages), reply("done"))
+
+    wait_finished(services.run_start(owner=alice, topic="uneven pages"))
+
+    # The third waited for the first's place, not for the slow second to end.
+    assert web.slow_spans["3"][0] < web.slow_spans["2"][1]
+    assert web.most_in_flight == 2
+    assert pages_in_results(scripted_llm, "uneven pages") == ["1", "2", "3"]
 
 
 def test_a_call_that_is_not_a_read_waits_for_the_reads_before_it(

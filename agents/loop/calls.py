@@ -86,7 +86,7 @@ class ParallelCalls:
         """Run the jobs at once, at most RESEARCH_PARALLEL_TOOL_CALLS of them; their results
         in order. A job's exception is raised here, and the jobs not yet started never run."""
         at_once = settings.RESEARCH_PARALLEL_TOOL_CALLS
-        if at_once == 1 or len(jobs) == 1:
+        if at_once == 1 or len(jobs) < 2:
             return [job() for job in jobs]
         if self._executor is None:
             self._executor = ThreadPoolExecutor(max_workers=at_once - 1, thread_name_prefix="tool")
@@ -95,11 +95,17 @@ class ParallelCalls:
             self._executor.submit(contextvars.copy_context().run, _with_connection_closed, job)
             for job in jobs[1:]
         ]
+        results = [None] * len(jobs)
         try:
-            results = [jobs[0]()]
-            # A job no pool thread has taken yet is the agent's own next one.
-            for job, future in zip(jobs[1:], futures, strict=True):
-                results.append(job() if future.cancel() else future.result())
+            results[0] = jobs[0]()
+            # Every job no pool thread has taken yet is the agent's own, before it waits on
+            # one that runs: a free place is never left while jobs queue.
+            for index, future in enumerate(futures, start=1):
+                if future.cancel():
+                    results[index] = jobs[index]()
+            for index, future in enumerate(futures, start=1):
+                if not future.cancelled():
+                    results[index] = future.result()
         except BaseException:
             for future in futures:
                 future.cancel()

@@ -13,6 +13,8 @@ from django.utils import timezone
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
+from research.auth import SessionStore
+
 PROJECT = Path(__file__).resolve().parent.parent
 URL = "/v1/gb/research"
 
@@ -44,16 +46,20 @@ def test_a_token_is_its_user_and_an_unknown_or_inactive_one_is_refused(alice, bo
 def test_a_session_signs_its_user_in_until_it_expires(client, alice, run_factory):
     run = run_factory()
     client.force_login(alice)
+    key = client.cookies["sessionid"].value
 
     api, page = client.get(f"{URL}/{run.pk}"), client.get(f"/runs/{run.pk}/")
     Session.objects.update(expire_date=timezone.now() - timedelta(seconds=1))
     api_after, page_after = client.get(f"{URL}/{run.pk}"), client.get(f"/runs/{run.pk}/")
+    expired = SessionStore(key)
+    expired.load()
 
     assert api.status_code == 200
     assert page.status_code == 200
     assert api_after.status_code == 401
     assert page_after.status_code == 302
     assert page_after["Location"].startswith("/login/")
+    assert expired.session_key is None  # a save makes a new session, not the expired one
 
 
 def test_the_embedded_sqlite_reads_tokens_and_sessions_alike(tmp_path):

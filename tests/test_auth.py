@@ -1,12 +1,7 @@
 """Who a request is (research/auth.py): API tokens and sessions, read by statements built once,
 answer as DRF's and Django's own lookups do, on PostgreSQL and on the embedded SQLite."""
 
-import json
-import os
-import subprocess
-import sys
 from datetime import timedelta
-from pathlib import Path
 
 from django.contrib.sessions.models import Session
 from django.utils import timezone
@@ -14,8 +9,8 @@ from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
 from research.auth import SessionStore
+from tests.helpers import on_fresh_sqlite
 
-PROJECT = Path(__file__).resolve().parent.parent
 URL = "/v1/gb/research"
 
 
@@ -75,6 +70,7 @@ from django.test import Client
 from django.utils import timezone
 from rest_framework.authtoken.models import Token
 from research.auth import SessionStore
+from tests.helpers import on_fresh_sqlite
 alice = User.objects.create_user("alice")
 key = Token.objects.create(user=alice).key
 api = Client(HTTP_HOST="localhost")
@@ -97,16 +93,5 @@ print(json.dumps({
     "expired": SessionStore(expired.session_key).get("who"),
 }))
 """
-    env = {
-        **os.environ,
-        "DATABASE_URL": f"sqlite:///{tmp_path / 'auth.sqlite3'}",
-        "DJANGO_SETTINGS_MODULE": "research.settings",
-        "SECRET_KEY": "test",
-        "REDIS_URL": "",
-    }
-    done = subprocess.run(
-        [sys.executable, "-c", script], cwd=PROJECT, env=env, capture_output=True, text=True
-    )
-    assert done.returncode == 0, done.stderr
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result = on_fresh_sqlite(script, tmp_path / "auth.sqlite3")
     assert result == {"token": 200, "wrong token": 401, "live": "live", "expired": None}

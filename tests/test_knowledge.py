@@ -1,13 +1,8 @@
 """The knowledge base: chunking, uploads through the API, search on PostgreSQL and SQLite,
 owner scoping, and the query/remember tools shared by sibling agents."""
 
-import json
-import os
 import re
-import subprocess
-import sys
 import threading
-from pathlib import Path
 
 import pytest
 from django.db import connection, transaction
@@ -23,8 +18,7 @@ from research.models import Chunk, Dataset, Document, Run, Source
 from research.services import datasets
 from research.services.datasets import dataset_create, document_add
 from tests.conftest import statements_waiting_on_a_lock, wait_for
-
-PROJECT = Path(__file__).resolve().parent.parent
+from tests.helpers import on_fresh_sqlite
 
 
 def make_pdf(*lines: str) -> bytes:
@@ -414,18 +408,7 @@ with connection.cursor() as cursor:  # fails when the index and research_chunk d
     cursor.execute("INSERT INTO chunk_fts(chunk_fts, rank) VALUES ('integrity-check', 1)")
 print(json.dumps(result))
 """
-    env = {
-        **os.environ,
-        "DATABASE_URL": f"sqlite:///{tmp_path / 'kb.sqlite3'}",
-        "DJANGO_SETTINGS_MODULE": "research.settings",
-        "SECRET_KEY": "test",
-        "REDIS_URL": "",
-    }
-    done = subprocess.run(
-        [sys.executable, "-c", script], cwd=PROJECT, env=env, capture_output=True, text=True
-    )
-    assert done.returncode == 0, done.stderr
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result = on_fresh_sqlite(script, tmp_path / "kb.sqlite3")
     assert result["turbine"][0] == "report"
     assert result["wicks"] == ["Lighthouse keeping"]
     assert result["punctuation"] == ["report"]

@@ -6,6 +6,7 @@ recorded as the tool records it, the pool having a seat for each.
     .venv/bin/python bench/spawn_cost.py --children 1         # a verifier's size
     .venv/bin/python bench/spawn_cost.py --seats 0            # the children queued, unseated
     .venv/bin/python bench/spawn_cost.py --statements         # the statements of one spawn
+    .venv/bin/python bench/spawn_cost.py --in-batch           # as the writer's batch writes it
     .venv/bin/python bench/spawn_cost.py --profile            # where 300 spawns spend, by function
 
 Every tree pays this on its critical path, between the root's spawning call and its
@@ -14,7 +15,11 @@ the same instant. This runs `services.subagents_spawn_each` in this process, as
 agents.tools.team.spawn records a turn: the tree locked, the parent's children and the
 tree's size read, the checks, the runs inserted (seated ones working), their first states
 and events numbered and stored, one transaction. Each spawn is under a new root, claimed,
-so the tree's limits never refuse one. It prints the calling thread's CPU
+so the tree's limits never refuse one. With `--in-batch` it goes as the step writer writes
+an agent's spawn (research.services.step_batch.write_parts): its root locked first, then
+the spawn's reads in one statement under that lock, where alone it locks and reads in two
+(round thirty-eight); the lock is counted, though in a batch with records it comes with the
+batch's own UPDATE. It prints the calling thread's CPU
 (`time.thread_time`) and the wall time per spawn, the medians of each round and their
 median, and the statements of one spawn (its BEGIN and COMMIT counted).
 """
@@ -55,6 +60,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--statements", action="store_true", help="list one spawn's statements")
     parser.add_argument("--profile", action="store_true", help="cProfile 300 spawns")
+    parser.add_argument("--in-batch", action="store_true", help="as the writer's batch does")
     options = parser.parse_args()
     environment = {"RESEARCH_MAX_WORKING_ROOTS": "1000000", "THROTTLE_RESEARCH_START": "off"}
     with django_in_process(options.database, **environment):
@@ -78,6 +84,24 @@ def measure(options: argparse.Namespace) -> None:
         )
     ]
 
+    def spawn(parent: int) -> None:
+        if not options.in_batch:
+            services.subagents_spawn_each(parent_id=parent, calls=calls, seat=seats)
+            return
+        from django.db import transaction
+
+        from research.services.step_batch import Action, write_parts
+        from research.services.subagents import _spawn_each
+        from research.sql import inserts_deferred
+
+        def act() -> object:
+            return _spawn_each(
+                parent_id=parent, calls=calls, seat=seats, worker_id=None, locked=True
+            )
+
+        with transaction.atomic(), inserts_deferred():
+            write_parts([Action(parent, act)])
+
     def root() -> int:
         run = services.run_start(owner=owner, topic=f"spawn {time.time()}", throttle=False)
         services.run_claim(run_id=run.pk)
@@ -89,7 +113,7 @@ def measure(options: argparse.Namespace) -> None:
         cpu, wall = time.thread_time(), time.perf_counter()
         if profile is not None:
             profile.enable()
-        services.subagents_spawn_each(parent_id=parent, calls=calls, seat=seats)
+        spawn(parent)
         if profile is not None:
             profile.disable()
         cpu, wall = time.thread_time() - cpu, time.perf_counter() - wall
@@ -98,11 +122,10 @@ def measure(options: argparse.Namespace) -> None:
 
     rounds = medians_by_round(spawned, rounds=options.rounds, per_round=options.spawns)
     parent = root()
-    statements = statements_of(
-        lambda: services.subagents_spawn_each(parent_id=parent, calls=calls, seat=seats)
-    )
+    statements = statements_of(lambda: spawn(parent))
     print(
         f"a spawn of {options.children} ({seats} seated, {options.database}, "
+        f"{'in a batch, ' if options.in_batch else ''}"
         f"{options.rounds} rounds of {options.spawns}): "
         f"CPU {', '.join(f'{r[0]:.2f}' for r in rounds)} ms "
         f"(median {statistics.median(r[0] for r in rounds):.2f}), "

@@ -118,14 +118,19 @@ class Insert:
         self.rows([values])
 
     def create(
-        self, objs: Sequence[models.Model], *, annotate: Sequence[tuple[str, str]] = ()
+        self,
+        objs: Sequence[models.Model],
+        *,
+        annotate: Sequence[tuple[str, str]] = (),
+        prefix: tuple[str, Sequence[Any]] = ("", ()),
     ) -> None:
         """Save new model instances in one INSERT, as `QuerySet.bulk_create` does (each field's
         `pre_save`, so `auto_now_add` stamps them; no signals, no save()), and give each its
         id. Never deferred: the caller needs the ids. Made for an Insert of every concrete
         field but the key (`Insert.every`). `annotate`: (name, SQL expression) of each value
         RETURNING gives with the id, set on each instance as an attribute (an expression
-        names the table's columns by its table's name)."""
+        names the table's columns by its table's name, or what `prefix` names). `prefix`: a
+        WITH clause before the INSERT and its parameters (events.store.reserve_clause)."""
         if not objs:
             return
         if self.key in self.fields or any(obj.pk is not None for obj in objs):
@@ -135,8 +140,9 @@ class Insert:
         sql, params = self._statement(rows, db)
         key = connection.ops.quote_name(self.key.column)
         returning = ", ".join([key, *(expression for _, expression in annotate)])
+        with_clause, with_params = prefix
         with db.cursor() as cursor:
-            cursor.execute(f"{sql} RETURNING {returning}", params)
+            cursor.execute(f"{with_clause}{sql} RETURNING {returning}", [*with_params, *params])
             # One statement inserts its rows in order and numbers them in that order, while
             # RETURNING promises no order: the ids, sorted, are the rows' in order.
             returned = sorted(cursor.fetchall())

@@ -374,3 +374,57 @@ def test_more_spawns_in_a_turn_cost_no_more_statements(run_factory):
         services.run_finish(run_id=root.pk, error="done with it")
 
     assert statements[1] == statements[0]
+
+
+@pytest.mark.django_db
+def test_a_spawn_in_the_writers_batch_reads_once_and_numbers_its_events_with_its_insert(
+    run_factory,
+):
+    """The writer's batch locks the trees of its spawns before they run (step_batch.
+    write_parts): a spawn then reads its parent, its children and its tree's size in one
+    statement, and its INSERT takes the tree's event numbers too, where alone it locks and
+    reads, inserts, then numbers. Its children and their events are what they were."""
+    from django.db import transaction
+    from django.test.utils import CaptureQueriesContext
+
+    from research.services.step_batch import Action, write_parts
+    from research.services.subagents import _spawn_each
+    from research.sql import inserts_deferred
+
+    root = run_factory()
+    worker = services.worker_register(claims_roots=False)
+    turn = _spawn_calls(
+        (("tides", "the tides of the North Sea"),),
+        (("moon", "the moon's pull on the sea"), ("sun", "the sun's pull on the sea")),
+    )
+    before = Run.objects.get(pk=root.pk).event_seq
+
+    def act():
+        return _spawn_each(parent_id=root.pk, calls=turn, seat=2, worker_id=worker.pk, locked=True)
+
+    with CaptureQueriesContext(connection) as captured, transaction.atomic(), inserts_deferred():
+        (outcomes,) = write_parts([Action(root.pk, act)])
+
+    # The test's own transaction makes the batch's a savepoint.
+    statements = [q["sql"] for q in captured.captured_queries if "SAVEPOINT" not in q["sql"]]
+    lock, reads, insert, rows = statements
+    assert "FOR NO KEY UPDATE" in lock and str(root.pk) in lock
+    assert reads.startswith("SELECT p.") and "COUNT(*)" in reads
+    assert insert.startswith("WITH reserved AS (UPDATE") and "INSERT INTO" in insert
+    assert not [sql for sql in statements if sql.startswith("UPDATE")]  # no numbering apart
+    tides, moon, sun = outcomes[0] + outcomes[1]
+    assert [(run.status, run.state) for run in (tides, moon, sun)] == [
+        ("working", "thinking"),
+        ("working", "thinking"),
+        ("queued", "queued"),
+    ]
+    events = list(root.events.filter(seq__gt=before).order_by("seq"))
+    assert [(e.type, e.payload["run"]) for e in events] == [
+        ("run.created", tides.pk),
+        ("run.created", moon.pk),
+        ("run.created", sun.pk),
+        ("run.state", tides.pk),
+        ("run.state", moon.pk),
+    ]
+    assert [e.seq for e in events] == list(range(before + 1, before + 6))
+    assert Run.objects.get(pk=root.pk).event_seq == before + 5

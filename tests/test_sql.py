@@ -204,6 +204,39 @@ def test_the_team_reads_read_what_the_orm_reads(run_factory, subagent_factory):
     assert team.children_and_tree_size(run_id=a.pk, root_id=root.pk) == ([], 3)  # none of its own
 
 
+def test_a_spawn_under_its_trees_lock_reads_in_one_statement_what_it_reads_in_two(
+    run_factory, subagent_factory
+):
+    """locks.spawn_reads, for a spawn in the writer's batch (its root locked by an earlier
+    statement): the parent as parent_for_spawn reads it, and the children and the tree's
+    size as children_and_tree_size reads them, in one statement."""
+    from research import services
+    from research.selectors import team
+    from research.services.locks import parent_for_spawn, spawn_reads
+
+    root = run_factory()
+    a, b, c = (subagent_factory(root, name) for name in ("a", "b", "c"))
+    grandchild = subagent_factory(a, "a1")
+    services.run_finish(run_id=b.pk, report="b's report")
+
+    for parent in (root, a, b, grandchild):
+        with CaptureQueriesContext(connection) as queries:
+            read, children, size = spawn_reads(parent.pk)
+        assert len(queries) == 1
+        expected = parent_for_spawn(parent.pk)
+        assert (read.pk, read.get_deferred_fields()) == (
+            expected.pk,
+            expected.get_deferred_fields(),
+        )
+        for field in ("owner_id", "root_id", "depth", "model", "dataset_id", "worker_id"):
+            assert getattr(read, field) == getattr(expected, field)
+        assert (children, size) == team.children_and_tree_size(run_id=parent.pk, root_id=root.pk)
+    assert [child.name for child, _ in spawn_reads(root.pk)[1]] == ["a", "b", "c"]
+    assert spawn_reads(root.pk)[2] == 4  # the grandchild counts in its tree
+    with pytest.raises(Run.DoesNotExist):
+        spawn_reads(10**9)
+
+
 def test_a_column_of_nothing_but_nulls_and_exact_decimals_go_as_one_json_text(run_factory):
     run = run_factory()
     insert = WRITER["call"]

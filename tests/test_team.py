@@ -12,6 +12,7 @@ from agents.runtime.tree import CANCELLED_BY_PARENT, PARENT_ENDED
 from research import services
 from research.models import Event, Message, Profile, Run
 from research.selectors import team as team_reads
+from research.services import subagents
 from tests.conftest import wait_finished, wait_for
 from tests.helpers import results, start, tool_names
 
@@ -592,17 +593,27 @@ def test_a_root_that_saw_its_children_end_reads_none_at_its_answer_review_and_en
         return read_rows(run_ids=run_ids)
 
     monkeypatch.setattr(team_reads, "runs_by_ids", rows_counted)
+    spawn_reads = subagents.spawn_reads
+
+    def spawn_reads_counted(parent_id):
+        asked.append(("spawn_reads", parent_id, sys._getframe(2).f_code.co_name))
+        return spawn_reads(parent_id)
+
+    monkeypatch.setattr(subagents, "spawn_reads", spawn_reads_counted)
     root = wait_finished(start(alice, "seen research"))
 
     assert root.status == "done", root.error
     verifier = Run.objects.get(parent=root, kind="verifier")
     assert verifier.status == "done"
-    # Its sub-agents read by name twice: wait_subagents finding them, and the verifier's
-    # spawn choosing a name none of them has. Neither its answer nor its ends read them.
+    # Its sub-agents read three times: its spawn checking them, wait_subagents finding them,
+    # and the verifier's spawn choosing a name none of them has (the spawns read them with
+    # the parent, in the writer's batch that holds the tree's lock). Neither its answer nor
+    # its ends read them.
     reads = [(name, caller) for name, run_id, caller in asked if run_id == root.pk]
     assert reads == [
+        ("spawn_reads", "_spawn_each"),
         ("children_named", "_named_children"),
-        ("children_named", "_verifier"),  # verifier_spawn's statements
+        ("spawn_reads", "_verifier"),  # verifier_spawn's statements
     ], reads
     # The wait and the verifier's findings come from the rows the children's ends left in
     # the pool (AgentPool.ended), not from reading them again.

@@ -6,7 +6,6 @@ and `message_fields`, and `schema(type)` gives the JSON Schema a test checks eac
 against: one place says what an event looks like.
 """
 
-import copy
 import dataclasses
 import types
 from dataclasses import dataclass
@@ -161,8 +160,20 @@ class Payload:
             value = getattr(self, key)
             if value is None and key in self.optional:
                 continue
-            fields[key] = copy.deepcopy(value) if isinstance(value, list | dict) else value
+            fields[key] = _copied(value)
         return fields
+
+
+def _copied(value: Any) -> Any:
+    """A payload's value with its lists and dicts copied, at every depth; the rest (strings,
+    numbers, None) is immutable and shared. What copy.deepcopy gives for these values at a
+    tenth of its cost: no memo, no dispatch on the type (a spawn of five copied its children's
+    `run.created` data for 0.7 ms of its 2.3, issue 25)."""
+    if isinstance(value, dict):
+        return {key: _copied(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_copied(item) for item in value]
+    return value
 
 
 @dataclass(frozen=True)

@@ -7,13 +7,13 @@ browser that missed something asks for the events after the last number it saw.
 from collections.abc import Sequence
 from functools import cache
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from research.events.delivery import broadcast, expect
 from research.events.payloads import Payload, envelope
 from research.models import Event, Run
-from research.sql import Insert, one, row_lock
+from research.sql import Insert, one, placeholders, row_lock
 
 _ALLOCATE = (
     f"UPDATE {Run._meta.db_table} SET event_seq = event_seq + %s WHERE id = %s RETURNING event_seq"
@@ -51,6 +51,22 @@ def _tree_lock_sql() -> str:
     return f"SELECT id FROM {Run._meta.db_table} WHERE id = %s{row_lock()}"
 
 
+def trees_lock(*, root_ids: list[int]) -> None:
+    """`tree_lock` of several trees in one statement, in id order (the order every writer
+    takes them in, so that two never wait for each other). Nothing to do where there are no
+    row locks (SQLite: its transaction holds the database's)."""
+    if root_ids and row_lock():
+        one(_trees_lock_sql(len(root_ids)), sorted(root_ids))
+
+
+@cache
+def _trees_lock_sql(count: int) -> str:
+    return (
+        f"SELECT COUNT(*) FROM (SELECT id FROM {Run._meta.db_table} "
+        f"WHERE id IN ({placeholders(count)}) ORDER BY id{row_lock()}) locked"
+    )
+
+
 def allocate_seqs(*, root_id: int, count: int) -> int:
     """Reserve `count` sequence numbers of the tree in one statement; returns the first.
 
@@ -58,6 +74,32 @@ def allocate_seqs(*, root_id: int, count: int) -> int:
     committed in the order they are given, and a rollback gives them back: no gap.
     """
     (last,) = one(_ALLOCATE, [count, root_id])
+    first = last - count + 1
+    expect(root_id, first, count)
+    return first
+
+
+# What a statement built with `reserve_clause` returns for the last number it reserved.
+RESERVED_LAST = "(SELECT event_seq FROM reserved)"
+
+
+def reserve_clause(*, root_id: int, count: int) -> tuple[str, list[int]] | None:
+    """`allocate_seqs` folded into the caller's next statement, where the database allows
+    it: on PostgreSQL the WITH clause (and its parameters) of that statement, an UPDATE named
+    `reserved` that takes `count` numbers of the tree and its lock, the last number then read
+    in the statement's RETURNING as RESERVED_LAST; `reserved_first` gives the first. None on
+    SQLite, which has no UPDATE inside WITH: the caller calls allocate_seqs. One round trip
+    where there were two (a spawn's INSERT and its numbers, issue 25)."""
+    if connection.vendor != "postgresql":
+        return None
+    return f"WITH reserved AS ({_ALLOCATE}) ", [count, root_id]
+
+
+def reserved_first(*, root_id: int, count: int, last: int | None) -> int:
+    """The first of the `count` numbers a `reserve_clause` statement reserved, from `last`,
+    what it returned as RESERVED_LAST; told to the sequencer, as allocate_seqs tells it."""
+    if last is None:  # the UPDATE found no root: the tree is gone
+        raise Run.DoesNotExist(f"no tree {root_id} to number events in")
     first = last - count + 1
     expect(root_id, first, count)
     return first

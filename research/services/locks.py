@@ -11,6 +11,7 @@ from functools import cache
 from django.db import connection
 
 from research.models import ACTIVE_STATUSES, Profile, RemoteServer, Run, Status, Step
+from research.selectors.team import Child
 from research.sql import Instances, one, placeholders, row_lock
 
 _RUNS = Run._meta.db_table
@@ -216,6 +217,42 @@ def parent_for_spawn(parent_id: int) -> Run:
     of their own: on PostgreSQL a statement's snapshot is taken before its lock is granted,
     so a count in the same statement could miss a spawn that committed meanwhile."""
     return _spawning().get(_parent_sql(), [parent_id])
+
+
+def spawn_reads(parent_id: int) -> tuple[Run, list[tuple[Child, str]], int]:
+    """What a spawn reads, for a caller that holds its tree's lock already: the parent (as
+    parent_for_spawn reads it), each of its sub-agents (id, name, status) with its task,
+    oldest first, and how many sub-agents the tree has (selectors.team.
+    children_and_tree_size), in one statement. The writer's batch locks the roots of its
+    spawns before they run (step_batch.write_parts): the lock came in an earlier statement,
+    so this one's snapshot sees every spawn that committed before it, and the spawn pays one
+    round trip for its reads where it paid two (issue 25). Raises Run.DoesNotExist when the
+    parent is gone."""
+    with connection.cursor() as cursor:
+        cursor.execute(_spawn_reads_sql(), [parent_id])
+        rows = cursor.fetchall()
+    if not rows:
+        raise Run.DoesNotExist(f"no run {parent_id} to spawn under")
+    width = len(_spawning().fields)
+    parent = _spawning().instance(rows[0][:width])
+    children = [
+        (Child(pk, name, status), topic)
+        for pk, name, status, topic, _ in (row[width:] for row in rows)
+        if pk is not None
+    ]
+    return parent, children, rows[0][-1]
+
+
+@cache
+def _spawn_reads_sql() -> str:
+    # The tree's count beside each child of the parent (a parent without children is its one
+    # row): SQLite has no LATERAL, and a parent has a handful of children at most.
+    return (
+        f"SELECT {_spawning().columns}, c.id, c.name, c.status, c.topic, "
+        f"(SELECT COUNT(*) FROM {_RUNS} t WHERE t.root_id = p.root_id "
+        "AND t.parent_id IS NOT NULL) "
+        f"FROM {_RUNS} p LEFT JOIN {_RUNS} c ON c.parent_id = p.id WHERE p.id = %s ORDER BY c.id"
+    )
 
 
 @cache

@@ -23,7 +23,14 @@ from research.events import (
 )
 from research.events.delivery import expect
 from research.events.payloads import iso
-from research.events.store import allocate_seqs, publish_all, reserve_seqs_of
+from research.events.store import (
+    RESERVED_LAST,
+    allocate_seqs,
+    publish_all,
+    reserve_clause,
+    reserve_seqs_of,
+    reserved_first,
+)
 from research.models import ACTIVE_STATUSES, Run, State, Status
 from research.selectors.runs import RunFacts, run_facts
 from research.services.announce import runs_flagged
@@ -126,10 +133,11 @@ def subagents_record(
     """The rows of checked launches under `parent`, read and locked by the caller, in the
     caller's transaction: the runs in one INSERT, the first `seat` of them seated for
     `worker_id` (subagents_insert), then their first states and their `run.created` events
-    in one round trip (inserts_deferred), numbered in one statement, after the caller's
-    events `before` them (subagents_announce)."""
-    runs = subagents_insert(parent=parent, launches=launches, seat=seat, worker_id=worker_id)
-    return subagents_announce(parent=parent, runs=runs, before=before)
+    in one round trip (inserts_deferred), numbered after the caller's events `before` them
+    (subagents_announce). On PostgreSQL the INSERT takes the numbers too (events.store.
+    reserve_clause): one round trip for the runs and their numbers."""
+    runs, numbers = _insert(parent, launches, seat, worker_id, events_before=len(before))
+    return subagents_announce(parent=parent, runs=runs, before=before, numbers=numbers)
 
 
 def subagents_insert(
@@ -145,6 +153,21 @@ def subagents_insert(
     pool had a place and a slot for each (AgentPool.seat): their threads start on their first
     step, without a claim. An UPDATE claimed them after the INSERT until round twenty-seven
     of issue 25: a statement and five rows read back a spawn of five."""
+    return _insert(parent, launches, seat, worker_id, events_before=None)[0]
+
+
+def _insert(
+    parent: Run,
+    launches: Sequence[Launch],
+    seat: int,
+    worker_id: int | None,
+    *,
+    events_before: int | None,
+) -> tuple[list[Run], tuple[int, int] | None]:
+    """subagents_insert; with `events_before` (a number of events the caller announces
+    before theirs), the tree's numbers for the runs' announcement taken by the same
+    statement where the database can (events.store.reserve_clause): the runs, and the first
+    number and how many, or None when the caller has to take them."""
     now = timezone.now()
     runs = [
         Run(
@@ -170,8 +193,15 @@ def subagents_insert(
         run.status, run.state, run.started_at = Status.WORKING, State.THINKING, now
         if worker_id is not None:
             run.worker_id = worker_id
-    _run_insert().create(runs, annotate=claim_annotations() if seat else ())
-    return runs
+    annotate = claim_annotations() if seat else ()
+    count = None if events_before is None else events_before + len(runs) + min(seat, len(runs))
+    clause = None if count is None else reserve_clause(root_id=parent.root_id, count=count)
+    if clause is None or not runs:
+        _run_insert().create(runs, annotate=annotate)
+        return runs, None
+    _run_insert().create(runs, annotate=(*annotate, ("reserved_seq", RESERVED_LAST)), prefix=clause)
+    last = runs[0].reserved_seq if runs else None
+    return runs, (reserved_first(root_id=parent.root_id, count=count, last=last), count)
 
 
 def runs_create(runs: Sequence[Run]) -> None:
@@ -191,6 +221,7 @@ def subagents_announce(
     parent: Run,
     runs: Sequence[Run],
     before: Sequence[tuple[int, Payload]] = (),
+    numbers: tuple[int, int] | None = None,
 ) -> list[Run]:
     """The first state (queued) of new sub-agents of `parent` and their `run.created`
     events, numbered in one statement; in the caller's transaction, with its tree lock.
@@ -199,7 +230,8 @@ def subagents_announce(
     A child seated at its insert (subagents_insert) was created queued and claimed at once,
     and says so as a claim would: `run.created` shows it queued, then its state (thinking)
     and its claim's event follow every `run.created`, as its thread's claim would have.
-    Returns the runs."""
+    Their numbers are taken here, unless their INSERT took them (`numbers`: the first and
+    how many, _insert). Returns the runs."""
     seated = [run for run in runs if run.status == Status.WORKING]
     step_inserts()["state"].rows(
         [(run.pk, State.QUEUED, "", run.created_at) for run in runs]
@@ -210,7 +242,12 @@ def subagents_announce(
         *[(run.pk, RunCreated.of(_created(run))) for run in runs],
         *[(run.pk, claimed_payload(run)) for run in seated],
     ]
-    first = allocate_seqs(root_id=parent.root_id, count=len(events))
+    if numbers is None:
+        first = allocate_seqs(root_id=parent.root_id, count=len(events))
+    else:
+        first, count = numbers
+        if count != len(events):
+            raise RuntimeError(f"a spawn took {count} event numbers for {len(events)} events")
     publish_all(root_id=parent.root_id, events=events, first_seq=first)
     return list(runs)
 

@@ -36,7 +36,7 @@ from django.utils import timezone
 from research.events import Payload, RunStateChanged, RunUsage
 from research.events.delivery import expect
 from research.events.payloads import money
-from research.events.store import publish_all
+from research.events.store import publish_all, trees_lock
 from research.models import ACTIVE_STATUSES, Run, State
 from research.selectors.runs import RunFacts
 from research.services.locks import runs_ended
@@ -99,9 +99,11 @@ class Action:
     """A write that is no step record, handed over behind its agent's records (a spawn,
     research.services.subagents): `act` runs its statements in the batch's transaction
     after every record's, so that the records and it take one commit, not one each with a
-    wait between them. Its tree's root is locked with the batch's other rows, in their
-    order (`_update`), before `act` locks it again. What `act` raises rolls the batch back,
-    and each record is then written alone, `act` in a transaction of its own. An action is
+    wait between them. Its tree's root is locked before `act` runs, with the batch's other
+    rows in their order (`_update`), or alone with the other actions' roots (trees_lock), so
+    `act` reads under that lock without taking it again. What `act` raises rolls the batch
+    back, and each record is then written alone, in a transaction of its own: `alone` takes
+    the lock itself (subagents._recorded). An action is
     written at most once: when the connection died under the batch's COMMIT (it may have
     gone through), it fails with that error instead (research.services.writer), as the
     spawn failed before group commit; its agent then reads the children it may have as it
@@ -121,10 +123,13 @@ def write_parts(batch: Sequence[Part | Action]) -> list[Any]:
     what each returns."""
     parts = [part for part in batch if isinstance(part, Part)]
     actions = [action for action in batch if isinstance(action, Action)]
+    roots = sorted({action.root_id for action in actions})
     if parts:
-        _write_records(parts, roots=[action.root_id for action in actions])
-    # In their roots' order: a batch of actions alone locks its roots one act after another,
-    # in the order every writer takes them (stable: one tree's acts keep theirs).
+        _write_records(parts, roots=roots)
+    else:
+        trees_lock(root_ids=roots)
+    # Every act runs with its tree locked (its reads need no lock of their own), in their
+    # roots' order (stable: one tree's acts keep theirs).
     done = {id(action): action.act() for action in sorted(actions, key=attrgetter("root_id"))}
     return [done[id(item)] if isinstance(item, Action) else item.result for item in batch]
 

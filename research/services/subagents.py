@@ -18,8 +18,9 @@ from research.clean import strip_controls
 from research.errors import InvalidInput, LimitReached, ResearchError
 from research.models import ACTIVE_STATUSES, Run
 from research.selectors import team as team_reads
+from research.selectors.team import Child
 from research.services.launch import Launch
-from research.services.locks import parent_for_spawn
+from research.services.locks import parent_for_spawn, spawn_reads
 from research.services.runs import (
     subagents_announce,
     subagents_insert,
@@ -87,33 +88,43 @@ def subagents_spawn_each(
     transaction is the writer's batch behind the records its agent handed over (_recorded)."""
     return _recorded(
         root_id,
-        lambda: _spawn_each(parent_id=parent_id, calls=calls, seat=seat, worker_id=worker_id),
+        lambda tree_locked: _spawn_each(
+            parent_id=parent_id, calls=calls, seat=seat, worker_id=worker_id, locked=tree_locked
+        ),
     )
 
 
-def _recorded(root_id: int | None, write: Callable[[], T], after: tuple[Pending, ...] = ()) -> T:
+def _recorded(
+    root_id: int | None, write: Callable[[bool], T], after: tuple[Pending, ...] = ()
+) -> T:
     """`write`'s statements in one transaction. An agent's spawn (`root_id` given) hands them
     to the process's writer behind the records its agent handed over, as one more part of
     their batch (step_batch.Action): one commit for the step that spawned and its spawn, where
     the spawn waited for that step's commit, then committed again (issue 25); `after` those
     records, it is not written when one of them failed (Writer.hand_over). Without a writer
-    running, or inside a transaction, it is written here, as before."""
+    running, or inside a transaction, it is written here, as before. `write` is told whether
+    its tree's root is locked already: the batch locks it before its actions run."""
 
     def alone() -> T:
         with transaction.atomic(), inserts_deferred():
-            return write()
+            return write(False)
 
     if root_id is None:
         return alone()
-    return step_writer.write(Action(root_id, write), alone, after=after)
+    return step_writer.write(Action(root_id, lambda: write(True)), alone, after=after)
 
 
 def _spawn_each(
-    *, parent_id: int, calls: Sequence[SpawnCall], seat: int, worker_id: int | None
+    *,
+    parent_id: int,
+    calls: Sequence[SpawnCall],
+    seat: int,
+    worker_id: int | None,
+    locked: bool = False,
 ) -> list[list[Run] | ResearchError]:
-    """subagents_spawn_each's statements, in the caller's transaction."""
-    parent = parent_for_spawn(parent_id)  # read, its tree locked, once for the whole turn
-    children, in_tree = team_reads.children_and_tree_size(run_id=parent_id, root_id=parent.root_id)
+    """subagents_spawn_each's statements, in the caller's transaction; `locked`: the caller
+    holds the tree's lock already."""
+    parent, children, in_tree = _spawn_reads(parent_id, locked=locked)  # once for the turn
     taken: dict[str, int | None] = {child.name: child.pk for child, _ in children}
     # [how a refusal names it, its task] of each working sub-agent, this turn's included.
     working = [
@@ -161,15 +172,33 @@ def _spawn_each(
             unwritten.append((launch, labelled))
         in_tree += len(checked)
         outcomes.append(len(checked))
-    if unwritten:
-        write_unwritten()
-    if recorded:
+    if not recorded and unwritten:  # the usual turn: its runs and their numbers at once
+        seated = min(seat, len(unwritten))
+        launches = [launch for launch, _ in unwritten]
+        recorded = subagents_record(
+            parent=parent, launches=launches, seat=seated, worker_id=worker_id
+        )
+    elif recorded:  # some were written for a refusal to name them
+        if unwritten:
+            write_unwritten()
         subagents_announce(parent=parent, runs=recorded)
     runs = iter(recorded)  # in the calls' order
     return [
         outcome if isinstance(outcome, ResearchError) else [next(runs) for _ in range(outcome)]
         for outcome in outcomes
     ]
+
+
+def _spawn_reads(parent_id: int, *, locked: bool) -> tuple[Run, list[tuple[Child, str]], int]:
+    """The parent, its sub-agents with their tasks, and the tree's count of sub-agents: in
+    one statement when the caller holds the tree's lock (the writer's batch), else the lock
+    and the parent first, then the rest (a count read with the lock could miss a spawn that
+    committed while it waited: locks.parent_for_spawn)."""
+    if locked:
+        return spawn_reads(parent_id)
+    parent = parent_for_spawn(parent_id)
+    children, in_tree = team_reads.children_and_tree_size(run_id=parent_id, root_id=parent.root_id)
+    return parent, children, in_tree
 
 
 def _working(name: str, pk: int) -> str:
@@ -284,8 +313,9 @@ def verifier_spawn(
     return _recorded(
         root_id,
         after=after,
-        write=lambda: _verifier(
+        write=lambda tree_locked: _verifier(
             parent_id=parent_id,
+            locked=tree_locked,
             name=name,
             seated=seated,
             worker_id=worker_id,
@@ -302,12 +332,14 @@ def _verifier(
     seated: bool,
     worker_id: int | None,
     parent_state: NextState | None,
+    locked: bool = False,
     **fields,
 ) -> Run:
-    """verifier_spawn's statements, in the caller's transaction."""
-    parent = parent_for_spawn(parent_id)
+    """verifier_spawn's statements, in the caller's transaction; `locked`: the caller holds
+    the tree's lock already (_spawn_reads)."""
+    parent, children, _ = _spawn_reads(parent_id, locked=locked)
     moved = None if parent_state is None else state_moved(run_id=parent_id, next_state=parent_state)
-    taken = {child.name for child in team_reads.children_named(run_id=parent_id)}
+    taken = {child.name for child, _ in children}
     unique, number = name, 1
     while unique in taken:
         number += 1

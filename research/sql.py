@@ -347,10 +347,14 @@ def give_back_connection() -> None:
     agents waiting on their models fit in a pool of tens. The next query takes one back.
     Not inside a transaction, and not on SQLite, whose connections are not pooled. Called
     at every model call and tool turn: the thread's wrapper is looked up once (each access
-    through `connection` is a lookup of its own), and one given back already is left as is."""
-    db = connections[DEFAULT_DB_ALIAS]
+    through `connection` is a lookup of its own), and one given back already is left as is.
+    A thread that never used the database (an agent on its way to its first model call) has
+    no wrapper, and none is made for it here."""
+    made = connections.all(initialized_only=True)
+    db = next((db for db in made if db.alias == DEFAULT_DB_ALIAS), None)
     if (
-        db.connection is not None
+        db is not None
+        and db.connection is not None
         and db.vendor == "postgresql"
         and db.settings_dict.get("OPTIONS", {}).get("pool")
         and not db.in_atomic_block

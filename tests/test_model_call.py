@@ -204,6 +204,44 @@ def test_the_body_is_the_whole_requests_json_as_the_conversation_grows_and_chang
     assert encoded.body("m", messages, tools) == whole("m", messages, tools)
 
 
+def test_a_list_of_tool_schemas_is_serialised_once_for_every_agent_that_sends_it(monkeypatch):
+    """Agents offered the same tools send the same list (agents.tools.tool.schemas): its bytes
+    are made once for the process, whichever thread sends it, and each body is still the
+    whole request's JSON."""
+    from agents.llm import encoding
+
+    encoded = EncodedRequests()
+    tools = [{"type": "function", "function": {"name": "web_search", "description": "«s»"}}]
+    other = [{"type": "function", "function": {"name": "read_page"}}]
+    dumped = []
+    dumps = encoding._dumps
+
+    def counted(value):
+        if value is tools or value is other:
+            dumped.append(value)
+        return dumps(value)
+
+    monkeypatch.setattr(encoding, "_dumps", counted)
+    bodies = {}
+
+    def agent(name, offered):
+        messages = [{"role": "user", "content": name}]
+        bodies[name] = (encoded.body("m", messages, offered), messages, offered)
+
+    threads = [
+        threading.Thread(target=agent, args=args)
+        for args in (("a", tools), ("b", tools), ("c", other), ("d", tools))
+    ]
+    for thread in threads:
+        thread.start()
+        thread.join()
+
+    for body, messages, offered in bodies.values():
+        request = {"model": "m", "messages": messages, "tools": offered}
+        assert body == json.dumps(request, ensure_ascii=False, separators=(",", ":")).encode()
+    assert dumped == [tools, other]
+
+
 def _self_signed(folder) -> tuple[str, str]:
     """A certificate for 127.0.0.1 and its key, as PEM files."""
     key = ec.generate_private_key(ec.SECP256R1())

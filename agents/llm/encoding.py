@@ -2,10 +2,12 @@
 
 An agent's conversation only grows, and each model call sends all of it: serialising the
 whole list again on every call costs more with every step. Each thread (an agent makes its
-calls from its own) keeps the bytes of the messages it sent last, and of its tool schemas;
-a message is serialised again only when it is not the same object at the same place (a
-conversation replaced or cut, another agent in the thread). The body is the same JSON, byte
-for byte, as `json.dumps` of the whole request.
+calls from its own) keeps the bytes of the messages it sent last; a message is serialised
+again only when it is not the same object at the same place (a conversation replaced or cut,
+another agent in the thread). A list of tool schemas is serialised once for the process: the
+agents offered the same tools send the same list (agents.tools.tool.schemas), and a new
+agent's first call no longer pays for it (issue 25). The body is the same JSON, byte for
+byte, as `json.dumps` of the whole request.
 """
 
 import json
@@ -17,9 +19,16 @@ def _dumps(value: Any) -> bytes:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":")).encode()
 
 
+# Lists of tool schemas kept serialised; past this many (settings changed under tests), the
+# process starts over.
+TOOL_LISTS_KEPT = 256
+
+
 class EncodedRequests:
     def __init__(self) -> None:
         self._local = threading.local()
+        # id of a list of tool schemas -> (the list, kept so that its id stays its own; bytes)
+        self._tool_lists: dict[int, tuple[list[dict[str, Any]], bytes]] = {}
 
     def body(
         self, model: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
@@ -47,7 +56,9 @@ class EncodedRequests:
         return b"[" + b",".join(chunks) + b"]"
 
     def _tools(self, tools: list[dict[str, Any]]) -> bytes:
-        state = self._local
-        if getattr(state, "tools", None) is not tools:
-            state.tools, state.tools_bytes = tools, _dumps(tools)
-        return state.tools_bytes
+        known = self._tool_lists.get(id(tools))
+        if known is None or known[0] is not tools:
+            if len(self._tool_lists) >= TOOL_LISTS_KEPT:
+                self._tool_lists.clear()
+            known = self._tool_lists[id(tools)] = (tools, _dumps(tools))
+        return known[1]

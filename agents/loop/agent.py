@@ -26,6 +26,7 @@ from agents.runtime.context import AgentContext, Cancelled, Paused
 from agents.tools import Tool, ToolError, toolset
 from agents.tools.base import truncate
 from agents.tools.team.spawn import spawn_turn
+from agents.tools.tool import schemas
 from research import selectors, services
 from research.models import Run, State
 from research.services import NextState
@@ -70,7 +71,6 @@ class Agent:
         # The state the last write recorded (at first, the one its claim did: thinking): a
         # write that would record it again is skipped.
         self.shown: NextState | None = NextState(run.state)
-        self._sent_schemas: tuple[tuple[int, ...], list[dict[str, Any]]] = ((), [])
         # Its step records, committed by the process's writer while it goes on.
         self.records = Records(self.blocking)
         # A root's answer is held back for its verifier's spawn (Records.hand_over, review).
@@ -264,7 +264,7 @@ class Agent:
             response = self.model.chat(
                 model=self.ctx.model,
                 messages=self.messages,
-                tools=self._schemas(tools),
+                tools=schemas(tuple(tools)),
             )
         if not tools:
             response.tool_calls = []  # a model that calls tools in the last round is ignored
@@ -302,14 +302,6 @@ class Agent:
         self.messages.append(message)
         self.checkpoints.written(len(self.messages))
         return response, planned
-
-    def _schemas(self, tools: list[Tool]) -> list[dict[str, Any]]:
-        """The tools' schemas, built again only when the tools offered change: the same
-        list is sent serialised once (agents.llm.encoding)."""
-        key = tuple(id(tool) for tool in tools)
-        if self._sent_schemas[0] != key:
-            self._sent_schemas = (key, [tool.schema() for tool in tools])
-        return self._sent_schemas[1]
 
     def _plan(self, call: ToolCall) -> PlannedCall:
         try:

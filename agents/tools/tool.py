@@ -132,6 +132,15 @@ def _prompted_tool(tool: Tool, prompt: str) -> Tool:
     return replace(tool, prompt=prompt)
 
 
+@lru_cache(maxsize=256)
+def schemas(tools: tuple[Tool, ...]) -> list[dict[str, Any]]:
+    """The schemas of the tools an agent is offered, as the model call sends them: one list
+    for every agent offered the same tools (they are the same objects: `with_arguments`), so
+    that it is serialised once for the process, not once per agent (agents.llm.encoding).
+    Shared: nothing may change it in place."""
+    return [tool.schema() for tool in tools]
+
+
 def offered(ctx: "AgentContext", tools: list[Tool]) -> list[Tool]:
     """The tools this run gets, as it gets them."""
     return [prepared for tool in tools if (prepared := tool.prepared(ctx)) is not None]

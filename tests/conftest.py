@@ -412,3 +412,32 @@ def pytest_runtest_makereport(item, call):
         state = state_at_failure(page, Path("/tmp/canopy-failures"), name)
         report.sections.append(("the page when the test failed", state))
     return report
+
+
+from django.db import connection  # noqa: E402
+
+
+@pytest.fixture
+def refused_step():
+    """The database refuses a transcript step whose text is REFUSED, as a constraint would."""
+    if connection.vendor == "postgresql":
+        statements = [
+            "CREATE FUNCTION canopy_refuse() RETURNS trigger AS $$ BEGIN "
+            "RAISE EXCEPTION 'this step is refused'; END $$ LANGUAGE plpgsql",
+            "CREATE TRIGGER canopy_refuse BEFORE INSERT ON research_step FOR EACH ROW "
+            "WHEN (NEW.output = 'REFUSED') EXECUTE FUNCTION canopy_refuse()",
+        ]
+        dropped = ["DROP TRIGGER canopy_refuse ON research_step", "DROP FUNCTION canopy_refuse"]
+    else:
+        statements = [
+            "CREATE TRIGGER canopy_refuse BEFORE INSERT ON research_step "
+            "WHEN NEW.output = 'REFUSED' BEGIN SELECT RAISE(ABORT, 'this step is refused'); END"
+        ]
+        dropped = ["DROP TRIGGER canopy_refuse"]
+    with connection.cursor() as cursor:
+        for statement in statements:
+            cursor.execute(statement)
+    yield
+    with connection.cursor() as cursor:
+        for statement in dropped:
+            cursor.execute(statement)

@@ -165,32 +165,6 @@ def test_an_agents_end_goes_in_the_batch_of_its_last_records(
     assert events[-1].payload["input_tokens"] == child.input_tokens > 0
 
 
-@pytest.fixture
-def refused_step():
-    """The database refuses a transcript step whose text is REFUSED, as a constraint would."""
-    if connection.vendor == "postgresql":
-        statements = [
-            "CREATE FUNCTION canopy_refuse() RETURNS trigger AS $$ BEGIN "
-            "RAISE EXCEPTION 'this step is refused'; END $$ LANGUAGE plpgsql",
-            "CREATE TRIGGER canopy_refuse BEFORE INSERT ON research_step FOR EACH ROW "
-            "WHEN (NEW.output = 'REFUSED') EXECUTE FUNCTION canopy_refuse()",
-        ]
-        dropped = ["DROP TRIGGER canopy_refuse ON research_step", "DROP FUNCTION canopy_refuse"]
-    else:
-        statements = [
-            "CREATE TRIGGER canopy_refuse BEFORE INSERT ON research_step "
-            "WHEN NEW.output = 'REFUSED' BEGIN SELECT RAISE(ABORT, 'this step is refused'); END"
-        ]
-        dropped = ["DROP TRIGGER canopy_refuse"]
-    with connection.cursor() as cursor:
-        for statement in statements:
-            cursor.execute(statement)
-    yield
-    with connection.cursor() as cursor:
-        for statement in dropped:
-            cursor.execute(statement)
-
-
 def test_an_end_behind_a_record_the_database_refuses_is_not_written(
     refused_step, scripted_llm, run_factory, subagent_factory, settings
 ):

@@ -713,6 +713,50 @@ def test_a_parent_goes_on_while_its_childs_end_waits_on_the_database(
     assert "run.usage" in roots_after  # its draft's model call, written after the child's end
 
 
+def test_a_parents_end_commits_with_its_last_sub_agents_end(
+    agent_pool, scripted_llm, alice, settings
+):
+    """A sub-agent's end lets the writer's batch linger for its parent's, and the parent's
+    end goes behind it instead of waiting for its commit: the research and its verifier, the
+    last sub-agent, end in one transaction, the verifier first (one commit less on the
+    tree's critical path)."""
+    settings.RESEARCH_VERIFY_REPORTS = True
+    settings.RESEARCH_WRITER_LINGER_MS = 1000  # the verifier's end waits for its parent's
+    scripted_llm.script("together research", reply("the together draft"))
+    root = wait_finished(start(alice, "together research"))
+
+    assert root.status == "done", root.error
+    verifier = Run.objects.get(parent=root, kind="verifier")
+    assert verifier.status == "done", verifier.error
+    assert verifier.finished_at == root.finished_at  # stamped by the batch that ended both
+    events = list(Event.objects.filter(root_id=root.pk).order_by("seq"))
+    finished = [event.payload["run"] for event in events if event.type == "run.finished"]
+    assert finished == [verifier.pk, root.pk]
+
+
+def test_a_parents_end_behind_a_sub_agents_end_that_fails_is_written_after_it(
+    agent_pool, scripted_llm, alice, settings, refused_step
+):
+    """The verifier's last record is refused by the database, so its end, and the research's
+    end queued behind it, are not written in their batch: the verifier ends failed with the
+    database's error, then the research writes its own end, done with its draft, after
+    it."""
+    settings.RESEARCH_VERIFY_REPORTS = True
+    settings.RESEARCH_WRITER_LINGER_MS = 1000
+    scripted_llm.script("refused verifier research", reply("the draft it refuses"))
+    scripted_llm.script("the draft it refuses", reply("REFUSED"))  # the verifier's task
+    root = wait_finished(start(alice, "refused verifier research"))
+
+    assert root.status == "done", root.error
+    assert root.report.startswith("the draft it refuses")
+    verifier = Run.objects.get(parent=root, kind="verifier")
+    assert verifier.status == "failed" and "this step is refused" in verifier.error
+    assert verifier.finished_at < root.finished_at
+    events = list(Event.objects.filter(root_id=root.pk).order_by("seq"))
+    finished = [event.payload["run"] for event in events if event.type == "run.finished"]
+    assert finished == [verifier.pk, root.pk]
+
+
 def test_a_wait_that_reads_the_rows_takes_a_handed_over_end_as_ended(
     agent_pool, scripted_llm, alice, settings
 ):

@@ -15,7 +15,7 @@ from agents.runtime.context import AgentContext, Cancelled, CancelToken, Paused
 from research import endings, services
 from research.models import Citation, Run
 from research.ops.logs import bind_run
-from research.services.writer import Pending
+from research.services.writer import Pending, first_error
 
 log = logging.getLogger(__name__)
 
@@ -81,8 +81,11 @@ def _record_end(
     ending = {"report": report, "error": error, "replacing": not ctx.fresh, "facts": facts}
     ended: Pending | None = None
     pool = ctx.pool
-    if pool is not None:
-        pool.ends_written(ctx.run_id)  # its sub-agents' ends commit before its own
+    # Its sub-agents' ends commit before its own, or with it: those the writer still has,
+    # its end follows into their batch. A sub-agent's end lets its batch linger (up to
+    # RESEARCH_WRITER_LINGER_MS) for its parent's to come along: a root's, last, goes at once.
+    behind = () if pool is None else pool.ends_written(ctx.run_id, behind=agent is not None)
+    hurry = ctx.parent_id is None
     ended_as = {"report": report, "error": error}
     told, written = False, None
 
@@ -99,7 +102,10 @@ def _record_end(
             try:
                 # Behind its last records, in their batch when it can be (Records.end).
                 ended = agent.records.end(
-                    partial(services.run_end_record, citations=citations, **ending), handed
+                    partial(services.run_end_record, citations=citations, **ending),
+                    handed,
+                    behind=behind,
+                    hurry=hurry,
                 )
             except Exception as failure:
                 # A last record failed, and so has the agent, as when it waited for them
@@ -110,8 +116,10 @@ def _record_end(
                 ending.update(report="", error=error)
                 citations = []
         try:
-            written = None if ended is None else _written(ended)
+            written = None if ended is None else _written(ended, hurry=hurry, behind=behind)
             if written is None:
+                if pool is not None:  # its sub-agents' ends first, if one was lost
+                    pool.ends_written(ctx.run_id)
                 resilience.record_end(run_id=ctx.run_id, citations=citations, **ending)
         except DatabaseError as failure:
             if not citations or resilience.lost_connection(failure):
@@ -139,14 +147,17 @@ def _failure(run_id: int, failure: Exception) -> str | None:
     return endings.internal_error(failure)
 
 
-def _written(ended: Pending) -> bool | None:
+def _written(ended: Pending, *, hurry: bool, behind: tuple[Pending, ...]) -> bool | None:
     """Whether the end handed over ended the run (False: it had ended already, as
-    services.run_finish says); None when it was lost with its connection, to be written again
-    on a fresh one."""
+    services.run_finish says); None when it was lost with its connection, or not written
+    because a sub-agent's end it followed failed (`behind`), to be written again."""
     try:
-        return bool(ended.wait())
-    except DatabaseError as failure:
-        if not resilience.lost_connection(failure):
+        return bool(ended.wait(hurry=hurry))
+    except Exception as failure:
+        if first_error(behind) is not None:
+            log.warning("a sub-agent's end before this one failed: %s", first_error(behind))
+            return None
+        if not isinstance(failure, DatabaseError) or not resilience.lost_connection(failure):
             raise
         log.warning("the end, or a record before it, was lost with its connection: %s", failure)
         return None

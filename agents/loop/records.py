@@ -64,7 +64,12 @@ class Records:
         return self._unwritten[-1][1]
 
     def end(
-        self, write: Callable[..., Pending], handed: Callable[[Pending], object] = lambda _: None
+        self,
+        write: Callable[..., Pending],
+        handed: Callable[[Pending], object] = lambda _: None,
+        *,
+        behind: tuple[Pending, ...] = (),
+        hurry: bool = True,
     ) -> Pending:
         """Hand over the agent's end behind its last records and wait for those: the writer
         writes the end in their batch when it can (one commit, not two one after the other),
@@ -74,9 +79,11 @@ class Records:
         handed over after it commits after it (its parent's records, agents.runtime.ends).
         A record that failed is raised here, as `written` raises it: the end was then not
         written. One lost with its connection is written again here, and the end, which
-        failed with it, is the caller's to write again."""
+        failed with it, is the caller's to write again. `behind`: other records the end
+        follows (its sub-agents' ends, agents.loop.lifetime), not waited for here; without
+        `hurry` its records' batch is left to linger (Pending.settle)."""
         self.release()
-        after = tuple(
+        after = behind + tuple(
             pending
             for _, pending, _ in self._unwritten
             if not pending.done.is_set() or pending.error is not None
@@ -91,7 +98,7 @@ class Records:
                 ending = Pending.failed(error)
             else:
                 handed(ending)
-        self.written()
+        self.written(hurry=hurry)
         return ending
 
     def round_begins(self) -> None:
@@ -100,7 +107,7 @@ class Records:
         self.release()
         self._before_round = {pending for _, pending, _ in self._unwritten}
 
-    def written(self, *, before_round: bool = False) -> None:
+    def written(self, *, before_round: bool = False, hurry: bool = True) -> None:
         """Wait until every record handed over is committed; with `before_round`, those
         handed over before the agent's current model round (all of them before its first
         round), the others left to wait for later. A record lost with its connection is
@@ -115,10 +122,10 @@ class Records:
         if any(not pending.done.is_set() for _, pending, _ in unwritten):
             with self._blocking():
                 for _, pending, _ in unwritten:
-                    pending.settle()
+                    pending.settle(hurry=hurry)
         for what, pending, again in unwritten:
             try:
-                pending.wait()
+                pending.wait(hurry=hurry)
             except DatabaseError as error:
                 if not resilience.lost_connection(error):
                     raise

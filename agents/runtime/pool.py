@@ -1,17 +1,16 @@
 """The agent pool: every agent is a thread, at most `max_active` of them work at once.
 
-A slot is what lets an agent work. An agent that waits (for its sub-agents, for a message)
-gives its slot back for the wait and takes one again after it, so a parent waiting on its
-children can never starve them of slots (seed 001's thread-starvation deadlock). A child
-that can have its place and slot at once when it is spawned is seated: claimed in its
-spawn's transaction, its thread starts working without a claim of its own. Threads get
-run ids (or a seated child's row), never model instances, and close stale database
-connections around each job.
+A slot is what lets an agent work. An agent that waits (for its sub-agents, for a message) gives
+its slot back for the wait and takes one again after it, so a parent waiting on its children can
+never starve them of slots (seed 001's thread-starvation deadlock). A child that can have its
+place and slot at once when it is spawned is seated: claimed in its spawn's transaction, its
+thread starts working without a claim of its own. Threads get run ids (or a seated child's row),
+never model instances, and close stale database connections around each job.
 
 One pool runs per process, started by agents.hosting: in the web process for the embedded
-default, in `manage.py runagents` workers, or in a command that runs its own researches.
-Either way the pool claims queued roots from the database (SKIP LOCKED on PostgreSQL), runs
-each tree inside itself, heartbeats, and fails the runs of dead processes.
+default, in `manage.py runagents` workers, or in a command that runs its own researches. Either
+way the pool claims queued roots from the database (SKIP LOCKED on PostgreSQL), runs each tree
+inside itself, heartbeats, and fails the runs of dead processes.
 """
 
 import logging
@@ -201,10 +200,9 @@ class AgentPool(WorkerLoops):
         """Cancel an agent of this process at once; False when it is not here."""
         with self._lock:
             agent = self._agents.get(run_id)
-        if agent is None:
-            return False
-        agent.token.cancel(reason)
-        return True
+        if agent is not None:
+            agent.token.cancel(reason)
+        return agent is not None
 
     def is_running(self, run_id: int) -> bool:
         with self._lock:
@@ -233,17 +231,19 @@ class AgentPool(WorkerLoops):
         with self._lock:
             return self._ended.row(run_id)
 
-    def ends_written(self, parent_id: int) -> None:
+    def ends_written(self, parent_id: int, *, behind: bool = False) -> tuple[Pending, ...]:
         """Wait for the ends `parent_id`'s sub-agents handed over to commit, or, failed, for
-        their threads, which write them again: a parent never finishes before them."""
+        their threads, which write them again: a parent never finishes before them. With
+        `behind`, those still with the writer are returned instead (agents.loop.lifetime)."""
         with self._lock:
-            ends = self._ended.of_parent(parent_id)
+            ends, writing = self._ended.of_parent(parent_id, writing_apart=behind)
         for _, end in ends:
             end.settle()
         again = [run_id for run_id, end in ends if end.error is not None or not end.result]
         with self._changed:
             while any(run_id in self._agents for run_id in again):
                 self._changed.wait(0.25)
+        return writing
 
     def wait_changed(self, timeout: float) -> bool:
         """Block until some agent of this pool ends (True), or the timeout passes (False)."""

@@ -14,7 +14,7 @@ record: a model call's record and its tools' records, and other agents' records,
 together. The batch goes at once when an agent waits on a record (Pending.wait: nobody waits
 out a linger), when it is full, or when the writer is asked to stop. Each record's events are
 stored in that transaction and pushed after it commits, in the order their numbers were given
-(research.events.store), and only then are the waiters woken.
+(research.events.store); the waiters are woken at the commit, before the pushes.
 
 A batch that fails is rolled back and its records are written again one by one, each in its
 own transaction as before group commit (`alone`): a record whose run ended meanwhile
@@ -80,15 +80,16 @@ class Pending:
         """The error of a record this one follows, once that record is done."""
         return first_error(self.after)
 
-    def settle(self) -> None:
-        """Wait until it is written, or failed: its batch goes now, without lingering."""
+    def settle(self, *, hurry: bool = True) -> None:
+        """Wait until it is written, or failed: its batch goes now, without lingering, unless
+        not `hurry` (a sub-agent's end: its parent's end may follow it into the batch)."""
         if not self.done.is_set():
-            if self.writer is not None:
+            if hurry and self.writer is not None:
                 self.writer.hurry()
             self.done.wait()
 
-    def wait(self) -> Any:
-        self.settle()
+    def wait(self, *, hurry: bool = True) -> Any:
+        self.settle(hurry=hurry)
         if self.error is not None:
             raise self.error
         return self.result
@@ -285,14 +286,26 @@ class Writer:
 
     def _together(self, batch: list[Pending]) -> bool:
         """The batch in one transaction; False when it was rolled back."""
-        committed, committing = [], False
+        committed: list[bool] = []
+        written: list[list[Any]] = []
+        committing = False
+
+        def wake() -> None:
+            # The first after-commit callback: the waiters go on, then the events' pushes
+            # follow in order. An agent waiting for its spawn starts the children while the
+            # server's loop sends the batch's events, not after (it waited about a
+            # millisecond for the loop's turn with the GIL).
+            committed.append(True)
+            for record, result in zip(batch, written[0], strict=True):
+                record.result = result
+                record.done.set()
+
         try:
             with transaction.atomic():
-                # The first after-commit callback: the events' pushes follow it in order.
-                transaction.on_commit(lambda: committed.append(True))
+                transaction.on_commit(wake)
                 # Every record's rows at the end, one INSERT per table for the whole batch.
                 with inserts_deferred():
-                    results = self._write_together([record.part for record in batch])
+                    written.append(self._write_together([record.part for record in batch]))
                 committing = True
         except Exception as error:
             if committed:  # a push failed after the commit: the records are written
@@ -310,8 +323,6 @@ class Writer:
                     if getattr(record.part, "at_most_once", False):
                         record.error = error
             return False
-        for record, result in zip(batch, results, strict=True):
-            record.result = result
         return True
 
     def _one_by_one(self, batch: list[Pending]) -> None:

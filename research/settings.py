@@ -444,7 +444,9 @@ RESEARCH_AGENT_CPU_SLOTS = envint("RESEARCH_AGENT_CPU_SLOTS", 2 * (os.cpu_count(
 RESEARCH_AGENTS_IN_WEB = envbool("RESEARCH_AGENTS_IN_WEB", True)
 # Group commit (research/services/writer.py): how long a batch of step records waits for more
 # after its oldest, in milliseconds. Longer: fewer commits, events pushed that much later; 0
-# writes each record as soon as the writer is free. A wait on a record never lingers.
+# writes each record as soon as the writer is free. A wait on a record never lingers, but a
+# sub-agent's wait for its end does, for its parent's end to join it (agents.loop.lifetime):
+# its thread and its slot are held that long.
 RESEARCH_WRITER_LINGER_MS = envfloat("RESEARCH_WRITER_LINGER_MS", 3.0)
 RESEARCH_STEP_RESULT_MAX_CHARS = envint("RESEARCH_STEP_RESULT_MAX_CHARS", 4000)
 RESEARCH_TOOL_RESULT_MAX_CHARS = envint("RESEARCH_TOOL_RESULT_MAX_CHARS", 12000)

@@ -154,8 +154,8 @@ def _written(ended: Pending, *, hurry: bool, behind: tuple[Pending, ...]) -> boo
     try:
         return bool(ended.wait(hurry=hurry))
     except Exception as failure:
-        if first_error(behind) is not None:
-            log.warning("a sub-agent's end before this one failed: %s", first_error(behind))
+        if failure is first_error(behind):  # this end followed it, unwritten
+            log.warning("a sub-agent's end before this one failed: %s", failure)
             return None
         if not isinstance(failure, DatabaseError) or not resilience.lost_connection(failure):
             raise

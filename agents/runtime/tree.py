@@ -50,7 +50,7 @@ def end_subagents(
     if ctx.all_children_known and ctx.spawned <= ctx.ended_children:
         return
     # One whose end is on its way to the database has ended: not cancelled, not waited for
-    # (its parent's own end waits for that commit, AgentPool.ends_written).
+    # (its parent's own end goes behind it, AgentPool.ends_written).
     working = [
         run_id
         for run_id in team_reads.working_children_ids(run_id=ctx.run_id)

@@ -12,9 +12,10 @@ batch fill for RESEARCH_WRITER_LINGER_MS from its oldest record (up to BATCH_MAX
 writes the whole batch in one transaction, so a batch costs one commit instead of one per
 record: a model call's record and its tools' records, and other agents' records, commit
 together. The batch goes at once when an agent waits on a record (Pending.wait: nobody waits
-out a linger), when it is full, or when the writer is asked to stop. Each record's events are
-stored in that transaction and pushed after it commits, in the order their numbers were given
-(research.events.store); the waiters are woken at the commit, before the pushes.
+out a linger, but a sub-agent for its end, so that its parent's end can join the batch:
+agents.loop.lifetime), when it is full, or when the writer is asked to stop. Each record's
+events are stored in that transaction and pushed after it commits, in the order their numbers
+were given (research.events.store); the waiters are woken at the commit, before the pushes.
 
 A batch that fails is rolled back and its records are written again one by one, each in its
 own transaction as before group commit (`alone`): a record whose run ended meanwhile

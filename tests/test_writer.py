@@ -512,6 +512,31 @@ def test_a_spawn_commits_in_the_batch_of_the_step_that_made_it(writer, agents):
     assert types == [("run.usage", root.run_id), ("run.created", child.pk)]
 
 
+def test_a_spawn_whose_events_fail_to_push_after_the_commit_returns_its_children(
+    writer, agents, monkeypatch
+):
+    """The batch committed, then handing its events to the pushes raised (a server loop
+    closing): the records are written, once, and each waiter gets what its record returned
+    (the spawn its children), not nothing."""
+    from research.events import store
+
+    root = agents[0]
+
+    def failing(root_id, payloads):
+        raise RuntimeError("the server's loop is closed")
+
+    monkeypatch.setattr(store, "broadcast", failing)
+    batches, retried = writer.batches, writer.retried
+    thread, outcome = _in_thread(lambda: _spawn(root.run_id, root.root_id, "pushless"))
+    thread.join(20)
+
+    assert "raised" not in outcome, outcome
+    ((child,),) = outcome["returned"]
+    assert Run.objects.get(pk=child.pk).name == "pushless"
+    assert (writer.batches - batches, writer.retried - retried) == (1, 0)
+    assert Run.objects.filter(parent_id=root.run_id, name="pushless").count() == 1
+
+
 def test_a_spawn_that_raises_in_a_batch_leaves_the_records_written(writer, agents):
     """Its parent is gone: the batch rolls back, its records are written alone, and the spawn,
     alone too, raises what it raised before group commit."""

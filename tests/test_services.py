@@ -261,6 +261,14 @@ def _spawn_calls(*calls: tuple[tuple[str, str], ...]) -> list[services.SpawnCall
     ]
 
 
+def _announced(*runs: Run, seated: int = 2) -> list[tuple[str, int]]:
+    """The events a turn's spawn announces, in order: each run created, then the claims of the
+    first `seated`."""
+    return [("run.created", run.pk) for run in runs] + [
+        ("run.state", run.pk) for run in runs[:seated]
+    ]
+
+
 @pytest.mark.django_db
 def test_the_spawns_of_one_turn_are_checked_in_order_and_recorded_together(run_factory):
     root = run_factory()
@@ -333,13 +341,7 @@ def test_children_seated_at_their_spawn_start_working_in_its_transaction(run_fac
     stored = {run.pk: run.status for run in root.children.all()}
     assert stored == {tides.pk: "working", moon.pk: "working", sun.pk: "queued"}
     events = [e for e in root.events.order_by("seq") if e.payload["run"] != root.pk]
-    assert [(e.type, e.payload["run"]) for e in events] == [
-        ("run.created", tides.pk),
-        ("run.created", moon.pk),
-        ("run.created", sun.pk),
-        ("run.state", tides.pk),
-        ("run.state", moon.pk),
-    ]
+    assert [(e.type, e.payload["run"]) for e in events] == _announced(tides, moon, sun)
     assert [e.seq for e in events] == list(range(events[0].seq, events[0].seq + 5))
     assert events[0].payload["data"]["status"] == "queued"  # created, then claimed
     assert events[3].payload["status"] == "working" and events[3].payload["started_at"]
@@ -419,12 +421,6 @@ def test_a_spawn_in_the_writers_batch_reads_once_and_numbers_its_events_with_its
         ("queued", "queued"),
     ]
     events = list(root.events.filter(seq__gt=before).order_by("seq"))
-    assert [(e.type, e.payload["run"]) for e in events] == [
-        ("run.created", tides.pk),
-        ("run.created", moon.pk),
-        ("run.created", sun.pk),
-        ("run.state", tides.pk),
-        ("run.state", moon.pk),
-    ]
+    assert [(e.type, e.payload["run"]) for e in events] == _announced(tides, moon, sun)
     assert [e.seq for e in events] == list(range(before + 1, before + 6))
     assert Run.objects.get(pk=root.pk).event_seq == before + 5

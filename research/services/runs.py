@@ -200,8 +200,8 @@ def _insert(
         _run_insert().create(runs, annotate=annotate)
         return runs, None
     _run_insert().create(runs, annotate=(*annotate, ("reserved_seq", RESERVED_LAST)), prefix=clause)
-    last = runs[0].reserved_seq if runs else None
-    return runs, (reserved_first(root_id=parent.root_id, count=count, last=last), count)
+    first = reserved_first(root_id=parent.root_id, count=count, last=runs[0].reserved_seq)
+    return runs, (first, count)
 
 
 def runs_create(runs: Sequence[Run]) -> None:

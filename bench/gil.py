@@ -52,8 +52,9 @@ def main() -> None:
         )
     print("| agents | CPU slots | ratio to ideal | runnable threads p50 / p95 / max | "
           "CPU ms per model call | context switches per model call | "
-          "machine CPU ms per call: PostgreSQL / this process / all | cores busy |")  # fmt: skip
-    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+          "machine CPU ms per call: PostgreSQL / this process / all | cores busy | "
+          "events p99 from commit / from stamp |")  # fmt: skip
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     with ScriptedLLM(keep_alive=True) as llm:
         for slots in options.slots:
             os.environ["RESEARCH_AGENT_CPU_SLOTS"] = str(slots)
@@ -68,7 +69,7 @@ def main() -> None:
                         f"{row['cpu_ms']:.1f} | {row['switches']:.1f} | "
                         f"{row['postgres_ms']:.2f} / {row['bench_ms']:.2f} / "
                         f"{row['machine_ms']:.2f} | "
-                        f"{row['cores_busy']:.2f} |",
+                        f"{row['cores_busy']:.2f} | {row['events']} |",
                         flush=True,
                     )
                     if options.threads:
@@ -214,6 +215,10 @@ def measure(llm: ScriptedLLM, client: Client, server: Server, agents: int, optio
         "bench_ms": bench * 1000 / calls,
         "machine_ms": busy * 1000 / calls,
         "cores_busy": busy / wall * (os.cpu_count() or 1),
+        "events": " / ".join(
+            f"{figures[name]['p99'] * 1000:.0f} ms" if figures[name].get("n") else "n/a"
+            for name in ("commit_latency", "latency")
+        ),
         "roles": roles,
         "pauses": pauses,
     }

@@ -58,7 +58,7 @@ def main() -> None:
     with ScriptedLLM(keep_alive=True) as llm:
         for slots in options.slots:
             os.environ["RESEARCH_AGENT_CPU_SLOTS"] = str(slots)
-            with Server(llm, layer="memory") as server:
+            with Server(llm, layer="memory", commits=True) as server:
                 client = Client(server, "bench")
                 asyncio.run(many_trees(llm, client, server, 1, 0.0, "warm"))
                 for agents in options.agents:

@@ -53,9 +53,9 @@ def main() -> None:
     results: dict = {"quick": options.quick}
     with ScriptedLLM(keep_alive=True) as llm:
         for layer in ("memory", "redis"):
-            with Server(llm, layer=layer) as server:
+            with Server(llm, layer=layer, commits=True) as server:
                 results[layer] = measure_layer(llm, server, layer, options)
-        with Server(llm, layer="redis", workers=2) as server:
+        with Server(llm, layer="redis", workers=2, commits=True) as server:
             results["workers"] = measure_workers(llm, server, options)
     results["lists"] = measure_lists(options)
     print_table(results)
@@ -129,14 +129,21 @@ class Server:
     """daphne on this machine's PostgreSQL, with the agents in its process when `llm` is
     given (the scripted model they call), without them otherwise."""
 
-    def __init__(self, llm: ScriptedLLM | None = None, *, layer: str = "memory", workers: int = 0):
+    def __init__(
+        self,
+        llm: ScriptedLLM | None = None,
+        *,
+        layer: str = "memory",
+        workers: int = 0,
+        commits: bool = False,
+    ):
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         env = agent_environment(llm, layer=layer)
-        # When each tree's events were pushed after their commit (bench/commit_settings.py),
-        # unless a profiler's settings were asked for.
+        # With `commits`, when each tree's events were pushed after their commit (bench/
+        # commit_settings.py), unless a profiler's settings were asked for.
         self.commit_log = Path(tempfile.gettempdir()) / f"canopy-bench-commits-{self.port}"
-        if env["DJANGO_SETTINGS_MODULE"] == "research.settings":
+        if commits and env["DJANGO_SETTINGS_MODULE"] == "research.settings":
             env.update(
                 DJANGO_SETTINGS_MODULE="commit_settings",
                 CANOPY_COMMIT_LOG=str(self.commit_log),

@@ -143,15 +143,15 @@ class Server:
         # With `commits`, when each tree's events were pushed after their commit (bench/
         # commit_settings.py), unless a profiler's settings were asked for.
         self.commit_log = Path(tempfile.gettempdir()) / f"canopy-bench-commits-{self.port}"
-        if commits and env["DJANGO_SETTINGS_MODULE"] == "research.settings":
+        settings = env.get("DJANGO_SETTINGS_MODULE", "research.settings")
+        if commits and settings == "research.settings":
+            paths = [str(PROJECT / "bench"), str(PROJECT), env.get("PYTHONPATH", "")]
             env.update(
                 DJANGO_SETTINGS_MODULE="commit_settings",
                 CANOPY_COMMIT_LOG=str(self.commit_log),
-                PYTHONPATH=os.pathsep.join(
-                    [str(PROJECT / "bench"), str(PROJECT), env.get("PYTHONPATH", "")]
-                ),
+                PYTHONPATH=os.pathsep.join(filter(None, paths)),
             )
-        self.noting_commits = env["DJANGO_SETTINGS_MODULE"] == "commit_settings"
+        self.noting_commits = env.get("DJANGO_SETTINGS_MODULE") == "commit_settings"
         # With workers, this process only serves and enqueues; they run the agents.
         env["RESEARCH_AGENTS_IN_WEB"] = "true" if llm is not None and not workers else "false"
         self.workers = [
@@ -200,9 +200,9 @@ class Server:
         self.log.close()
 
     def commits(self) -> dict[int, list[tuple[int, int, float]]]:
-        """Each tree's pushes after their commits so far, by root id: (first number, how
-        many, time), from every process that commits events (daphne and its workers); empty
-        without bench/commit_settings.py."""
+        """Each tree's pushes since the last ask, by root id: (first number, how many, when
+        the COMMIT before them was sent), from every process that commits events (daphne
+        and its workers); empty without bench/commit_settings.py."""
         if not self.noting_commits:
             return {}
         trees: dict[int, list[tuple[int, int, float]]] = {}
@@ -623,16 +623,20 @@ async def time_lists(client: Client, *, cursor: str, tree_id: int, deep_page: in
 
 
 def commit_latencies(server: Server, received: list[tuple[int, int, float]]) -> dict:
-    """The percentiles of each received event's delay from the push after its commit
-    (Server.commits), the delay issue 25's goal names; {"n": 0} when the server notes none."""
+    """The percentiles of each received event's delay from the COMMIT of its batch
+    (Server.commits), the delay issue 25's goal names, with how many received events had no
+    note ("unmatched": one read from the table after a reconnect, say); {"n": 0} when the
+    server notes none."""
     trees = server.commits()
+    if not trees:
+        return {"n": 0}
     delays = []
     for root_id, seq, arrived in received:
-        for first, count, pushed in trees.get(root_id, ()):
+        for first, count, committed in trees.get(root_id, ()):
             if first <= seq < first + count:
-                delays.append(arrived - pushed)
+                delays.append(arrived - committed)
                 break
-    return percentiles(delays)
+    return {**percentiles(delays), "unmatched": len(received) - len(delays)}
 
 
 def percentiles(values: list[float]) -> dict:
@@ -681,30 +685,37 @@ def print_table(results: dict) -> None:
                 f"| run pages with static files meanwhile, {layer} | under 1 s | "
                 f"p50 {ms(pages['p50'])}, max {ms(pages['max'])} ({pages['n']}) |"
             )
-        # From the push after the commit (the goal's), then from the stamp each event
-        # carries, set as its batch is written, before its last statements and the COMMIT.
+        # From the COMMIT of its batch (the goal's), then from the stamp each event carries,
+        # set as its batch is written, before its last statements and the COMMIT.
         for state, latency in figures.get("commit_latency", {}).items():
             if latency.get("n"):
+                unmatched = latency["unmatched"]
                 print(
                     f"| event commit to socket, {state}, {layer} | p99 < 50 ms | "
                     f"p50 {ms(latency['p50'])}, p95 {ms(latency['p95'])}, "
-                    f"p99 {ms(latency['p99'])} ({latency['n']} events) |"
+                    f"p99 {ms(latency['p99'])} ({latency['n']} events"
+                    + (f", {unmatched} more with no note" if unmatched else "")
+                    + ") |"
                 )
         for state, latency in figures["event_latency"].items():
             if latency.get("n"):
                 print(
-                    f"| event stamp to socket (before its commit), {state}, {layer} | "
+                    f"| event stamped before its commit to socket, {state}, {layer} | "
                     f"p99 < 50 ms | p50 {ms(latency['p50'])}, p95 {ms(latency['p95'])}, "
                     f"p99 {ms(latency['p99'])} ({latency['n']} events) |"
                 )
     for load in results["workers"]["concurrency"].values():
         stamped, committed = load["latency"], load.get("commit_latency", {})
+        delays = [
+            f"{ms(figure['p99'])} from {since}"
+            for since, figure in (("commit", committed), ("stamp", stamped))
+            if figure.get("n")
+        ]
         print(
             f"| {load['trees']} trees ({load['agents']} agents) at 200 ms, 2 runagents workers "
             f"| >= 90% | {load['ratio']:.0%} ({load['wall']:.2f} s against {load['ideal']:.2f} s)"
             f"; sockets p50 {ms(load['handshakes']['p50'])}, pages p50 {ms(load['pages']['p50'])}"
-            + (f"; events p99 {ms(committed['p99'])} from commit" if committed.get("n") else "")
-            + (f", {ms(stamped['p99'])} from stamp" if stamped.get("n") else "")
+            + (f"; events p99 {', '.join(delays)}" if delays else "")
             + " |"
         )
     for name, timing in results["lists"].items():

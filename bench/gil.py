@@ -10,12 +10,15 @@ scripted model answering after 200 ms. Meanwhile this process reads /proc every 
 a core, most of them for the GIL), and, over the whole run, the CPU and the context switches
 of the process per model call. Beside them, the rest of the machine per model call: the
 PostgreSQL processes, this process (the scripted model, the viewers, the sampling), all of
-it, and how many of the two cores were busy on average. `--slots` sets
+it, and how many of the two cores were busy on average; and the p99 of the events' delay
+to the viewers' sockets, from their commit (bench/commit_settings.py) and from the stamp
+they carry, set before it. `--slots` sets
 RESEARCH_AGENT_CPU_SLOTS, the gate on agents running Python at once (default 2 per core).
 `--threads` splits the CPU per model call by thread role, as
 `research_cpu.py --threads` does (daphne on bench/thread_settings.py). `--gc` prints the
 cyclic garbage collector's pauses in daphne during each load, by generation, and `--gc-off`
-runs daphne with the collector off after startup (both on bench/gc_settings.py).
+runs daphne with the collector off after startup (both on bench/gc_settings.py); with
+either of those, or `--threads`, the delay from the commit is not noted ("n/a").
 """
 
 import argparse

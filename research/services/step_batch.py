@@ -103,11 +103,10 @@ class Action:
     rows in their order (`_update`), or alone with the other actions' roots (trees_lock), so
     `act` reads under that lock without taking it again. What `act` raises rolls the batch
     back, and each record is then written alone, in a transaction of its own: `alone` takes
-    the lock itself (subagents._recorded). An action is
-    written at most once: when the connection died under the batch's COMMIT (it may have
-    gone through), it fails with that error instead (research.services.writer), as the
-    spawn failed before group commit; its agent then reads the children it may have as it
-    ends (agents.runtime.tree.end_subagents)."""
+    the lock itself (subagents._recorded). An action is written at most once: when the
+    connection died under the batch's COMMIT (it may have gone through), it fails with that
+    error instead (research.services.writer), as the spawn failed before group commit; its
+    agent then reads the children it may have as it ends (agents.runtime.tree.end_subagents)."""
 
     root_id: int
     act: Callable[[], Any]

@@ -19,12 +19,17 @@ RESEARCH_AGENT_CPU_SLOTS, the gate on agents running Python at once (default 2 p
 cyclic garbage collector's pauses in daphne during each load, by generation, and `--gc-off`
 runs daphne with the collector off after startup (both on bench/gc_settings.py); with
 either of those, or `--threads`, the delay from the commit is not noted ("n/a").
+`--py-spy FILE` samples daphne through the loads, not its start or warm tree (py-spy on the
+`PATH`, `--gil --nonblocking` at 100 Hz, which leaves the loads' figures within their
+noise); `bench/owners.py FILE` splits the samples by whose code ran (round forty).
 """
 
 import argparse
 import asyncio
 import os
+import signal
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -64,6 +69,7 @@ def main() -> None:
             with Server(llm, layer="memory", commits=True) as server:
                 client = Client(server, "bench")
                 asyncio.run(many_trees(llm, client, server, 1, 0.0, "warm"))
+                sampling = sample(server.process.pid, options.py_spy) if options.py_spy else None
                 for agents in options.agents:
                     row = measure(llm, client, server, agents, options)
                     print(
@@ -79,6 +85,9 @@ def main() -> None:
                         print_roles(row["roles"])
                     if options.gc or options.gc_off:
                         print_pauses(row["pauses"])
+                if sampling:
+                    sampling.send_signal(signal.SIGINT)  # py-spy writes its record and exits
+                    sampling.wait()
 
 
 def parse_args() -> argparse.Namespace:
@@ -92,9 +101,25 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument(
         "--sample-ms", type=float, default=20, help="how often the runnable threads are counted"
     )
+    parser.add_argument(
+        "--py-spy", metavar="FILE", help="sample daphne through the loads (py-spy, raw format)"
+    )
     parser.add_argument("--quick", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--json", help=argparse.SUPPRESS)
     return parser.parse_args()
+
+
+def sample(pid: int, record: str) -> subprocess.Popen:
+    """py-spy sampling the process into `record` until it is sent SIGINT. At 100 Hz and
+    without stopping the process for each sample; stopping it (py-spy's default) or 250 Hz
+    took a 120-agent load from about 80% to 33 to 46% of the ideal (round forty)."""
+    sampler = subprocess.Popen(
+        ["py-spy", "record", "--pid", str(pid), "--rate", "100", "--gil", "--nonblocking"]
+        + ["--format", "raw", "--output", record],
+        stdout=subprocess.DEVNULL,
+    )
+    time.sleep(1)  # py-spy attached
+    return sampler
 
 
 class Sampler(threading.Thread):

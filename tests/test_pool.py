@@ -4,6 +4,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from datetime import datetime
 
@@ -262,6 +263,40 @@ def test_a_queued_root_starts_as_soon_as_a_slot_frees(scripted_llm, alice, setti
     finally:
         pool.shutdown()
     assert [root.status for root in roots] == ["done", "done"]
+
+
+def test_an_agent_waiting_for_some_wakes_at_their_end_not_at_any_other(scripted_llm, alice):
+    """A parent waits for its own sub-agents: another tree's end does not wake it (one
+    condition for the whole pool woke every waiting parent at every end), the end of one it
+    waits for does, at once; and one that no longer works here ends the wait before it
+    starts."""
+    scripted_llm.script("the long one", slow(3, reply("long report")))
+    scripted_llm.script("the short one", reply("short report"))
+    pool = AgentPool(max_active=4).start()
+    woke: list[bool] = []
+    try:
+        long_root = services.run_start(owner=alice, topic="the long one")
+        wait_for(lambda: pool.is_running(long_root.pk), timeout=5, message="never started")
+
+        def wait() -> None:
+            woke.append(pool.wait_changed(20, run_ids=[long_root.pk]))
+
+        waiter = threading.Thread(target=wait, daemon=True)
+        waiter.start()
+        short_root = services.run_start(owner=alice, topic="the short one")
+        assert wait_finished(short_root, timeout=10).status == "done"
+        wait_for(lambda: not pool.is_running(short_root.pk), timeout=5, message="never left")
+        time.sleep(0.3)  # a waiter woken by that end would have returned by now
+        assert woke == []
+        assert wait_finished(long_root, timeout=10).status == "done"
+        wait_for(lambda: not pool.is_running(long_root.pk), timeout=5, message="never left")
+        waiter.join(timeout=5)
+        assert woke == [True]  # woken at its end, not at the 20 s timeout
+        started = time.monotonic()
+        assert pool.wait_changed(20, run_ids=[long_root.pk]) is True
+        assert time.monotonic() - started < 1
+    finally:
+        pool.shutdown()
 
 
 def test_roots_queued_while_one_starts_are_claimed_without_waiting_for_an_end(

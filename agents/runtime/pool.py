@@ -29,6 +29,7 @@ from agents.runtime.context import CancelToken
 from agents.runtime.ends import HandedEnds
 from agents.runtime.gate import CpuGate
 from agents.runtime.orphans import OrphanSweep
+from agents.runtime.wakes import Wakes
 from agents.runtime.worker import WorkerLoops
 from research import endings, services
 from research.models import Run
@@ -57,7 +58,7 @@ class AgentPool(WorkerLoops):
         self._slots = threading.BoundedSemaphore(self.max_active)
         self._cpu = CpuGate(settings.RESEARCH_AGENT_CPU_SLOTS)  # agents running Python
         self._lock = threading.Lock()
-        self._changed = threading.Condition(self._lock)
+        self._wakes = Wakes(self._lock)  # agents waiting for others to stop working here
         self._agents: dict[int, _Agent] = {}
         self._ended = HandedEnds()  # sub-agents' ends on their way to the database (ended)
         # Set when an agent comes: the cancel watch sleeps on it while the pool has none.
@@ -120,11 +121,9 @@ class AgentPool(WorkerLoops):
         if self._stopping.is_set():
             # A sub-agent spawned while the pool stops: it ends at once, with its parent.
             token.cancel(self._stop_reason)
+        name = f"agent-{run_id}"
         thread = threading.Thread(
-            target=self._run_agent,
-            args=(run_id, token, seated),
-            name=f"agent-{run_id}",
-            daemon=True,
+            target=self._run_agent, args=(run_id, token, seated), name=name, daemon=True
         )
         with self._lock:
             family = None if parent_id is None else self._family(parent_id)
@@ -198,8 +197,7 @@ class AgentPool(WorkerLoops):
 
     def cancel(self, run_id: int, reason: str) -> bool:
         """Cancel an agent of this process at once; False when it is not here."""
-        with self._lock:
-            agent = self._agents.get(run_id)
+        agent = self._agent(run_id)
         if agent is not None:
             agent.token.cancel(reason)
         return agent is not None
@@ -211,10 +209,10 @@ class AgentPool(WorkerLoops):
     def ended(self, run: Run, end: Pending) -> None:
         """A sub-agent handed its `end` over, `run` its row as it leaves it: a parent that runs
         here wakes and reads it (ended_row) until it leaves (agents.runtime.ends)."""
-        with self._changed:
+        with self._lock:
             if run.parent_id in self._agents:
                 self._ended.add(run, end)
-            self._changed.notify_all()
+            self._wakes.stopped(run.pk)
 
     def not_ended(self, run_id: int) -> None:
         """The end handed over failed, or found the run ended: its row is read instead."""
@@ -240,16 +238,18 @@ class AgentPool(WorkerLoops):
         for _, end in ends:
             end.settle()
         again = [run_id for run_id, end in ends if end.error is not None or not end.result]
-        with self._changed:
+        with self._lock:
             while any(run_id in self._agents for run_id in again):
-                self._changed.wait(0.25)
+                self._wakes.wait(again, 0.25)
         return writing
 
-    def wait_changed(self, timeout: float) -> bool:
-        """Block until some agent of this pool ends (True), or the timeout passes (False)."""
+    def wait_changed(self, timeout: float, run_ids: list[int] | None = None) -> bool:
+        """True once one of `run_ids` (any agent, for None) does not work here; False at timeout."""
         give_back_connection()
-        with self._changed:
-            return self._changed.wait(timeout)
+        with self._lock:
+            if run_ids and any(r not in self._agents or r in self._ended for r in run_ids):
+                return True
+            return self._wakes.wait(run_ids, timeout)
 
     @contextmanager
     def blocking(self) -> Iterator[None]:
@@ -382,7 +382,7 @@ class AgentPool(WorkerLoops):
                 resilience.cleanup(
                     f"closing the inbox of run {run_id}", lambda: get_messenger().close(run_id)
                 )
-                with self._changed:
+                with self._lock:
                     # A root resumed after its plan review may already run again on a new
                     # thread while this one unwinds: only this thread's own entries go.
                     if self._agents.get(run_id) is agent:
@@ -392,7 +392,7 @@ class AgentPool(WorkerLoops):
                         if self._families.pop(run_id, None) is not None:
                             self._ended.drop_children(run_id)
                     if run_id not in self._ended:  # else its waiters woke at its end (ended)
-                        self._changed.notify_all()
+                        self._wakes.stopped(run_id)
                 resilience.cleanup(
                     f"logging the end of run {run_id}", lambda: self._log_end(run_id)
                 )

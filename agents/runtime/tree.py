@@ -320,7 +320,5 @@ def wait_for_change(
         if pool is None:
             time.sleep(min(left, 0.25))
             return
-        if watched is not None and not all(map(pool.works, watched)):
-            return
-        if pool.wait_changed(min(left, 0.25)) and watched is None:
+        if pool.wait_changed(min(left, 0.25), run_ids=watched):
             return

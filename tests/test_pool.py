@@ -270,7 +270,13 @@ def test_an_agent_waiting_for_some_wakes_at_their_end_not_at_any_other(scripted_
     condition for the whole pool woke every waiting parent at every end), the end of one it
     waits for does, at once; and one that no longer works here ends the wait before it
     starts."""
-    scripted_llm.script("the long one", slow(3, reply("long report")))
+    released = threading.Event()  # the long root's model answers once the test says so
+
+    def long_answer(messages: list) -> str:
+        released.wait(30)
+        return "long report"
+
+    scripted_llm.script("the long one", long_answer)
     scripted_llm.script("the short one", reply("short report"))
     pool = AgentPool(max_active=4).start()
     woke: list[bool] = []
@@ -283,19 +289,22 @@ def test_an_agent_waiting_for_some_wakes_at_their_end_not_at_any_other(scripted_
 
         waiter = threading.Thread(target=wait, daemon=True)
         waiter.start()
+        # The waiter waits before the other tree starts (the pool's waiters, looked at).
+        wait_for(lambda: long_root.pk in pool._wakes._waiting, timeout=5, message="no wait")
         short_root = services.run_start(owner=alice, topic="the short one")
         assert wait_finished(short_root, timeout=10).status == "done"
         wait_for(lambda: not pool.is_running(short_root.pk), timeout=5, message="never left")
         time.sleep(0.3)  # a waiter woken by that end would have returned by now
         assert woke == []
+        released.set()
         assert wait_finished(long_root, timeout=10).status == "done"
-        wait_for(lambda: not pool.is_running(long_root.pk), timeout=5, message="never left")
         waiter.join(timeout=5)
         assert woke == [True]  # woken at its end, not at the 20 s timeout
         started = time.monotonic()
         assert pool.wait_changed(20, run_ids=[long_root.pk]) is True
         assert time.monotonic() - started < 1
     finally:
+        released.set()
         pool.shutdown()
 
 

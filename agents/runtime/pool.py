@@ -121,10 +121,8 @@ class AgentPool(WorkerLoops):
         if self._stopping.is_set():
             # A sub-agent spawned while the pool stops: it ends at once, with its parent.
             token.cancel(self._stop_reason)
-        name = f"agent-{run_id}"
-        thread = threading.Thread(
-            target=self._run_agent, args=(run_id, token, seated), name=name, daemon=True
-        )
+        thread = threading.Thread(target=self._run_agent, args=(run_id, token, seated), daemon=True)
+        thread.name = f"agent-{run_id}"
         with self._lock:
             family = None if parent_id is None else self._family(parent_id)
             agent = _Agent(
@@ -244,7 +242,8 @@ class AgentPool(WorkerLoops):
         return writing
 
     def wait_changed(self, timeout: float, run_ids: list[int] | None = None) -> bool:
-        """True once one of `run_ids` (any agent, for None) does not work here; False at timeout."""
+        """True when one of `run_ids` (any agent, for None) was seen stopped here or its stop
+        woke the wait; False at the timeout (the caller looks again). An empty list waits."""
         give_back_connection()
         with self._lock:
             if run_ids and any(r not in self._agents or r in self._ended for r in run_ids):

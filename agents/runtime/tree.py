@@ -283,8 +283,8 @@ def _handed(pool, run: Run) -> Run:
     return handed if handed is not None and run.status in ACTIVE_STATUSES else run
 
 
-# How often a waiting agent reads its children's rows when no agent of its pool has ended:
-# its children end in its own process (a tree runs in one), which wakes it at once.
+# How often a waiting agent reads its children's rows when none of them has ended: its
+# children end in its own process (a tree runs in one), and each end wakes it at once.
 RECHECK_SECONDS = 2.0
 
 

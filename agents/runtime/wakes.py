@@ -4,8 +4,9 @@ A parent waits for its sub-agents; an agent that ends waits for those it cancell
 waiter names the runs it waits for, or waits for any agent of the pool. When an agent stops
 working here (it handed its end over, or its thread left the pool), only the waiters that
 named it, and those waiting for any, wake. One condition for the whole pool woke every
-waiting parent at every end of any tree: at 198 agents, 33 roots woke at each of their
-165 children's ends to find nothing of theirs had ended (docs/performance.md, round forty).
+waiting parent at every end of any tree: at 198 agents (33 trees), 33 roots woke at each
+end of the load's 165 children, mostly to find nothing of theirs had ended
+(docs/performance.md, round forty).
 """
 
 import threading
@@ -25,8 +26,8 @@ class Wakes:
 
     def wait(self, run_ids: Iterable[int] | None, timeout: float) -> bool:
         """Wait until one of `run_ids` (any agent, for None) stops working here (True), or
-        the timeout passes (False). The caller holds the lock, and has just seen them all
-        work under it: no stop comes between its look and this wait."""
+        the timeout passes (False). The caller holds the lock and has just looked, under it,
+        that it must wait: no stop comes between its look and this wait."""
         keys = [ANY] if run_ids is None else list(run_ids)
         waiter = threading.Condition(self._lock)
         for key in keys:

@@ -66,8 +66,8 @@ def wait_subagents(
             noted = note_waiting(ctx)
             if noted or time.monotonic() >= deadline:
                 break
-            # Woken when one of those still working leaves the pool, not by every agent of
-            # the pool that ends.
+            # Woken when one of those still working hands its end over or leaves the pool,
+            # not by the ends of other agents.
             left = max(0.0, deadline - time.monotonic())
             wait_for_change(ctx, min(RECHECK_SECONDS, left), run_ids=found[0])
     runs = found[1] if found[1] is not None else team_reads.runs_by_ids(run_ids=targets)

@@ -5,8 +5,8 @@
     .venv/bin/python bench/owners.py /tmp/research.txt    # from research_cpu.py --py-spy
 
 Reads a raw py-spy record (`--format raw --gil`: one line a stack, its frames from the
-thread's start to the running function, then the count) and prints two splits of the
-samples:
+thread's start to the running function, then the count) and prints the samples split two
+ways:
 
 - by the code of the running function itself (its "self" time): Canopy's own modules
   (agents/, research/, frontend/) in one row, each library and standard module by its
@@ -26,8 +26,8 @@ from collections import Counter
 
 OWN = ("agents/", "research/", "frontend/", "canopy/")
 FRAME = re.compile(r"^(?P<function>.*) \((?P<file>[^()]*):\d+\)$")
-# The server's start and stop: the pool resuming or ending the runs it finds.
 CANOPY = "Canopy's own modules"
+# The server's start and stop: the pool resuming or ending the runs it finds.
 OUTSIDE_THE_LOAD = ("_resume_interrupted", "worker_stop", "_end_runs_of", "runs_fail")
 
 
@@ -65,8 +65,6 @@ def read(path: str) -> dict[str, Counter]:
             frames = [FRAME.match(frame) for frame in stack.split(";")]
             files = [frame["file"] if frame else "" for frame in frames]
             running = owner(files[-1])
-            if running == CANOPY:
-                module[files[-1]] += int(count)
             first_own = next(
                 (frame["function"] for frame in frames if frame and frame["file"].startswith(OWN)),
                 "the server's loop (no Canopy function)",
@@ -74,6 +72,7 @@ def read(path: str) -> dict[str, Counter]:
             code[running] += int(count)
             role[first_own] += int(count)
             if running == CANOPY:
+                module[files[-1]] += int(count)
                 role_own[first_own] += int(count)
     return {"code": code, "module": module, "role": role, "role_own": role_own}
 

@@ -29,7 +29,6 @@ import asyncio
 import os
 import signal
 import statistics
-import subprocess
 import sys
 import threading
 import time
@@ -69,7 +68,11 @@ def main() -> None:
             with Server(llm, layer="memory", commits=True) as server:
                 client = Client(server, "bench")
                 asyncio.run(many_trees(llm, client, server, 1, 0.0, "warm"))
-                sampling = sample(server.process.pid, options.py_spy) if options.py_spy else None
+                # 100 Hz: stopping the process for each sample (py-spy's default) or 250 Hz
+                # took a 120-agent load from about 80% to 33 to 46% of the ideal (round forty).
+                sampling = None
+                if options.py_spy:
+                    sampling = research_cpu.py_spy(server.process.pid, options.py_spy, rate=100)
                 for agents in options.agents:
                     row = measure(llm, client, server, agents, options)
                     print(
@@ -87,7 +90,7 @@ def main() -> None:
                         print_pauses(row["pauses"])
                 if sampling:
                     sampling.send_signal(signal.SIGINT)  # py-spy writes its record and exits
-                    sampling.wait()
+                    sampling.wait(30)
 
 
 def parse_args() -> argparse.Namespace:
@@ -107,19 +110,6 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--quick", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--json", help=argparse.SUPPRESS)
     return parser.parse_args()
-
-
-def sample(pid: int, record: str) -> subprocess.Popen:
-    """py-spy sampling the process into `record` until it is sent SIGINT. At 100 Hz and
-    without stopping the process for each sample; stopping it (py-spy's default) or 250 Hz
-    took a 120-agent load from about 80% to 33 to 46% of the ideal (round forty)."""
-    sampler = subprocess.Popen(
-        ["py-spy", "record", "--pid", str(pid), "--rate", "100", "--gil", "--nonblocking"]
-        + ["--format", "raw", "--output", record],
-        stdout=subprocess.DEVNULL,
-    )
-    time.sleep(1)  # py-spy attached
-    return sampler
 
 
 class Sampler(threading.Thread):

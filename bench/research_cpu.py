@@ -259,6 +259,19 @@ def cpu_seconds(pid: int) -> float:
     return sum(cpu_split(pid))
 
 
+def py_spy(pid: int, record: str, *, rate: int) -> subprocess.Popen:
+    """py-spy sampling the process's thread that holds the GIL into `record` (raw format,
+    for bench/owners.py), `rate` times a second without stopping the process for each
+    sample, until it is sent SIGINT. Returns once py-spy has attached."""
+    sampler = subprocess.Popen(
+        ["py-spy", "record", "--pid", str(pid), "--rate", str(rate), "--gil", "--nonblocking"]
+        + ["--format", "raw", "--output", record],
+        stdout=subprocess.DEVNULL,
+    )
+    time.sleep(1)
+    return sampler
+
+
 def cpu_split(pid: int) -> tuple[float, float]:
     """User and system (the kernel's, for the process: sockets, thread wake-ups) CPU so far."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -274,22 +287,7 @@ def measure(llm: ScriptedLLM, server: Server, options: argparse.Namespace) -> di
     sampler = None
     for index in range(options.repeat + 1):  # the first warms the process up and is dropped
         if index == 1 and options.py_spy:
-            sampler = subprocess.Popen(
-                [
-                    "py-spy",
-                    "record",
-                    "--pid",
-                    str(pid),
-                    "--rate",
-                    "1000",
-                    "--format",
-                    "raw",
-                    "--gil",
-                ]
-                + ["--output", options.py_spy, "--nonblocking"],
-                stdout=subprocess.DEVNULL,
-            )
-            time.sleep(1)
+            sampler = py_spy(pid, options.py_spy, rate=1000)
         topic = f"research cpu {index} {time.time()}"
         script_research(llm, web, topic, options.rounds, options.delay)
         calls_before = len(llm.requests)

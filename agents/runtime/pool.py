@@ -195,8 +195,7 @@ class AgentPool(WorkerLoops):
 
     def cancel(self, run_id: int, reason: str) -> bool:
         """Cancel an agent of this process at once; False when it is not here."""
-        agent = self._agent(run_id)
-        if agent is not None:
+        if (agent := self._agent(run_id)) is not None:
             agent.token.cancel(reason)
         return agent is not None
 
@@ -220,7 +219,10 @@ class AgentPool(WorkerLoops):
     def works(self, run_id: int) -> bool:
         """Whether the agent runs here and has not handed its end over (`ended`)."""
         with self._lock:
-            return run_id in self._agents and run_id not in self._ended
+            return self._works(run_id)
+
+    def _works(self, run_id: int) -> bool:
+        return run_id in self._agents and run_id not in self._ended  # under self._lock
 
     def ended_row(self, run_id: int) -> Run | None:
         """The row `ended` was given for a sub-agent whose parent runs here; None otherwise."""
@@ -246,7 +248,7 @@ class AgentPool(WorkerLoops):
         woke the wait; False at the timeout (the caller looks again). An empty list waits."""
         give_back_connection()
         with self._lock:
-            if run_ids and any(r not in self._agents or r in self._ended for r in run_ids):
+            if run_ids and not all(map(self._works, run_ids)):
                 return True
             return self._wakes.wait(run_ids, timeout)
 
@@ -315,8 +317,7 @@ class AgentPool(WorkerLoops):
         finally:
             with self._lock:
                 self._waiting_for_slot -= 1
-        # Counted as working before it waits for the gate: the claim loop must not see a
-        # free slot meanwhile.
+        # Counted working before it waits for the gate: the claim loop must see no free slot.
         with self._lock:
             self._working += 1
         self._cpu.acquire()
